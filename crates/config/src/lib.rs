@@ -1,0 +1,2 @@
+//! config
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! control
+#![forbid(unsafe_code)]

@@ -1,0 +1,10 @@
+//! `fastfwd lab …`
+
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum Command {}
+
+pub fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {}
+}

@@ -1,0 +1,2 @@
+//! firewall
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! pipeline
+#![forbid(unsafe_code)]
