@@ -1,1 +1,19 @@
 //! The forwarding lab.
+//!
+//! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
+//! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
+//! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`]; their
+//! system calls live in `sys`.
+
+pub mod equilibrium;
+pub mod ministat;
+pub mod plot;
+pub mod report;
+pub mod rfc2544;
+
+pub mod bench;
+pub mod flows;
+pub mod gen;
+pub mod recv;
+pub mod topo;
+pub mod udp_sink;
