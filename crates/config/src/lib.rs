@@ -1,2 +1,113 @@
-//! config
+//! fastfwd's configuration file (TOML): interfaces, VLAN sub-interfaces,
+//! static routes (ECMP) and static neighbours.
+//!
+//! A configuration applies whole or not at all: [`Config::load`] parses and
+//! validates everything and returns either a [`Config`] in which every
+//! reference is resolved, or a [`ConfigError`] listing every problem with
+//! its file, line and field:
+//!
+//! ```text
+//! router.toml:12: routes[3].via: 10.9.9.9 is not on any connected subnet
+//! ```
+//!
+//! The runtime tables of the pipeline are built only from a validated
+//! [`Config`]. The format is documented in `docs/config.md`.
+
 #![forbid(unsafe_code)]
+
+mod error;
+mod model;
+mod raw;
+mod validate;
+
+pub use error::{ConfigError, Diagnostic, ErrorKind};
+pub use model::{
+    Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError, Route,
+};
+pub use validate::{DEFAULT_MTU, MAX_MTU, MAX_NEXT_HOPS, MIN_MTU, MIN_MTU_V6};
+
+use std::path::Path;
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from, as named to the loader.
+    pub file: String,
+    /// Logical interfaces: each port followed by its VLAN sub-interfaces,
+    /// in file order.
+    pub interfaces: Vec<Interface>,
+    /// Static routes, in file order.
+    pub routes: Vec<Route>,
+    /// Static neighbours, in file order.
+    pub neighbours: Vec<Neighbour>,
+    /// The `[firewall]` section, reserved, carried unparsed.
+    pub firewall: Option<toml::Value>,
+    /// The `[workers]` section, reserved, carried unparsed.
+    pub workers: Option<toml::Value>,
+    /// The `[io]` section, reserved, carried unparsed.
+    pub io: Option<toml::Value>,
+}
+
+impl Config {
+    /// Reads, parses and validates a configuration file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        Config::parse(&name, &text)
+    }
+
+    /// Parses and validates configuration text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let lines = error::LineIndex::new(text);
+        let raw: raw::RawConfig = match toml::from_str(text) {
+            Ok(r) => r,
+            Err(e) => {
+                let offset = e.span().map(|s| s.start).unwrap_or(0);
+                let (line, column) = lines.line_col(offset);
+                // Valid TOML that does not fit the schema: find the field
+                // the error points at. Invalid TOML: a syntax error.
+                let (field, kind) = match toml::from_str::<raw::Node>(text) {
+                    Ok(root) => (
+                        root.path_at(offset),
+                        ErrorKind::Schema(e.message().to_owned()),
+                    ),
+                    Err(_) => (String::new(), ErrorKind::Syntax(e.message().to_owned())),
+                };
+                return Err(ConfigError::Invalid(vec![Diagnostic {
+                    file: file.to_owned(),
+                    line,
+                    column,
+                    field,
+                    kind,
+                }]));
+            }
+        };
+        validate::validate(file, text, raw).map_err(ConfigError::Invalid)
+    }
+
+    /// The interface called `name`.
+    pub fn interface(&self, name: &str) -> Option<&Interface> {
+        self.interfaces.iter().find(|i| i.name == name)
+    }
+
+    /// The distinct ports (kernel interfaces), in file order.
+    pub fn ports(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for i in &self.interfaces {
+            if !out.contains(&i.port.as_str()) {
+                out.push(&i.port);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,3 @@
 //! I/O backends.
+
+pub mod pcap;

@@ -1,0 +1,550 @@
+//! Classic pcap files (the libpcap format): a streaming reader and writer.
+//!
+//! The reader takes both byte orders and both timestamp resolutions
+//! (microsecond magic `a1b2c3d4`, nanosecond magic `a1b23c4d`); the writer
+//! writes the host's byte order with either resolution. Timestamps are
+//! nanoseconds since the Unix epoch. Only Ethernet (LINKTYPE_ETHERNET, 1) is
+//! accepted by [`Reader::new`], since that is what the pipeline takes.
+//!
+//! A truncated or garbled file gives a typed [`PcapError`], never a panic; a
+//! record whose declared length is absurd is refused before any buffer is
+//! sized from it.
+
+use std::io::{self, Read, Write};
+
+/// LINKTYPE_ETHERNET: frames start with the Ethernet header.
+pub const LINKTYPE_ETHERNET: u32 = 1;
+
+const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
+const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+const FILE_HEADER_LEN: usize = 24;
+const RECORD_HEADER_LEN: usize = 16;
+
+/// Largest captured length accepted for one record (256 KiB, as libpcap's
+/// MAXIMUM_SNAPLEN).
+pub const MAX_RECORD_LEN: u32 = 262_144;
+
+/// Why a pcap file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapError {
+    /// The underlying reader or writer failed.
+    #[error("pcap I/O: {0}")]
+    Io(#[from] io::Error),
+    /// The file ended inside the 24-byte file header.
+    #[error("truncated pcap file header ({0} of 24 bytes)")]
+    TruncatedFileHeader(usize),
+    /// The first four bytes are no pcap magic number.
+    #[error("not a pcap file (magic {0:#010x})")]
+    BadMagic(u32),
+    /// The file's version is not 2.x.
+    #[error("unsupported pcap version {major}.{minor}")]
+    UnsupportedVersion {
+        /// Major version.
+        major: u16,
+        /// Minor version.
+        minor: u16,
+    },
+    /// A link type other than Ethernet.
+    #[error("unsupported link type {0} (only Ethernet, 1, is supported)")]
+    UnsupportedLinkType(u32),
+    /// The file ended inside a record header.
+    #[error("record {index}: truncated record header ({got} of 16 bytes)")]
+    TruncatedRecordHeader {
+        /// 0-based record number.
+        index: u64,
+        /// Bytes present.
+        got: usize,
+    },
+    /// The file ended inside a record's data.
+    #[error("record {index}: truncated packet data ({got} of {expected} bytes)")]
+    TruncatedRecord {
+        /// 0-based record number.
+        index: u64,
+        /// Bytes present.
+        got: usize,
+        /// Bytes declared.
+        expected: u32,
+    },
+    /// A record whose declared lengths cannot be right.
+    #[error("record {index}: bad lengths (captured {caplen}, original {origlen}, limit {limit})")]
+    BadRecordLength {
+        /// 0-based record number.
+        index: u64,
+        /// Declared captured length.
+        caplen: u32,
+        /// Declared original length.
+        origlen: u32,
+        /// Largest allowed captured length.
+        limit: u32,
+    },
+    /// A microsecond field of one million or more, or nanoseconds of a billion or more.
+    #[error("record {index}: sub-second timestamp field {value} out of range")]
+    BadTimestamp {
+        /// 0-based record number.
+        index: u64,
+        /// The field.
+        value: u32,
+    },
+    /// A packet too long to be written as one record.
+    #[error("packet of {0} bytes is too long for a pcap record")]
+    PacketTooLong(usize),
+}
+
+/// Timestamp resolution of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Microseconds (magic `a1b2c3d4`, the common one).
+    Micros,
+    /// Nanoseconds (magic `a1b23c4d`).
+    Nanos,
+}
+
+/// One record's header as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// Capture time, nanoseconds since the Unix epoch.
+    pub ts_nanos: u64,
+    /// Bytes captured (the length of the data returned).
+    pub caplen: u32,
+    /// Length of the packet on the wire.
+    pub origlen: u32,
+}
+
+/// Reads any of `buf.len()` bytes it can; returns how many were read (less
+/// than asked only at end of file).
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// A streaming reader of classic pcap files.
+#[derive(Debug)]
+pub struct Reader<R> {
+    inner: R,
+    swapped: bool,
+    resolution: Resolution,
+    snaplen: u32,
+    linktype: u32,
+    index: u64,
+    failed: bool,
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads the file header; refuses link types other than Ethernet.
+    pub fn new(inner: R) -> Result<Self, PcapError> {
+        let r = Self::new_any_linktype(inner)?;
+        if r.linktype != LINKTYPE_ETHERNET {
+            return Err(PcapError::UnsupportedLinkType(r.linktype));
+        }
+        Ok(r)
+    }
+
+    /// Reads the file header, whatever the link type.
+    pub fn new_any_linktype(mut inner: R) -> Result<Self, PcapError> {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let got = read_full(&mut inner, &mut h)?;
+        if got < 4 {
+            return Err(PcapError::TruncatedFileHeader(got));
+        }
+        let magic_le = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let magic_be = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let (swapped_from_le, resolution) = match (magic_le, magic_be) {
+            (MAGIC_MICROS, _) => (false, Resolution::Micros),
+            (MAGIC_NANOS, _) => (false, Resolution::Nanos),
+            (_, MAGIC_MICROS) => (true, Resolution::Micros),
+            (_, MAGIC_NANOS) => (true, Resolution::Nanos),
+            _ => return Err(PcapError::BadMagic(magic_be)),
+        };
+        if got < FILE_HEADER_LEN {
+            return Err(PcapError::TruncatedFileHeader(got));
+        }
+        // `swapped` here means "fields are big-endian".
+        let mut r = Reader {
+            inner,
+            swapped: swapped_from_le,
+            resolution,
+            snaplen: 0,
+            linktype: 0,
+            index: 0,
+            failed: false,
+        };
+        let major = r.u16_at(&h, 4);
+        let minor = r.u16_at(&h, 6);
+        if major != 2 {
+            return Err(PcapError::UnsupportedVersion { major, minor });
+        }
+        r.snaplen = r.u32_at(&h, 16);
+        // The FCS-length bits (28..31) may be set in the link-type field.
+        r.linktype = r.u32_at(&h, 20) & 0x0fff_ffff;
+        Ok(r)
+    }
+
+    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
+        let x = [b[at], b[at + 1]];
+        if self.swapped {
+            u16::from_be_bytes(x)
+        } else {
+            u16::from_le_bytes(x)
+        }
+    }
+
+    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
+        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if self.swapped {
+            u32::from_be_bytes(x)
+        } else {
+            u32::from_le_bytes(x)
+        }
+    }
+
+    /// The file's timestamp resolution.
+    pub fn resolution(&self) -> Resolution {
+        self.resolution
+    }
+
+    /// The file's link type.
+    pub fn linktype(&self) -> u32 {
+        self.linktype
+    }
+
+    /// The file's snapshot length.
+    pub fn snaplen(&self) -> u32 {
+        self.snaplen
+    }
+
+    /// True when the file is big-endian.
+    pub fn is_big_endian(&self) -> bool {
+        self.swapped
+    }
+
+    /// Reads the next record into `buf` (replacing its contents). Returns
+    /// `None` at a clean end of file. After an error, every later call
+    /// returns `None`.
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<Record>, PcapError> {
+        if self.failed {
+            return Ok(None);
+        }
+        let res = self.next_inner(buf);
+        if res.is_err() {
+            self.failed = true;
+        }
+        res
+    }
+
+    fn next_inner(&mut self, buf: &mut Vec<u8>) -> Result<Option<Record>, PcapError> {
+        let index = self.index;
+        let mut h = [0u8; RECORD_HEADER_LEN];
+        let got = read_full(&mut self.inner, &mut h)?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < RECORD_HEADER_LEN {
+            return Err(PcapError::TruncatedRecordHeader { index, got });
+        }
+        let secs = self.u32_at(&h, 0);
+        let frac = self.u32_at(&h, 4);
+        let caplen = self.u32_at(&h, 8);
+        let origlen = self.u32_at(&h, 12);
+        let limit = MAX_RECORD_LEN;
+        if caplen > limit {
+            return Err(PcapError::BadRecordLength {
+                index,
+                caplen,
+                origlen,
+                limit,
+            });
+        }
+        let frac_nanos = match self.resolution {
+            Resolution::Micros if frac < 1_000_000 => u64::from(frac) * 1_000,
+            Resolution::Nanos if frac < 1_000_000_000 => u64::from(frac),
+            _ => return Err(PcapError::BadTimestamp { index, value: frac }),
+        };
+        buf.clear();
+        buf.resize(caplen as usize, 0);
+        let got = read_full(&mut self.inner, buf)?;
+        if got < caplen as usize {
+            buf.truncate(got);
+            return Err(PcapError::TruncatedRecord {
+                index,
+                got,
+                expected: caplen,
+            });
+        }
+        self.index += 1;
+        Ok(Some(Record {
+            ts_nanos: u64::from(secs) * 1_000_000_000 + frac_nanos,
+            caplen,
+            origlen,
+        }))
+    }
+
+    /// Reads every remaining record: `(timestamp in ns, frame)`.
+    pub fn read_all(&mut self) -> Result<Vec<(u64, Vec<u8>)>, PcapError> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(rec) = self.next_into(&mut buf)? {
+            out.push((rec.ts_nanos, buf.clone()));
+        }
+        Ok(out)
+    }
+
+    /// The underlying reader.
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+/// A streaming writer of classic pcap files (host byte order, Ethernet).
+#[derive(Debug)]
+pub struct Writer<W: Write> {
+    inner: W,
+    resolution: Resolution,
+    count: u64,
+}
+
+impl<W: Write> Writer<W> {
+    /// Writes a microsecond-resolution Ethernet file header.
+    pub fn new(inner: W) -> Result<Self, PcapError> {
+        Self::with_resolution(inner, Resolution::Micros)
+    }
+
+    /// Writes an Ethernet file header with the given resolution.
+    pub fn with_resolution(mut inner: W, resolution: Resolution) -> Result<Self, PcapError> {
+        let magic = match resolution {
+            Resolution::Micros => MAGIC_MICROS,
+            Resolution::Nanos => MAGIC_NANOS,
+        };
+        let mut h = [0u8; FILE_HEADER_LEN];
+        h[0..4].copy_from_slice(&magic.to_ne_bytes());
+        h[4..6].copy_from_slice(&2u16.to_ne_bytes());
+        h[6..8].copy_from_slice(&4u16.to_ne_bytes());
+        // thiszone and sigfigs stay zero.
+        h[16..20].copy_from_slice(&MAX_RECORD_LEN.to_ne_bytes());
+        h[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_ne_bytes());
+        inner.write_all(&h)?;
+        Ok(Writer {
+            inner,
+            resolution,
+            count: 0,
+        })
+    }
+
+    /// Appends one frame captured at `ts_nanos` (ns since the Unix epoch).
+    pub fn write(&mut self, ts_nanos: u64, frame: &[u8]) -> Result<(), PcapError> {
+        let len = u32::try_from(frame.len())
+            .ok()
+            .filter(|&l| l <= MAX_RECORD_LEN)
+            .ok_or(PcapError::PacketTooLong(frame.len()))?;
+        let secs = (ts_nanos / 1_000_000_000).min(u64::from(u32::MAX)) as u32;
+        let nanos = (ts_nanos % 1_000_000_000) as u32;
+        let frac = match self.resolution {
+            Resolution::Micros => nanos / 1_000,
+            Resolution::Nanos => nanos,
+        };
+        let mut h = [0u8; RECORD_HEADER_LEN];
+        h[0..4].copy_from_slice(&secs.to_ne_bytes());
+        h[4..8].copy_from_slice(&frac.to_ne_bytes());
+        h[8..12].copy_from_slice(&len.to_ne_bytes());
+        h[12..16].copy_from_slice(&len.to_ne_bytes());
+        self.inner.write_all(&h)?;
+        self.inner.write_all(frame)?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> Result<W, PcapError> {
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames() -> Vec<(u64, Vec<u8>)> {
+        vec![
+            (1_700_000_000_123_456_000, vec![0xaa; 60]),
+            (1_700_000_000_123_457_000, (0..=255u8).collect()),
+            (1_700_000_001_000_000_000, vec![]),
+        ]
+    }
+
+    fn written(res: Resolution) -> Vec<u8> {
+        let mut w = Writer::with_resolution(Vec::new(), res).unwrap();
+        for (t, f) in frames() {
+            w.write(t, &f).unwrap();
+        }
+        assert_eq!(w.count(), 3);
+        w.finish().unwrap()
+    }
+
+    /// Re-encodes a host-order file in the other byte order.
+    fn byte_swapped(file: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let sw4 = |b: &[u8]| [b[3], b[2], b[1], b[0]];
+        out.extend(sw4(&file[0..4]));
+        out.extend([file[5], file[4], file[7], file[6]]);
+        for at in (8..24).step_by(4) {
+            out.extend(sw4(&file[at..at + 4]));
+        }
+        let mut at = 24;
+        while at < file.len() {
+            let caplen = u32::from_ne_bytes(file[at + 8..at + 12].try_into().unwrap()) as usize;
+            for f in (at..at + 16).step_by(4) {
+                out.extend(sw4(&file[f..f + 4]));
+            }
+            out.extend(&file[at + 16..at + 16 + caplen]);
+            at += 16 + caplen;
+        }
+        out
+    }
+
+    #[test]
+    fn round_trip_both_resolutions_and_byte_orders() {
+        for res in [Resolution::Micros, Resolution::Nanos] {
+            let file = written(res);
+            for bytes in [file.clone(), byte_swapped(&file)] {
+                let mut r = Reader::new(&bytes[..]).unwrap();
+                assert_eq!(r.resolution(), res);
+                assert_eq!(r.linktype(), LINKTYPE_ETHERNET);
+                assert_eq!(r.read_all().unwrap(), frames());
+            }
+            let swapped = byte_swapped(&file);
+            let mut r = Reader::new(&swapped[..]).unwrap();
+            assert_ne!(r.is_big_endian(), cfg!(target_endian = "big"));
+            assert_eq!(r.read_all().unwrap().len(), 3);
+        }
+    }
+
+    #[test]
+    fn micro_resolution_truncates_nanoseconds() {
+        let mut w = Writer::new(Vec::new()).unwrap();
+        w.write(5_000_000_999, &[1, 2, 3]).unwrap();
+        let bytes = w.finish().unwrap();
+        let got = Reader::new(&bytes[..]).unwrap().read_all().unwrap();
+        assert_eq!(got, vec![(5_000_000_000, vec![1, 2, 3])]);
+    }
+
+    #[test]
+    fn reads_a_known_big_endian_file() {
+        // Written by hand: big-endian, microseconds, Ethernet, one 4-byte record.
+        let bytes: Vec<u8> = [
+            &[0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4][..],
+            &[0; 8],
+            &[0, 0, 0xff, 0xff, 0, 0, 0, 1],
+            &[0, 0, 0, 10, 0, 0, 0, 7, 0, 0, 0, 4, 0, 0, 0, 60],
+            &[9, 8, 7, 6],
+        ]
+        .concat();
+        let mut r = Reader::new(&bytes[..]).unwrap();
+        assert_eq!(r.snaplen(), 65535);
+        let mut buf = Vec::new();
+        let rec = r.next_into(&mut buf).unwrap().unwrap();
+        assert_eq!(rec.ts_nanos, 10_000_007_000);
+        assert_eq!((rec.caplen, rec.origlen), (4, 60));
+        assert_eq!(buf, [9, 8, 7, 6]);
+        assert!(r.next_into(&mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn every_truncation_is_a_typed_error() {
+        let file = written(Resolution::Micros);
+        for cut in 0..file.len() {
+            let bytes = &file[..cut];
+            let result = Reader::new(bytes).and_then(|mut r| r.read_all());
+            let boundaries = [24, 24 + 16 + 60, 24 + 16 + 60 + 16 + 256];
+            if boundaries.contains(&cut) {
+                assert!(result.is_ok(), "cut {cut}: {result:?}");
+                continue;
+            }
+            match result {
+                Err(PcapError::TruncatedFileHeader(n)) => assert!(cut < 24 && n == cut),
+                Err(PcapError::TruncatedRecordHeader { .. })
+                | Err(PcapError::TruncatedRecord { .. }) => {
+                    assert!(cut > 24)
+                }
+                other => panic!("cut {cut}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn garbled_headers_are_typed_errors() {
+        let file = written(Resolution::Micros);
+        let mut bad = file.clone();
+        bad[0] = 0;
+        assert!(matches!(Reader::new(&bad[..]), Err(PcapError::BadMagic(_))));
+        let mut bad = file.clone();
+        bad[4..6].copy_from_slice(&3u16.to_ne_bytes());
+        assert!(matches!(
+            Reader::new(&bad[..]),
+            Err(PcapError::UnsupportedVersion { major: 3, .. })
+        ));
+        let mut bad = file.clone();
+        bad[20..24].copy_from_slice(&101u32.to_ne_bytes());
+        assert!(matches!(
+            Reader::new(&bad[..]),
+            Err(PcapError::UnsupportedLinkType(101))
+        ));
+        assert_eq!(Reader::new_any_linktype(&bad[..]).unwrap().linktype(), 101);
+        // A caplen of 4 GiB is refused before any buffer is sized from it.
+        let mut bad = file.clone();
+        bad[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_ne_bytes());
+        let e = Reader::new(&bad[..]).unwrap().read_all().unwrap_err();
+        assert!(
+            matches!(e, PcapError::BadRecordLength { index: 0, .. }),
+            "{e}"
+        );
+        // Microseconds of a million or more.
+        let mut bad = file.clone();
+        bad[24 + 4..24 + 8].copy_from_slice(&1_000_000u32.to_ne_bytes());
+        let e = Reader::new(&bad[..]).unwrap().read_all().unwrap_err();
+        assert!(matches!(e, PcapError::BadTimestamp { index: 0, .. }), "{e}");
+        // After an error the reader stays finished.
+        let mut r = Reader::new(&bad[..]).unwrap();
+        let mut buf = Vec::new();
+        assert!(r.next_into(&mut buf).is_err());
+        assert!(r.next_into(&mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A small deterministic sweep of garbage after a valid header.
+        let header = &written(Resolution::Nanos)[..24];
+        let mut x: u32 = 0x1234_5678;
+        for len in 0..300 {
+            let mut bytes = header.to_vec();
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                bytes.push(x as u8);
+            }
+            if let Ok(mut r) = Reader::new(&bytes[..]) {
+                let _ = r.read_all();
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_oversized_writes() {
+        let mut w = Writer::new(Vec::new()).unwrap();
+        let big = vec![0u8; MAX_RECORD_LEN as usize + 1];
+        assert!(matches!(w.write(0, &big), Err(PcapError::PacketTooLong(_))));
+    }
+}
