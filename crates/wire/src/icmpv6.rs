@@ -1,0 +1,427 @@
+//! ICMPv6 (RFC 4443) and the Neighbor Discovery messages carried in it
+//! (RFC 4861, see [`crate::ndp`]).
+//!
+//! `new_checked` checks only that the 8-byte header is present. Accessors
+//! of the NDP body (`target_addr`, `ndp_options`) check their own length.
+//! The checksum covers the IPv6 pseudo-header (RFC 4443 §2.3).
+
+use std::net::Ipv6Addr;
+
+use crate::ndp::{NdpOptionIter, NdpRepr};
+use crate::{be16, be32, checksum, ip_proto, put16, put32, Error, Result};
+
+pub const HEADER_LEN: usize = 8;
+
+/// Message types fastfwd reads or sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Icmpv6Message {
+    DestUnreachable,
+    PacketTooBig,
+    TimeExceeded,
+    ParamProblem,
+    EchoRequest,
+    EchoReply,
+    RouterSolicit,
+    RouterAdvert,
+    NeighborSolicit,
+    NeighborAdvert,
+    Redirect,
+    Unknown(u8),
+}
+
+impl From<u8> for Icmpv6Message {
+    #[inline]
+    fn from(t: u8) -> Self {
+        match t {
+            1 => Icmpv6Message::DestUnreachable,
+            2 => Icmpv6Message::PacketTooBig,
+            3 => Icmpv6Message::TimeExceeded,
+            4 => Icmpv6Message::ParamProblem,
+            128 => Icmpv6Message::EchoRequest,
+            129 => Icmpv6Message::EchoReply,
+            133 => Icmpv6Message::RouterSolicit,
+            134 => Icmpv6Message::RouterAdvert,
+            135 => Icmpv6Message::NeighborSolicit,
+            136 => Icmpv6Message::NeighborAdvert,
+            137 => Icmpv6Message::Redirect,
+            t => Icmpv6Message::Unknown(t),
+        }
+    }
+}
+
+impl From<Icmpv6Message> for u8 {
+    #[inline]
+    fn from(m: Icmpv6Message) -> u8 {
+        match m {
+            Icmpv6Message::DestUnreachable => 1,
+            Icmpv6Message::PacketTooBig => 2,
+            Icmpv6Message::TimeExceeded => 3,
+            Icmpv6Message::ParamProblem => 4,
+            Icmpv6Message::EchoRequest => 128,
+            Icmpv6Message::EchoReply => 129,
+            Icmpv6Message::RouterSolicit => 133,
+            Icmpv6Message::RouterAdvert => 134,
+            Icmpv6Message::NeighborSolicit => 135,
+            Icmpv6Message::NeighborAdvert => 136,
+            Icmpv6Message::Redirect => 137,
+            Icmpv6Message::Unknown(t) => t,
+        }
+    }
+}
+
+impl Icmpv6Message {
+    /// Error messages (types 0-127, RFC 4443 §2.1), to which no ICMPv6 error
+    /// may be sent (§2.4 e.1).
+    #[inline]
+    pub fn is_error(self) -> bool {
+        u8::from(self) < 128
+    }
+}
+
+/// Destination Unreachable codes (RFC 4443 §3.1).
+pub mod unreachable {
+    pub const NO_ROUTE: u8 = 0;
+    pub const ADMIN_PROHIBITED: u8 = 1;
+    pub const BEYOND_SCOPE: u8 = 2;
+    pub const ADDRESS: u8 = 3;
+    pub const PORT: u8 = 4;
+    pub const SOURCE_POLICY: u8 = 5;
+    pub const REJECT_ROUTE: u8 = 6;
+}
+
+/// Time Exceeded codes (RFC 4443 §3.3).
+pub mod time_exceeded {
+    pub const HOP_LIMIT: u8 = 0;
+    pub const REASSEMBLY: u8 = 1;
+}
+
+/// Parameter Problem codes (RFC 4443 §3.4).
+pub mod param_problem {
+    pub const HEADER_FIELD: u8 = 0;
+    pub const NEXT_HEADER: u8 = 1;
+    pub const OPTION: u8 = 2;
+}
+
+/// A zero-copy view of an ICMPv6 message.
+#[derive(Debug, Clone)]
+pub struct Icmpv6Packet<T: AsRef<[u8]>> {
+    pub(crate) buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
+    #[inline]
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Icmpv6Packet { buffer }
+    }
+
+    #[inline]
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        if buffer.as_ref().len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(Icmpv6Packet { buffer })
+    }
+
+    #[inline]
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    #[inline]
+    pub fn msg_type(&self) -> Icmpv6Message {
+        Icmpv6Message::from(self.buffer.as_ref()[0])
+    }
+
+    #[inline]
+    pub fn msg_code(&self) -> u8 {
+        self.buffer.as_ref()[1]
+    }
+
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), 2)
+    }
+
+    /// The 32 bits after the checksum: MTU of Packet Too Big, pointer of
+    /// Parameter Problem, NA flags in the top byte.
+    #[inline]
+    pub fn rest_of_header(&self) -> u32 {
+        be32(self.buffer.as_ref(), 4)
+    }
+
+    #[inline]
+    pub fn mtu(&self) -> u32 {
+        self.rest_of_header()
+    }
+
+    #[inline]
+    pub fn pointer(&self) -> u32 {
+        self.rest_of_header()
+    }
+
+    #[inline]
+    pub fn echo_ident(&self) -> u16 {
+        be16(self.buffer.as_ref(), 4)
+    }
+
+    #[inline]
+    pub fn echo_seq_no(&self) -> u16 {
+        be16(self.buffer.as_ref(), 6)
+    }
+
+    /// Everything after the 8-byte header.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..]
+    }
+
+    /// Target address of a Neighbor Solicitation / Advertisement (bytes
+    /// 8-23), or `None` when the message is shorter.
+    #[inline]
+    pub fn target_addr(&self) -> Option<Ipv6Addr> {
+        let b = self.buffer.as_ref().get(8..24)?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        Some(Ipv6Addr::from(a))
+    }
+
+    /// NDP options after the fixed part of an NS / NA / RS / RA / Redirect
+    /// message; empty for other types or when the fixed part is missing.
+    #[inline]
+    pub fn ndp_options(&self) -> NdpOptionIter<'_> {
+        let start = match self.msg_type() {
+            Icmpv6Message::RouterSolicit => 8,
+            Icmpv6Message::RouterAdvert => 16,
+            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => 24,
+            Icmpv6Message::Redirect => 40,
+            _ => usize::MAX,
+        };
+        NdpOptionIter::new(self.buffer.as_ref().get(start..).unwrap_or(&[]))
+    }
+
+    /// Whether the checksum verifies for a message from `src` to `dst`.
+    #[inline]
+    pub fn verify_checksum(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
+        let b = self.buffer.as_ref();
+        let ph = checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32);
+        checksum::verifies(checksum::combine(&[ph, checksum::sum(b)]))
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
+    #[inline]
+    pub fn set_msg_type(&mut self, t: Icmpv6Message) {
+        self.buffer.as_mut()[0] = t.into();
+    }
+
+    #[inline]
+    pub fn set_msg_code(&mut self, c: u8) {
+        self.buffer.as_mut()[1] = c;
+    }
+
+    #[inline]
+    pub fn set_checksum(&mut self, c: u16) {
+        put16(self.buffer.as_mut(), 2, c);
+    }
+
+    #[inline]
+    pub fn set_rest_of_header(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), 4, v);
+    }
+
+    #[inline]
+    pub fn set_echo_ident(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), 4, v);
+    }
+
+    #[inline]
+    pub fn set_echo_seq_no(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), 6, v);
+    }
+
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[HEADER_LEN..]
+    }
+
+    /// Computes the checksum over the pseudo-header and the whole buffer.
+    #[inline]
+    pub fn fill_checksum(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
+        self.set_checksum(0);
+        let b = self.buffer.as_ref();
+        let ph = checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32);
+        let c = checksum::finish(checksum::combine(&[ph, checksum::sum(b)]));
+        self.set_checksum(c);
+    }
+}
+
+/// An ICMPv6 message, borrowing its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icmpv6Repr<'a> {
+    DestUnreachable {
+        code: u8,
+        invoking: &'a [u8],
+    },
+    PacketTooBig {
+        mtu: u32,
+        invoking: &'a [u8],
+    },
+    TimeExceeded {
+        code: u8,
+        invoking: &'a [u8],
+    },
+    ParamProblem {
+        code: u8,
+        pointer: u32,
+        invoking: &'a [u8],
+    },
+    EchoRequest {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+    EchoReply {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+    /// Neighbor Discovery (RFC 4861).
+    Ndp(NdpRepr),
+}
+
+impl<'a> Icmpv6Repr<'a> {
+    /// Reads a message after verifying its checksum against `src`/`dst`.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+        p: &Icmpv6Packet<&'a T>,
+    ) -> Result<Icmpv6Repr<'a>> {
+        if !p.verify_checksum(src, dst) {
+            return Err(Error::BadChecksum);
+        }
+        let data = &p.buffer.as_ref()[HEADER_LEN..];
+        Ok(match (p.msg_type(), p.msg_code()) {
+            (Icmpv6Message::DestUnreachable, code) => Icmpv6Repr::DestUnreachable {
+                code,
+                invoking: data,
+            },
+            (Icmpv6Message::PacketTooBig, 0) => Icmpv6Repr::PacketTooBig {
+                mtu: p.mtu(),
+                invoking: data,
+            },
+            (Icmpv6Message::TimeExceeded, code) => Icmpv6Repr::TimeExceeded {
+                code,
+                invoking: data,
+            },
+            (Icmpv6Message::ParamProblem, code) => Icmpv6Repr::ParamProblem {
+                code,
+                pointer: p.pointer(),
+                invoking: data,
+            },
+            (Icmpv6Message::EchoRequest, 0) => Icmpv6Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            (Icmpv6Message::EchoReply, 0) => Icmpv6Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            (
+                Icmpv6Message::NeighborSolicit
+                | Icmpv6Message::NeighborAdvert
+                | Icmpv6Message::RouterSolicit,
+                _,
+            ) => Icmpv6Repr::Ndp(NdpRepr::parse(p)?),
+            (
+                Icmpv6Message::PacketTooBig | Icmpv6Message::EchoRequest | Icmpv6Message::EchoReply,
+                _,
+            ) => return Err(Error::Malformed),
+            _ => return Err(Error::Unsupported),
+        })
+    }
+
+    /// Header plus data (for NDP, the fixed part plus options).
+    #[inline]
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            Icmpv6Repr::DestUnreachable { invoking, .. }
+            | Icmpv6Repr::PacketTooBig { invoking, .. }
+            | Icmpv6Repr::TimeExceeded { invoking, .. }
+            | Icmpv6Repr::ParamProblem { invoking, .. } => HEADER_LEN + invoking.len(),
+            Icmpv6Repr::EchoRequest { data, .. } | Icmpv6Repr::EchoReply { data, .. } => {
+                HEADER_LEN + data.len()
+            }
+            Icmpv6Repr::Ndp(n) => n.buffer_len(),
+        }
+    }
+
+    /// Writes the message and its checksum for `src` -> `dst`. The view's
+    /// buffer must be exactly [`buffer_len`](Self::buffer_len) long.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+        p: &mut Icmpv6Packet<T>,
+    ) -> Result<()> {
+        let len = self.buffer_len();
+        match p.buffer.as_ref().len() {
+            l if l < len => return Err(Error::Truncated),
+            l if l > len => return Err(Error::BadLength),
+            _ => {}
+        }
+        let (t, code, rest, body): (Icmpv6Message, u8, u32, &[u8]) = match *self {
+            Icmpv6Repr::DestUnreachable { code, invoking } => {
+                (Icmpv6Message::DestUnreachable, code, 0, invoking)
+            }
+            Icmpv6Repr::PacketTooBig { mtu, invoking } => {
+                (Icmpv6Message::PacketTooBig, 0, mtu, invoking)
+            }
+            Icmpv6Repr::TimeExceeded { code, invoking } => {
+                (Icmpv6Message::TimeExceeded, code, 0, invoking)
+            }
+            Icmpv6Repr::ParamProblem {
+                code,
+                pointer,
+                invoking,
+            } => (Icmpv6Message::ParamProblem, code, pointer, invoking),
+            Icmpv6Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => (
+                Icmpv6Message::EchoRequest,
+                0,
+                (u32::from(ident) << 16) | u32::from(seq_no),
+                data,
+            ),
+            Icmpv6Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => (
+                Icmpv6Message::EchoReply,
+                0,
+                (u32::from(ident) << 16) | u32::from(seq_no),
+                data,
+            ),
+            Icmpv6Repr::Ndp(n) => {
+                n.emit(p)?;
+                p.fill_checksum(src, dst);
+                return Ok(());
+            }
+        };
+        p.set_msg_type(t);
+        p.set_msg_code(code);
+        p.set_rest_of_header(rest);
+        p.data_mut().copy_from_slice(body);
+        p.fill_checksum(src, dst);
+        Ok(())
+    }
+}
