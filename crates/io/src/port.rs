@@ -1,0 +1,58 @@
+//! The device interface every backend implements.
+
+use crate::frame::FrameBatch;
+
+/// Which kernel interface a port uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP sockets fed by the XDP steering program.
+    Xdp,
+    /// AF_PACKET sockets with TPACKET_V3 rings.
+    Packet,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Xdp => "xdp",
+            Backend::Packet => "packet",
+        })
+    }
+}
+
+/// Counters a port keeps itself (the pipeline counts the rest).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames handed to the kernel for sending.
+    pub tx_packets: u64,
+    /// Bytes handed to the kernel for sending.
+    pub tx_bytes: u64,
+    /// Frames that could not be queued for sending (ring full).
+    pub tx_dropped: u64,
+    /// Frames the kernel dropped before fastfwd saw them (ring full), when known.
+    pub rx_dropped: u64,
+}
+
+/// One receive/transmit endpoint on one interface (one queue, one socket),
+/// owned by one worker.
+pub trait Port: Send {
+    /// Appends received frames to `batch` until it is full or nothing is
+    /// waiting; returns how many were added. Never blocks.
+    fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize;
+    /// Queues every frame of `batch` for sending; returns how many were
+    /// queued (the rest are counted as `tx_dropped`). Frames become
+    /// visible to the kernel at the latest at the next [`flush`](Port::flush).
+    fn tx_batch(&mut self, batch: &FrameBatch) -> usize;
+    /// Pushes queued frames to the kernel and reclaims finished ones.
+    fn flush(&mut self);
+    /// The descriptor to poll for readability when idle.
+    fn poll_fd(&self) -> i32;
+    /// Counters so far.
+    fn stats(&self) -> PortStats;
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+}

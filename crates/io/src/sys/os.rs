@@ -1,0 +1,137 @@
+//! Small operating-system calls: interface indexes, CPU pinning, polling,
+//! privileges and stop signals.
+
+use super::cvt;
+use std::ffi::CString;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The index of the interface called `name` in this network namespace.
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let cname = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `cname` is NUL-terminated and outlives the call.
+    let idx = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if idx == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(idx)
+    }
+}
+
+/// Whether the process runs with an effective user id of 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 = this thread.
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(|_| ())
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `set`.
+    cvt(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
+    // SAFETY: `i` is below CPU_SETSIZE; CPU_ISSET only reads `set`.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect())
+}
+
+/// The number of possible CPUs (the length of per-CPU BPF map values).
+pub fn possible_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| {
+            s.trim()
+                .split(',')
+                .filter_map(|r| r.rsplit('-').next().and_then(|n| n.parse::<usize>().ok()))
+                .max()
+        })
+        .map(|m| m + 1)
+        .unwrap_or(1)
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns
+/// how many are ready. Interrupted waits return 0.
+pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> {
+    const MAX: usize = 64;
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; MAX];
+    let n = fds.len().min(MAX);
+    for (p, &fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd;
+        p.events = libc::POLLIN;
+    }
+    // SAFETY: `pfds` holds `n` initialised entries the kernel may update.
+    let ret = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(ret as usize)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGINT and SIGTERM set the flag read by [`stop_requested`] instead
+/// of killing the process, so it can detach its XDP programs first.
+pub fn catch_stop_signals() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain data; zeroed means no flags, empty mask.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+        // SAFETY: `sa` is a live sigaction; the handler only stores an atomic.
+        cvt(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) })?;
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`catch_stop_signals`].
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Asks the process to stop as if a signal had arrived (tests, control socket).
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Sets the permission bits of a path (the control socket).
+pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Moves the calling thread into the network namespace `name` (as created
+/// by `ip netns add`). Sockets opened afterwards by this thread live there.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let path = std::path::Path::new("/var/run/netns").join(name);
+    let file = std::fs::File::open(&path)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: `file` is an open namespace file for the duration of the call.
+    cvt(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}

@@ -1,0 +1,551 @@
+//! AF_XDP sockets: a UMEM, its fill and completion rings, and the RX and TX
+//! rings of one socket bound to one queue of one interface.
+//!
+//! Frame ownership: the first `rx_frames` UMEM chunks circulate between the
+//! fill ring, the kernel and the RX ring (a received chunk goes straight
+//! back to the fill ring once its bytes are copied out); the remaining
+//! chunks circulate between a free list, the TX ring and the completion
+//! ring. No chunk is ever in two places, so the rings never overflow.
+
+use super::{cvt, setsockopt, Fd, Mmap};
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_STATISTICS: libc::c_int = 7;
+const SOL_XDP: libc::c_int = 283;
+const XDP_PGOFF_RX_RING: libc::off_t = 0;
+const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+
+#[repr(C)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XdpDesc {
+    addr: u64,
+    len: u32,
+    options: u32,
+}
+
+/// Kernel-side counters of one socket (`XDP_STATISTICS`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct XskStats {
+    /// Frames dropped for reasons other than an empty fill ring.
+    pub rx_dropped: u64,
+    /// RX descriptors the kernel found invalid.
+    pub rx_invalid_descs: u64,
+    /// TX descriptors the kernel found invalid.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when a frame arrived.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the TX ring was empty when the kernel looked.
+    pub tx_ring_empty_descs: u64,
+}
+
+/// How to bind: zero-copy if the driver supports it, else copy mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindMode {
+    /// Try zero-copy, fall back to copy mode.
+    Auto,
+    /// Zero-copy only.
+    ZeroCopy,
+    /// Copy mode only.
+    Copy,
+}
+
+/// Sizes of one socket's rings and UMEM.
+#[derive(Debug, Clone, Copy)]
+pub struct XskConfig {
+    /// Bytes per UMEM chunk (2048 or 4096).
+    pub frame_size: u32,
+    /// Entries in the RX and fill rings, and chunks reserved for receiving (power of two).
+    pub rx_size: u32,
+    /// Entries in the TX and completion rings, and chunks reserved for sending (power of two).
+    pub tx_size: u32,
+    /// Bind mode.
+    pub mode: BindMode,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        XskConfig {
+            frame_size: 2048,
+            rx_size: 2048,
+            tx_size: 2048,
+            mode: BindMode::Auto,
+        }
+    }
+}
+
+/// One mapped ring: producer/consumer indexes shared with the kernel.
+struct Ring {
+    _map: Mmap,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut u8,
+    mask: u32,
+    size: u32,
+    cached_prod: u32,
+    cached_cons: u32,
+}
+
+impl Ring {
+    fn map(
+        fd: libc::c_int,
+        off: &RingOffset,
+        entries: u32,
+        entry_size: usize,
+        pgoff: libc::off_t,
+    ) -> io::Result<Ring> {
+        let len = off.desc as usize + entries as usize * entry_size;
+        let map = Mmap::new(len, Some(fd), pgoff, true)?;
+        // SAFETY: the kernel reported these offsets for a mapping of `len`
+        // bytes; each lies inside it and is 4-byte aligned.
+        let (producer, consumer, flags, desc) = unsafe {
+            (
+                map.ptr.add(off.producer as usize) as *const AtomicU32,
+                map.ptr.add(off.consumer as usize) as *const AtomicU32,
+                map.ptr.add(off.flags as usize) as *const AtomicU32,
+                map.ptr.add(off.desc as usize),
+            )
+        };
+        Ok(Ring {
+            _map: map,
+            producer,
+            consumer,
+            flags,
+            desc,
+            mask: entries - 1,
+            size: entries,
+            cached_prod: 0,
+            cached_cons: 0,
+        })
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points into the live mapping owned by `self`; the kernel
+        // accesses it atomically too.
+        unsafe { &*self.producer }
+    }
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { &*self.consumer }
+    }
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as for `producer`.
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Producer side: free slots (refreshing the consumer index if needed).
+    fn free(&mut self, want: u32) -> u32 {
+        let free = self.size - self.cached_prod.wrapping_sub(self.cached_cons);
+        if free >= want {
+            return free;
+        }
+        self.cached_cons = self.consumer().load(Ordering::Acquire);
+        self.size - self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    /// Consumer side: filled slots (refreshing the producer index).
+    fn available(&mut self) -> u32 {
+        let avail = self.cached_prod.wrapping_sub(self.cached_cons);
+        if avail > 0 {
+            return avail;
+        }
+        self.cached_prod = self.producer().load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    fn read<T: Copy>(&self, idx: u32) -> T {
+        // SAFETY: `idx & mask` is below the ring size the mapping holds, and
+        // the slot was published by the kernel (consumer side) before the
+        // Acquire load of the producer index.
+        unsafe { std::ptr::read_volatile((self.desc as *const T).add((idx & self.mask) as usize)) }
+    }
+
+    fn write<T: Copy>(&mut self, idx: u32, value: T) {
+        // SAFETY: `idx & mask` is below the ring size; the slot is free
+        // (producer side, checked with `free`) so the kernel does not read it
+        // until the Release store of the producer index.
+        unsafe {
+            std::ptr::write_volatile((self.desc as *mut T).add((idx & self.mask) as usize), value)
+        }
+    }
+}
+
+/// An AF_XDP socket with its own UMEM.
+pub struct XskSocket {
+    fd: Fd,
+    umem: Mmap,
+    frame_size: u32,
+    rx: Ring,
+    tx: Ring,
+    fill: Ring,
+    comp: Ring,
+    tx_free: Vec<u64>,
+    tx_pending: u32,
+    zero_copy: bool,
+}
+
+// SAFETY: the socket owns its mappings exclusively; moving it to another
+// thread moves all access with it.
+unsafe impl Send for XskSocket {}
+
+impl std::fmt::Debug for XskSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskSocket")
+            .field("fd", &self.fd.raw())
+            .field("zero_copy", &self.zero_copy)
+            .finish()
+    }
+}
+
+impl XskSocket {
+    /// Creates a socket, registers its UMEM, maps its rings and binds it to
+    /// `queue` of `ifindex`.
+    pub fn new(ifindex: u32, queue: u32, cfg: XskConfig) -> io::Result<XskSocket> {
+        if !cfg.rx_size.is_power_of_two()
+            || !cfg.tx_size.is_power_of_two()
+            || !cfg.frame_size.is_power_of_two()
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "AF_XDP ring and frame sizes must be powers of two",
+            ));
+        }
+        // SAFETY: plain socket(2) call; the result is checked by `Fd::new`.
+        let fd =
+            Fd::new(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        let nframes = cfg.rx_size + cfg.tx_size;
+        let umem_len = nframes as usize * cfg.frame_size as usize;
+        let umem = Mmap::new(umem_len, None, 0, true)?;
+        let reg = UmemReg {
+            addr: umem.ptr as u64,
+            len: umem_len as u64,
+            chunk_size: cfg.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_REG, &reg)?;
+        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_FILL_RING, &cfg.rx_size)?;
+        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_COMPLETION_RING, &cfg.tx_size)?;
+        setsockopt(fd.raw(), SOL_XDP, XDP_RX_RING, &cfg.rx_size)?;
+        setsockopt(fd.raw(), SOL_XDP, XDP_TX_RING, &cfg.tx_size)?;
+
+        let mut off = MmapOffsets::default();
+        let mut optlen = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
+        // SAFETY: `off` is a live MmapOffsets and `optlen` its size; the
+        // kernel writes at most that many bytes.
+        cvt(unsafe {
+            libc::getsockopt(
+                fd.raw(),
+                SOL_XDP,
+                XDP_MMAP_OFFSETS,
+                (&mut off as *mut MmapOffsets).cast(),
+                &mut optlen,
+            )
+        })?;
+        let desc = std::mem::size_of::<XdpDesc>();
+        let rx = Ring::map(fd.raw(), &off.rx, cfg.rx_size, desc, XDP_PGOFF_RX_RING)?;
+        let tx = Ring::map(fd.raw(), &off.tx, cfg.tx_size, desc, XDP_PGOFF_TX_RING)?;
+        let fill = Ring::map(fd.raw(), &off.fr, cfg.rx_size, 8, XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = Ring::map(
+            fd.raw(),
+            &off.cr,
+            cfg.tx_size,
+            8,
+            XDP_UMEM_PGOFF_COMPLETION_RING,
+        )?;
+
+        let mut sock = XskSocket {
+            fd,
+            umem,
+            frame_size: cfg.frame_size,
+            rx,
+            tx,
+            fill,
+            comp,
+            tx_free: (cfg.rx_size..nframes)
+                .map(|i| i as u64 * cfg.frame_size as u64)
+                .collect(),
+            tx_pending: 0,
+            zero_copy: false,
+        };
+        // Hand every receive chunk to the kernel before binding.
+        let n = sock.fill.free(cfg.rx_size);
+        for i in 0..n.min(cfg.rx_size) {
+            let idx = sock.fill.cached_prod.wrapping_add(i);
+            sock.fill
+                .write::<u64>(idx, i as u64 * cfg.frame_size as u64);
+        }
+        sock.fill.cached_prod = sock.fill.cached_prod.wrapping_add(n.min(cfg.rx_size));
+        sock.fill
+            .producer()
+            .store(sock.fill.cached_prod, Ordering::Release);
+
+        let attempts: &[u16] = match cfg.mode {
+            BindMode::Auto => &[XDP_ZEROCOPY, XDP_COPY],
+            BindMode::ZeroCopy => &[XDP_ZEROCOPY],
+            BindMode::Copy => &[XDP_COPY],
+        };
+        let mut last = io::Error::from(io::ErrorKind::Unsupported);
+        for &mode in attempts {
+            let addr = SockaddrXdp {
+                family: libc::AF_XDP as u16,
+                flags: mode | XDP_USE_NEED_WAKEUP,
+                ifindex,
+                queue_id: queue,
+                shared_umem_fd: 0,
+            };
+            // SAFETY: `addr` is a live sockaddr_xdp of the length passed.
+            let ret = unsafe {
+                libc::bind(
+                    sock.fd.raw(),
+                    (&addr as *const SockaddrXdp).cast(),
+                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            match cvt(ret) {
+                Ok(_) => {
+                    sock.zero_copy = mode == XDP_ZEROCOPY;
+                    return Ok(sock);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The socket descriptor (for the XSKMAP and for poll).
+    pub fn fd(&self) -> libc::c_int {
+        self.fd.raw()
+    }
+
+    /// Whether the socket was bound in zero-copy mode.
+    pub fn is_zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    fn chunk(&self, addr: u64, len: u32) -> Option<&[u8]> {
+        let start = addr as usize;
+        let end = start.checked_add(len as usize)?;
+        if end > self.umem.len {
+            return None;
+        }
+        // SAFETY: `start..end` lies inside the UMEM (checked); the chunk was
+        // handed to user space by the RX ring, so the kernel no longer writes it.
+        Some(unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), len as usize) })
+    }
+
+    /// Receives up to `max` frames, calling `each` with the bytes of every
+    /// one, and returns their chunks to the fill ring. Returns the count.
+    pub fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
+        let n = self.rx.available().min(max as u32);
+        if n == 0 {
+            if self.fill.needs_wakeup() {
+                self.kick_rx();
+            }
+            return 0;
+        }
+        // Every receive chunk fits the fill ring, so this never shrinks `n`.
+        let n = n.min(self.fill.free(n));
+        for i in 0..n {
+            let d: XdpDesc = self.rx.read(self.rx.cached_cons.wrapping_add(i));
+            if let Some(bytes) = self.chunk(d.addr, d.len) {
+                each(bytes);
+            }
+            let base = d.addr - d.addr % self.frame_size as u64;
+            let slot = self.fill.cached_prod.wrapping_add(i);
+            self.fill.write::<u64>(slot, base);
+        }
+        self.rx.cached_cons = self.rx.cached_cons.wrapping_add(n);
+        self.rx
+            .consumer()
+            .store(self.rx.cached_cons, Ordering::Release);
+        self.fill.cached_prod = self.fill.cached_prod.wrapping_add(n);
+        self.fill
+            .producer()
+            .store(self.fill.cached_prod, Ordering::Release);
+        n as usize
+    }
+
+    fn kick_rx(&self) {
+        // SAFETY: a zero-length non-blocking receive with no buffer: the
+        // kernel only uses it to run the socket's receive path.
+        unsafe {
+            libc::recvfrom(
+                self.fd.raw(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+
+    /// Returns completed TX chunks to the free list.
+    fn reclaim(&mut self) {
+        let n = self.comp.available();
+        for i in 0..n {
+            let addr: u64 = self.comp.read(self.comp.cached_cons.wrapping_add(i));
+            self.tx_free.push(addr - addr % self.frame_size as u64);
+        }
+        if n > 0 {
+            self.comp.cached_cons = self.comp.cached_cons.wrapping_add(n);
+            self.comp
+                .consumer()
+                .store(self.comp.cached_cons, Ordering::Release);
+        }
+    }
+
+    /// Queues one frame for sending (visible to the kernel at the next
+    /// [`flush`](Self::flush)). Returns false when no TX chunk or slot is
+    /// free or the frame does not fit a chunk.
+    pub fn send(&mut self, frame: &[u8]) -> bool {
+        if frame.len() > self.frame_size as usize {
+            return false;
+        }
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        if self.tx.free(1) == 0 {
+            return false;
+        }
+        let Some(addr) = self.tx_free.pop() else {
+            return false;
+        };
+        // SAFETY: `addr` is the start of a free TX chunk of `frame_size`
+        // bytes inside the UMEM (free list invariant) and `frame` fits; the
+        // kernel does not touch free chunks.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                self.umem.ptr.add(addr as usize),
+                frame.len(),
+            );
+        }
+        let idx = self.tx.cached_prod;
+        self.tx.write(
+            idx,
+            XdpDesc {
+                addr,
+                len: frame.len() as u32,
+                options: 0,
+            },
+        );
+        self.tx.cached_prod = idx.wrapping_add(1);
+        self.tx_pending += 1;
+        true
+    }
+
+    /// Publishes queued frames and wakes the kernel's transmit path if it
+    /// asked to be woken.
+    pub fn flush(&mut self) {
+        if self.tx_pending > 0 {
+            self.tx
+                .producer()
+                .store(self.tx.cached_prod, Ordering::Release);
+            self.tx_pending = 0;
+        }
+        let in_flight = self
+            .tx
+            .cached_prod
+            .wrapping_sub(self.tx.consumer().load(Ordering::Acquire));
+        if in_flight > 0 && (self.tx.needs_wakeup() || !self.zero_copy) {
+            // Copy mode sends at most a small batch per call and answers
+            // EAGAIN while descriptors remain: call again a bounded number of times.
+            for _ in 0..(in_flight / 32 + 1).min(16) {
+                // SAFETY: a zero-length non-blocking send: the kernel only runs
+                // the socket's transmit path over the TX ring.
+                let ret = unsafe {
+                    libc::sendto(
+                        self.fd.raw(),
+                        std::ptr::null(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null(),
+                        0,
+                    )
+                };
+                if ret >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+                    break;
+                }
+            }
+        }
+        self.reclaim();
+    }
+
+    /// Frames queued or in flight that the kernel has not completed.
+    pub fn tx_outstanding(&self) -> usize {
+        self.tx.size as usize - self.tx_free.len()
+    }
+
+    /// Kernel counters of this socket.
+    pub fn stats(&self) -> io::Result<XskStats> {
+        let mut st = XskStats::default();
+        let mut len = std::mem::size_of::<XskStats>() as libc::socklen_t;
+        // SAFETY: `st` is a live XskStats and `len` its size.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.raw(),
+                SOL_XDP,
+                XDP_STATISTICS,
+                (&mut st as *mut XskStats).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(st)
+    }
+}
