@@ -15,6 +15,7 @@
 
 pub mod frame;
 pub mod packet;
+pub mod pcap;
 pub mod port;
 pub mod sys;
 pub mod xdp;
