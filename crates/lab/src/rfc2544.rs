@@ -1,1 +1,266 @@
-//! rfc2544
+//! RFC 2544 section 26.1 throughput (and RFC 8219 for IPv6), with a loss
+//! ratio allowance as FD.io's NDR (0) and PDR (0.5%) searches use: a binary
+//! search for the highest offered rate whose loss ratio
+//! `(attempted - received) / attempted` is at most the allowed ratio, for
+//! each frame size, with latency and packet delay variation at that rate.
+//!
+//! On veth a zero-loss rate may not exist (a full 256-slot ring shows up
+//! as ENOBUFS at the sender): the result then says that no rate met the
+//! ratio instead of inventing one.
+//!
+//! This module does no I/O: trials run through [`TrialRunner`].
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::equilibrium::{LatencySummary, TrialOutcome, TrialRunner, TrialSpec};
+
+/// Frame sizes of RFC 2544 section 9.1 for Ethernet, FCS included.
+pub const RFC2544_FRAME_SIZES: [u16; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// Bytes each frame costs on the wire besides the frame itself: 7 preamble,
+/// 1 start delimiter, 12 inter-frame gap.
+pub const WIRE_OVERHEAD_BYTES: u64 = 20;
+
+/// Theoretical maximum frame rate of a link of `link_bps` bits per second
+/// for `frame_size`-byte frames (FCS included), frames per second.
+/// 10 Gbit/s and 64 bytes give 14,880,952.
+pub fn theoretical_max_pps(link_bps: u64, frame_size: u16) -> u64 {
+    link_bps / ((frame_size as u64 + WIRE_OVERHEAD_BYTES) * 8)
+}
+
+/// Inputs of the search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rfc2544Config {
+    /// Link speed, bits per second (10_000_000_000 for 10GbE).
+    pub link_bps: u64,
+    /// Frame sizes to search, FCS included (64..=1518).
+    pub frame_sizes: Vec<u16>,
+    /// Highest loss ratio accepted: 0 for NDR, 0.005 for PDR.
+    pub loss_ratio: f64,
+    /// Stop when the bounds are this close, packets per second.
+    pub resolution_pps: u64,
+    /// Most trials per frame size.
+    pub max_trials: u32,
+    /// Length of each trial, seconds (RFC 2544 asks for at least 60).
+    pub trial_s: f64,
+    /// Highest rate to offer, when lower than the link's theoretical
+    /// maximum (the generator's own limit, say), packets per second.
+    pub max_pps: Option<u64>,
+}
+
+impl Default for Rfc2544Config {
+    fn default() -> Self {
+        Rfc2544Config {
+            link_bps: 10_000_000_000,
+            frame_sizes: RFC2544_FRAME_SIZES.to_vec(),
+            loss_ratio: 0.0,
+            resolution_pps: 1000,
+            max_trials: 20,
+            trial_s: 60.0,
+            max_pps: None,
+        }
+    }
+}
+
+/// One trial of the search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchTrial {
+    pub offered_pps: u64,
+    pub outcome: TrialOutcome,
+    pub loss_ratio: f64,
+    pub passed: bool,
+    /// The generator sent less than 99% of the offered rate.
+    pub generator_limited: bool,
+}
+
+/// The measurements at the highest rate that met the loss ratio.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FoundRate {
+    pub offered_pps: u64,
+    /// The generator's achieved send rate.
+    pub sent_pps: u64,
+    /// Packets received per second over the trial.
+    pub received_pps: f64,
+    /// Packets attempted minus received.
+    pub lost: u64,
+    pub loss_ratio: f64,
+    pub latency: Option<LatencySummary>,
+    /// Packet delay variation: p99.9 minus minimum latency, nanoseconds.
+    pub pdv_ns: Option<u64>,
+    /// The generator, not the device, set this rate.
+    pub generator_limited: bool,
+}
+
+/// Result for one frame size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameSizeResult {
+    /// Frame size, FCS included.
+    pub frame_size: u16,
+    pub theoretical_max_pps: u64,
+    /// `None` when no rate met the loss ratio.
+    pub found: Option<FoundRate>,
+    pub trials: Vec<SearchTrial>,
+    pub trial_s: f64,
+}
+
+/// Result of the whole search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rfc2544Result {
+    pub config: Rfc2544Config,
+    pub frames: Vec<FrameSizeResult>,
+}
+
+/// Errors of the search.
+#[derive(Debug, thiserror::Error)]
+pub enum Rfc2544Error<E: std::error::Error + 'static> {
+    #[error("invalid RFC 2544 configuration: {0}")]
+    InvalidConfig(String),
+    #[error("trial at {offered_pps} pps with {frame_size}-byte frames failed")]
+    Trial {
+        frame_size: u16,
+        offered_pps: u64,
+        #[source]
+        source: E,
+    },
+}
+
+/// Run the search for every configured frame size. A line per trial and
+/// per frame size is passed to `out` as soon as it is known.
+pub fn search<R: TrialRunner>(
+    cfg: &Rfc2544Config,
+    runner: &mut R,
+    mut out: impl FnMut(&str),
+) -> Result<Rfc2544Result, Rfc2544Error<R::Error>> {
+    validate(cfg)?;
+    let mut frames = Vec::with_capacity(cfg.frame_sizes.len());
+    for &frame_size in &cfg.frame_sizes {
+        frames.push(search_frame_size(cfg, frame_size, runner, &mut out)?);
+    }
+    Ok(Rfc2544Result {
+        config: cfg.clone(),
+        frames,
+    })
+}
+
+fn validate<E: std::error::Error>(cfg: &Rfc2544Config) -> Result<(), Rfc2544Error<E>> {
+    let bad = |m: String| Err(Rfc2544Error::InvalidConfig(m));
+    if cfg.frame_sizes.is_empty() {
+        return bad("no frame size given".into());
+    }
+    if let Some(f) = cfg.frame_sizes.iter().find(|&&f| !(64..=1518).contains(&f)) {
+        return bad(format!("frame size {f} is outside 64..=1518"));
+    }
+    if !(0.0..1.0).contains(&cfg.loss_ratio) {
+        return bad(format!("loss ratio {} is outside [0, 1)", cfg.loss_ratio));
+    }
+    if cfg.resolution_pps == 0 {
+        return bad("resolution must be at least 1 pps".into());
+    }
+    if cfg.max_trials == 0 {
+        return bad("at least one trial is needed".into());
+    }
+    if !(cfg.trial_s > 0.0 && cfg.trial_s.is_finite()) {
+        return bad(format!("trial length {} s is not positive", cfg.trial_s));
+    }
+    if cfg.link_bps == 0 {
+        return bad("link speed is 0 bit/s".into());
+    }
+    Ok(())
+}
+
+/// Run the binary search for one frame size.
+pub fn search_frame_size<R: TrialRunner>(
+    cfg: &Rfc2544Config,
+    frame_size: u16,
+    runner: &mut R,
+    out: &mut impl FnMut(&str),
+) -> Result<FrameSizeResult, Rfc2544Error<R::Error>> {
+    validate(cfg)?;
+    let theoretical = theoretical_max_pps(cfg.link_bps, frame_size);
+    let top = cfg.max_pps.map_or(theoretical, |m| m.min(theoretical));
+    let mut trials: Vec<SearchTrial> = Vec::new();
+    let mut best: Option<usize> = None;
+    // Invariant: `lo` passed (or is 0), `hi` failed (or is the top, untried).
+    let mut lo = 0u64;
+    let mut hi = top;
+    let mut rate = top;
+    while (trials.len() as u32) < cfg.max_trials && rate > 0 {
+        let spec = TrialSpec {
+            offered_pps: rate,
+            frame_len: frame_size - 4,
+            duration_s: cfg.trial_s,
+        };
+        let outcome = runner
+            .run_trial(&spec)
+            .map_err(|source| Rfc2544Error::Trial {
+                frame_size,
+                offered_pps: rate,
+                source,
+            })?;
+        let loss_ratio = outcome.loss_ratio();
+        let passed = outcome.attempted > 0 && loss_ratio <= cfg.loss_ratio;
+        let generator_limited = (outcome.generator_pps as f64) < rate as f64 * 0.99;
+        out(&format!(
+            "  {frame_size} B trial {}: offered {rate} pps, sent {} pps, received {:.0} pps, loss {:.3}% -> {}{}",
+            trials.len() + 1,
+            outcome.generator_pps,
+            outcome.receive_pps(),
+            loss_ratio * 100.0,
+            if passed { "pass" } else { "fail" },
+            if generator_limited { " (limited by generator)" } else { "" },
+        ));
+        trials.push(SearchTrial {
+            offered_pps: rate,
+            outcome,
+            loss_ratio,
+            passed,
+            generator_limited,
+        });
+        if passed {
+            best = Some(trials.len() - 1);
+            lo = rate;
+            if rate == top {
+                break;
+            }
+        } else {
+            hi = rate;
+        }
+        if hi - lo <= cfg.resolution_pps {
+            break;
+        }
+        rate = lo + (hi - lo) / 2;
+    }
+    let found = best.map(|i| {
+        let t = &trials[i];
+        FoundRate {
+            offered_pps: t.offered_pps,
+            sent_pps: t.outcome.generator_pps,
+            received_pps: t.outcome.receive_pps(),
+            lost: t.outcome.attempted.saturating_sub(t.outcome.received),
+            loss_ratio: t.loss_ratio,
+            latency: t.outcome.latency,
+            pdv_ns: t.outcome.latency.map(|l| l.pdv_ns()),
+            generator_limited: t.generator_limited,
+        }
+    });
+    match &found {
+        Some(f) => out(&format!(
+            "{frame_size} B: throughput {} pps at loss ratio <= {} ({} trials)",
+            f.offered_pps,
+            cfg.loss_ratio,
+            trials.len()
+        )),
+        None => out(&format!(
+            "{frame_size} B: no rate met loss ratio <= {} ({} trials)",
+            cfg.loss_ratio,
+            trials.len()
+        )),
+    }
+    Ok(FrameSizeResult {
+        frame_size,
+        theoretical_max_pps: theoretical,
+        found,
+        trials,
+        trial_s: cfg.trial_s,
+    })
+}
