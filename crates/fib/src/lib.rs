@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod poptrie;
 pub mod reference;
 
 pub use wire::{Ipv4Cidr, Ipv6Cidr};

@@ -1,0 +1,883 @@
+//! A popcount-compressed multibit trie (after Poptrie, Asai and Ohara,
+//! SIGCOMM 2015) with a direct-indexed top level.
+//!
+//! Layout of the lookup structure:
+//!
+//! * `top`: one `u32` per value of the first [`TrieKey::DIRECT_BITS`] bits of
+//!   the address (2^18 for IPv4, 2^16 for IPv6). An entry is either a next
+//!   hop (bit 31 clear; `NO_ROUTE` for none) or, with bit 31 set, the index
+//!   of the root node of a *chunk*: the sub-trie holding the routes longer
+//!   than the direct bits under that entry.
+//! * `nodes`: 24-byte nodes, each consuming 6 address bits. `children` has a
+//!   bit per 6-bit value that continues to a child node; the children of a
+//!   node sit contiguously from `child_base`, so the child for value `v` is
+//!   `child_base + popcount(children & bits ≤ v) - 1`. The other values end
+//!   in a leaf; `leafvec` marks where a run of equal leaves starts, so equal
+//!   neighbours share one stored leaf.
+//! * `leaves`: next-hop ids.
+//!
+//! A lookup is one read of `top` and then one node per 6 bits past the direct
+//! bits, then one leaf: three memory reads for a typical IPv4 /24. The whole
+//! full IPv4 table fits in a few MiB, so most reads hit the CPU caches.
+//!
+//! Updates are incremental: a route longer than the direct bits rebuilds only
+//! its own chunk (a few nodes, from the routes kept per chunk); a shorter
+//! route rewrites the `top` entries it covers where it is the longest match
+//! and rebuilds only the chunks under them. The structure itself is
+//! single-writer; [`crate::shared`] publishes it to readers.
+
+use std::collections::HashMap;
+
+use crate::{Address, Lookup, NextHopId, RouteTable};
+
+/// The largest next-hop id the trie stores (bit 31 marks node references).
+pub const MAX_NEXT_HOP: NextHopId = 0x7FFF_FFFE;
+/// Stored value meaning "no route".
+const NO_ROUTE: u32 = 0x7FFF_FFFF;
+/// Marks a `top` entry as a node reference.
+const NODE_FLAG: u32 = 0x8000_0000;
+/// Address bits consumed per node.
+const STRIDE: u8 = 6;
+/// `best_short_len` value for "no route of at most the direct bits covers".
+const NO_LEN: u8 = u8::MAX;
+/// Lanes interleaved by the batched lookup.
+const LANES: usize = 16;
+
+/// Address types the trie can index: fixed-width integers, read from the most
+/// significant bit.
+pub trait TrieKey: Address + Ord {
+    /// Bits resolved by the direct-indexed top level.
+    const DIRECT_BITS: u8;
+    /// The top-level index: the first `DIRECT_BITS` bits.
+    fn top_index(self) -> usize;
+    /// Six bits starting `offset` bits from the most significant bit, zero
+    /// past the end of the address.
+    fn stride_bits(self, offset: u8) -> u32;
+    /// The first address of top-level entry `i`.
+    fn from_top_index(i: usize) -> Self;
+}
+
+impl TrieKey for u32 {
+    const DIRECT_BITS: u8 = 18;
+    #[inline(always)]
+    fn top_index(self) -> usize {
+        (self >> (32 - Self::DIRECT_BITS)) as usize
+    }
+    #[inline(always)]
+    fn stride_bits(self, offset: u8) -> u32 {
+        ((((self as u64) << 32) << offset) >> 58) as u32
+    }
+    fn from_top_index(i: usize) -> Self {
+        (i as u32) << (32 - Self::DIRECT_BITS)
+    }
+}
+
+impl TrieKey for u128 {
+    const DIRECT_BITS: u8 = 16;
+    #[inline(always)]
+    fn top_index(self) -> usize {
+        (self >> (128 - Self::DIRECT_BITS)) as usize
+    }
+    #[inline(always)]
+    fn stride_bits(self, offset: u8) -> u32 {
+        // Offsets are below 128; bits past the end read as zero.
+        ((self << offset) >> 122) as u32
+    }
+    fn from_top_index(i: usize) -> Self {
+        (i as u128) << (128 - Self::DIRECT_BITS)
+    }
+}
+
+/// One trie node: 6 address bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Node {
+    children: u64,
+    leafvec: u64,
+    child_base: u32,
+    leaf_base: u32,
+}
+
+/// Number of set bits of `v` at positions `0..=s`.
+#[inline(always)]
+fn rank(v: u64, s: u32) -> u32 {
+    (v << (63 - s)).count_ones()
+}
+
+/// Routes longer than the direct bits under one top-level entry, and where
+/// their compiled nodes and leaves live.
+#[derive(Debug, Clone)]
+struct Chunk<A> {
+    /// Sorted by (address, length): covering prefixes precede covered ones.
+    routes: Vec<(A, u8, NextHopId)>,
+    node_start: u32,
+    node_len: u32,
+    leaf_start: u32,
+    leaf_len: u32,
+}
+
+/// Memory use of a trie, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// The lookup structure: top level, nodes and leaves, including free
+    /// slots in the node and leaf arrays.
+    pub lookup_bytes: usize,
+    /// Nodes and leaves currently free for reuse (part of `lookup_bytes`).
+    pub free_bytes: usize,
+    /// Number of nodes in use.
+    pub nodes: usize,
+    /// Number of leaves in use.
+    pub leaves: usize,
+    /// Rough size of the route copy kept for updates (not read by lookups).
+    pub control_bytes: usize,
+}
+
+/// Longest-prefix-match trie for one address family; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Poptrie<A: TrieKey> {
+    top: Vec<u32>,
+    nodes: Vec<Node>,
+    leaves: Vec<u32>,
+    /// Routes of length `0..=DIRECT_BITS`, one map per length.
+    short: Vec<HashMap<A, NextHopId>>,
+    /// Per top-level entry: length of the longest short route covering it.
+    best_short_len: Vec<u8>,
+    chunks: HashMap<u32, Chunk<A>>,
+    free_nodes: HashMap<u32, Vec<u32>>,
+    free_leaves: HashMap<u32, Vec<u32>>,
+    free_node_count: usize,
+    free_leaf_count: usize,
+    count: usize,
+    /// Next-hop ids refused by [`RouteTable::insert`] for being above
+    /// [`MAX_NEXT_HOP`].
+    refused: u64,
+    scratch_nodes: Vec<Node>,
+    scratch_leaves: Vec<u32>,
+}
+
+/// IPv4 trie.
+pub type Poptrie4 = Poptrie<u32>;
+/// IPv6 trie.
+pub type Poptrie6 = Poptrie<u128>;
+
+impl<A: TrieKey> Default for Poptrie<A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Error from the checked insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TrieError {
+    /// The next-hop id does not fit the trie's leaf encoding.
+    #[error("next-hop id {0} exceeds the maximum {MAX_NEXT_HOP}")]
+    NextHopTooLarge(NextHopId),
+}
+
+#[inline(always)]
+fn decode(v: u32) -> Option<NextHopId> {
+    if v == NO_ROUTE {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+impl<A: TrieKey> Poptrie<A> {
+    /// An empty trie.
+    pub fn new() -> Self {
+        let top_len = 1usize << A::DIRECT_BITS;
+        Self {
+            top: vec![NO_ROUTE; top_len],
+            nodes: Vec::new(),
+            leaves: Vec::new(),
+            short: (0..=A::DIRECT_BITS).map(|_| HashMap::new()).collect(),
+            best_short_len: vec![NO_LEN; top_len],
+            chunks: HashMap::new(),
+            free_nodes: HashMap::new(),
+            free_leaves: HashMap::new(),
+            free_node_count: 0,
+            free_leaf_count: 0,
+            count: 0,
+            refused: 0,
+            scratch_nodes: Vec::new(),
+            scratch_leaves: Vec::new(),
+        }
+    }
+
+    /// Builds a trie from a whole table at once (faster than inserting the
+    /// routes one by one). Later duplicates of a prefix replace earlier ones;
+    /// routes with a next hop above [`MAX_NEXT_HOP`] are refused and counted.
+    pub fn from_routes<I: IntoIterator<Item = (A::Prefix, NextHopId)>>(routes: I) -> Self {
+        let mut t = Self::new();
+        let d = A::DIRECT_BITS;
+        let mut deep: Vec<(A, u8, NextHopId)> = Vec::new();
+        for (p, nh) in routes {
+            if nh > MAX_NEXT_HOP {
+                t.refused += 1;
+                continue;
+            }
+            let (addr, len) = A::split(&p);
+            if len <= d {
+                t.short[len as usize].insert(addr, nh);
+            } else {
+                deep.push((addr, len, nh));
+            }
+        }
+        // Sort by (address, length), keeping the last of equal prefixes.
+        deep.sort_by_key(|r| (r.0, r.1));
+        let mut dedup: Vec<(A, u8, NextHopId)> = Vec::with_capacity(deep.len());
+        for r in deep {
+            match dedup.last_mut() {
+                Some(last) if last.0 == r.0 && last.1 == r.1 => *last = r,
+                _ => dedup.push(r),
+            }
+        }
+        // Short routes, shortest first, fill the top level.
+        for len in 0..=d {
+            let mut rs: Vec<(A, NextHopId)> = t.short[len as usize]
+                .iter()
+                .map(|(&a, &n)| (a, n))
+                .collect();
+            rs.sort_unstable_by_key(|r| r.0);
+            for (addr, nh) in rs {
+                let first = addr.top_index();
+                let n = 1usize << (d - len);
+                for s in first..first + n {
+                    t.best_short_len[s] = len;
+                    t.top[s] = nh;
+                }
+            }
+        }
+        t.count = t.short.iter().map(HashMap::len).sum::<usize>() + dedup.len();
+        // Group deep routes per top-level entry and compile each chunk.
+        let mut i = 0;
+        while i < dedup.len() {
+            let slot = dedup[i].0.top_index();
+            let mut j = i + 1;
+            while j < dedup.len() && dedup[j].0.top_index() == slot {
+                j += 1;
+            }
+            t.chunks.insert(
+                slot as u32,
+                Chunk {
+                    routes: dedup[i..j].to_vec(),
+                    node_start: 0,
+                    node_len: 0,
+                    leaf_start: 0,
+                    leaf_len: 0,
+                },
+            );
+            t.rebuild_chunk(slot);
+            i = j;
+        }
+        t
+    }
+
+    /// Checked insert: refuses next-hop ids above [`MAX_NEXT_HOP`].
+    pub fn try_insert(
+        &mut self,
+        prefix: A::Prefix,
+        next_hop: NextHopId,
+    ) -> Result<Option<NextHopId>, TrieError> {
+        if next_hop > MAX_NEXT_HOP {
+            return Err(TrieError::NextHopTooLarge(next_hop));
+        }
+        Ok(self.insert_checked(prefix, next_hop))
+    }
+
+    /// Number of inserts refused for a next-hop id above [`MAX_NEXT_HOP`].
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Memory used by the lookup structure and by the route copy.
+    pub fn memory(&self) -> MemoryUse {
+        let node_sz = core::mem::size_of::<Node>();
+        let route_sz = core::mem::size_of::<(A, u8, NextHopId)>();
+        let chunk_routes: usize = self.chunks.values().map(|c| c.routes.capacity()).sum();
+        let short_routes: usize = self.short.iter().map(HashMap::capacity).sum();
+        MemoryUse {
+            lookup_bytes: self.top.len() * 4 + self.nodes.len() * node_sz + self.leaves.len() * 4,
+            free_bytes: self.free_node_count * node_sz + self.free_leaf_count * 4,
+            nodes: self.nodes.len() - self.free_node_count,
+            leaves: self.leaves.len() - self.free_leaf_count,
+            control_bytes: chunk_routes * route_sz
+                + self.chunks.len() * (core::mem::size_of::<Chunk<A>>() + 16)
+                + short_routes * (core::mem::size_of::<A>() + 8)
+                + self.best_short_len.len(),
+        }
+    }
+
+    /// Every route, in no particular order.
+    pub fn routes(&self) -> impl Iterator<Item = (A::Prefix, NextHopId)> + '_ {
+        let short = self
+            .short
+            .iter()
+            .enumerate()
+            .flat_map(|(len, m)| m.iter().map(move |(&a, &nh)| (A::prefix(a, len as u8), nh)));
+        let deep = self
+            .chunks
+            .values()
+            .flat_map(|c| c.routes.iter().map(|&(a, l, nh)| (A::prefix(a, l), nh)));
+        short.chain(deep)
+    }
+
+    /// The stored value for `addr` (`NO_ROUTE` when none).
+    #[inline(always)]
+    fn lookup_raw(&self, addr: A) -> u32 {
+        let e = match self.top.get(addr.top_index()) {
+            Some(&e) => e,
+            None => return NO_ROUTE,
+        };
+        if e & NODE_FLAG == 0 {
+            return e;
+        }
+        let mut idx = (e & !NODE_FLAG) as usize;
+        let mut off = A::DIRECT_BITS;
+        loop {
+            let node = match self.nodes.get(idx) {
+                Some(n) => *n,
+                None => return NO_ROUTE,
+            };
+            let s = addr.stride_bits(off);
+            if (node.children >> s) & 1 != 0 {
+                idx = (node.child_base + rank(node.children, s) - 1) as usize;
+                off += STRIDE;
+            } else {
+                let l = (node.leaf_base + rank(node.leafvec, s) - 1) as usize;
+                return self.leaves.get(l).copied().unwrap_or(NO_ROUTE);
+            }
+        }
+    }
+
+    /// The default for top-level entry `slot`: the longest short route
+    /// covering it.
+    fn slot_default(&self, slot: usize) -> u32 {
+        let len = self.best_short_len[slot];
+        if len == NO_LEN {
+            return NO_ROUTE;
+        }
+        let net = A::from_top_index(slot).masked(len);
+        self.short[len as usize]
+            .get(&net)
+            .copied()
+            .unwrap_or(NO_ROUTE)
+    }
+
+    fn alloc_nodes(&mut self, n: u32) -> u32 {
+        if let Some(start) = self.free_nodes.get_mut(&n).and_then(Vec::pop) {
+            self.free_node_count -= n as usize;
+            return start;
+        }
+        let start = self.nodes.len() as u32;
+        self.nodes
+            .resize(self.nodes.len() + n as usize, Node::default());
+        start
+    }
+
+    fn alloc_leaves(&mut self, n: u32) -> u32 {
+        if let Some(start) = self.free_leaves.get_mut(&n).and_then(Vec::pop) {
+            self.free_leaf_count -= n as usize;
+            return start;
+        }
+        let start = self.leaves.len() as u32;
+        self.leaves.resize(self.leaves.len() + n as usize, NO_ROUTE);
+        start
+    }
+
+    fn free_blocks(&mut self, node_start: u32, node_len: u32, leaf_start: u32, leaf_len: u32) {
+        if node_len > 0 {
+            self.free_nodes
+                .entry(node_len)
+                .or_default()
+                .push(node_start);
+            self.free_node_count += node_len as usize;
+        }
+        if leaf_len > 0 {
+            self.free_leaves
+                .entry(leaf_len)
+                .or_default()
+                .push(leaf_start);
+            self.free_leaf_count += leaf_len as usize;
+        }
+    }
+
+    /// Recompiles the chunk of top-level entry `slot` from its routes and the
+    /// entry's default, or turns the entry back into a leaf when the chunk
+    /// has no routes left.
+    fn rebuild_chunk(&mut self, slot: usize) {
+        let default = self.slot_default(slot);
+        let key = slot as u32;
+        let Some(chunk) = self.chunks.get(&key) else {
+            self.top[slot] = default;
+            return;
+        };
+        let (ns, nl, ls, ll, empty) = (
+            chunk.node_start,
+            chunk.node_len,
+            chunk.leaf_start,
+            chunk.leaf_len,
+            chunk.routes.is_empty(),
+        );
+        // This copy has no readers (see `shared`), so the old blocks can be
+        // reused right away.
+        self.free_blocks(ns, nl, ls, ll);
+        if empty {
+            self.chunks.remove(&key);
+            self.top[slot] = default;
+            return;
+        }
+        let mut nodes = core::mem::take(&mut self.scratch_nodes);
+        let mut leaves = core::mem::take(&mut self.scratch_leaves);
+        nodes.clear();
+        leaves.clear();
+        nodes.push(Node::default());
+        if let Some(chunk) = self.chunks.get(&key) {
+            build_node(
+                &chunk.routes,
+                A::DIRECT_BITS,
+                default,
+                0,
+                &mut nodes,
+                &mut leaves,
+            );
+        }
+        let node_start = self.alloc_nodes(nodes.len() as u32);
+        let leaf_start = self.alloc_leaves(leaves.len() as u32);
+        for (dst, n) in self.nodes[node_start as usize..].iter_mut().zip(&nodes) {
+            *dst = Node {
+                children: n.children,
+                leafvec: n.leafvec,
+                child_base: n.child_base + node_start,
+                leaf_base: n.leaf_base + leaf_start,
+            };
+        }
+        self.leaves[leaf_start as usize..leaf_start as usize + leaves.len()]
+            .copy_from_slice(&leaves);
+        if let Some(chunk) = self.chunks.get_mut(&key) {
+            chunk.node_start = node_start;
+            chunk.node_len = nodes.len() as u32;
+            chunk.leaf_start = leaf_start;
+            chunk.leaf_len = leaves.len() as u32;
+        }
+        self.top[slot] = NODE_FLAG | node_start;
+        self.scratch_nodes = nodes;
+        self.scratch_leaves = leaves;
+    }
+
+    /// The range of top-level entries a short prefix covers.
+    fn short_range(addr: A, len: u8) -> core::ops::Range<usize> {
+        let first = addr.top_index();
+        first..first + (1usize << (A::DIRECT_BITS - len))
+    }
+
+    /// Points top-level entry `slot` at its new default.
+    fn refresh_slot(&mut self, slot: usize) {
+        if self.chunks.contains_key(&(slot as u32)) {
+            self.rebuild_chunk(slot);
+        } else {
+            self.top[slot] = self.slot_default(slot);
+        }
+    }
+
+    fn insert_checked(&mut self, prefix: A::Prefix, nh: NextHopId) -> Option<NextHopId> {
+        let (addr, len) = A::split(&prefix);
+        if len <= A::DIRECT_BITS {
+            let old = self.short[len as usize].insert(addr, nh);
+            if old == Some(nh) {
+                return old;
+            }
+            if old.is_none() {
+                self.count += 1;
+            }
+            for s in Self::short_range(addr, len) {
+                let b = self.best_short_len[s];
+                if b == NO_LEN || b <= len {
+                    self.best_short_len[s] = len;
+                    self.refresh_slot(s);
+                }
+            }
+            old
+        } else {
+            let slot = addr.top_index();
+            let chunk = self.chunks.entry(slot as u32).or_insert_with(|| Chunk {
+                routes: Vec::new(),
+                node_start: 0,
+                node_len: 0,
+                leaf_start: 0,
+                leaf_len: 0,
+            });
+            let old = match chunk
+                .routes
+                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
+            {
+                Ok(i) => {
+                    let old = chunk.routes[i].2;
+                    if old == nh {
+                        return Some(old);
+                    }
+                    chunk.routes[i].2 = nh;
+                    Some(old)
+                }
+                Err(i) => {
+                    chunk.routes.insert(i, (addr, len, nh));
+                    None
+                }
+            };
+            if old.is_none() {
+                self.count += 1;
+            }
+            self.rebuild_chunk(slot);
+            old
+        }
+    }
+
+    fn remove_route(&mut self, prefix: &A::Prefix) -> Option<NextHopId> {
+        let (addr, len) = A::split(prefix);
+        if len <= A::DIRECT_BITS {
+            let old = self.short[len as usize].remove(&addr)?;
+            self.count -= 1;
+            // The covering routes shorter than `len` are the same for every
+            // entry in the range: find the longest one once.
+            let repl = (0..len)
+                .rev()
+                .find(|&l| self.short[l as usize].contains_key(&addr.masked(l)))
+                .unwrap_or(NO_LEN);
+            for s in Self::short_range(addr, len) {
+                if self.best_short_len[s] == len {
+                    self.best_short_len[s] = repl;
+                    self.refresh_slot(s);
+                }
+            }
+            Some(old)
+        } else {
+            let slot = addr.top_index();
+            let chunk = self.chunks.get_mut(&(slot as u32))?;
+            let i = chunk
+                .routes
+                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
+                .ok()?;
+            let (_, _, old) = chunk.routes.remove(i);
+            self.count -= 1;
+            self.rebuild_chunk(slot);
+            Some(old)
+        }
+    }
+}
+
+/// Compiles the node at `nodes[idx]` for the routes under it (sorted by
+/// address then length; those of length `<= offset` are ignored), consuming
+/// bits `offset..offset + 6`. `default` is the next hop of the longest route
+/// of length `<= offset` covering the node.
+fn build_node<A: TrieKey>(
+    routes: &[(A, u8, NextHopId)],
+    offset: u8,
+    default: u32,
+    idx: usize,
+    nodes: &mut Vec<Node>,
+    leaves: &mut Vec<u32>,
+) {
+    let end = offset + STRIDE;
+    let mut values = [default; 64];
+    let mut children = 0u64;
+    // Covering routes come before covered ones, so later fills are longer.
+    for &(addr, len, nh) in routes {
+        if len <= offset {
+            continue;
+        }
+        let slot = addr.stride_bits(offset) as usize;
+        if len <= end {
+            let n = 1usize << (end - len);
+            values[slot..slot + n].fill(nh);
+        } else {
+            children |= 1u64 << slot;
+        }
+    }
+    let child_base = nodes.len();
+    nodes.resize(child_base + children.count_ones() as usize, Node::default());
+    let leaf_base = leaves.len();
+    let mut leafvec = 0u64;
+    let mut prev = None;
+    for (s, &v) in values.iter().enumerate() {
+        if (children >> s) & 1 != 0 {
+            continue;
+        }
+        if prev != Some(v) {
+            leafvec |= 1u64 << s;
+            leaves.push(v);
+            prev = Some(v);
+        }
+    }
+    nodes[idx] = Node {
+        children,
+        leafvec,
+        child_base: child_base as u32,
+        leaf_base: leaf_base as u32,
+    };
+    // Deep routes of one 6-bit value are contiguous in address order.
+    let mut next_child = child_base;
+    let mut i = 0;
+    while i < routes.len() {
+        let slot = routes[i].0.stride_bits(offset);
+        let mut j = i + 1;
+        while j < routes.len() && routes[j].0.stride_bits(offset) == slot {
+            j += 1;
+        }
+        if (children >> slot) & 1 != 0 {
+            build_node(
+                &routes[i..j],
+                end,
+                values[slot as usize],
+                next_child,
+                nodes,
+                leaves,
+            );
+            next_child += 1;
+        }
+        i = j;
+    }
+}
+
+/// Starts the read of `r` early: the value is not needed yet, so the
+/// out-of-order core keeps going while the line arrives. (The prefetch
+/// intrinsic needs `unsafe`, which this crate forbids.)
+#[inline(always)]
+fn prefetch<T: Copy>(r: &T) {
+    core::hint::black_box(*r);
+}
+
+impl<A: TrieKey> Poptrie<A> {
+    /// Looks up up to `LANES` addresses, walking them level by level so
+    /// their memory reads overlap.
+    #[inline(always)]
+    fn lookup_group(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
+        let n = addrs.len().min(out.len()).min(LANES);
+        let mut cur = [0u32; LANES];
+        let mut active = 0u32;
+        for i in 0..n {
+            let e = self
+                .top
+                .get(addrs[i].top_index())
+                .copied()
+                .unwrap_or(NO_ROUTE);
+            if e & NODE_FLAG != 0 {
+                let idx = e & !NODE_FLAG;
+                if let Some(node) = self.nodes.get(idx as usize) {
+                    prefetch(node);
+                }
+                cur[i] = idx;
+                active |= 1 << i;
+            } else {
+                out[i] = decode(e);
+            }
+        }
+        let mut off = A::DIRECT_BITS;
+        let mut leaf_pending = 0u32;
+        while active != 0 {
+            let mut lanes = active;
+            while lanes != 0 {
+                let i = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let Some(node) = self.nodes.get(cur[i] as usize).copied() else {
+                    out[i] = None;
+                    active &= !(1 << i);
+                    continue;
+                };
+                let s = addrs[i].stride_bits(off);
+                if (node.children >> s) & 1 != 0 {
+                    let idx = node.child_base + rank(node.children, s) - 1;
+                    if let Some(next) = self.nodes.get(idx as usize) {
+                        prefetch(next);
+                    }
+                    cur[i] = idx;
+                } else {
+                    let l = node.leaf_base + rank(node.leafvec, s) - 1;
+                    if let Some(leaf) = self.leaves.get(l as usize) {
+                        prefetch(leaf);
+                    }
+                    cur[i] = l;
+                    active &= !(1 << i);
+                    leaf_pending |= 1 << i;
+                }
+            }
+            off += STRIDE;
+        }
+        while leaf_pending != 0 {
+            let i = leaf_pending.trailing_zeros() as usize;
+            leaf_pending &= leaf_pending - 1;
+            out[i] = decode(
+                self.leaves
+                    .get(cur[i] as usize)
+                    .copied()
+                    .unwrap_or(NO_ROUTE),
+            );
+        }
+    }
+}
+
+impl<A: TrieKey> Lookup<A> for Poptrie<A> {
+    #[inline]
+    fn lookup(&self, addr: A) -> Option<NextHopId> {
+        decode(self.lookup_raw(addr))
+    }
+
+    fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
+        for (a, o) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            self.lookup_group(a, o);
+        }
+    }
+}
+
+impl<A: TrieKey> RouteTable<A> for Poptrie<A> {
+    /// Inserts or replaces a route. A next-hop id above [`MAX_NEXT_HOP`] is
+    /// refused (nothing changes, [`Poptrie::refused`] counts it); use
+    /// [`Poptrie::try_insert`] to get an error instead.
+    fn insert(&mut self, prefix: A::Prefix, next_hop: NextHopId) -> Option<NextHopId> {
+        if next_hop > MAX_NEXT_HOP {
+            self.refused += 1;
+            return None;
+        }
+        self.insert_checked(prefix, next_hop)
+    }
+
+    fn remove(&mut self, prefix: &A::Prefix) -> Option<NextHopId> {
+        self.remove_route(prefix)
+    }
+
+    fn get(&self, prefix: &A::Prefix) -> Option<NextHopId> {
+        let (addr, len) = A::split(prefix);
+        if len <= A::DIRECT_BITS {
+            self.short[len as usize].get(&addr).copied()
+        } else {
+            let chunk = self.chunks.get(&(addr.top_index() as u32))?;
+            chunk
+                .routes
+                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
+                .ok()
+                .map(|i| chunk.routes[i].2)
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::{ReferenceFib4, ReferenceFib6};
+    use wire::{Ipv4Cidr, Ipv6Cidr};
+
+    fn p4(s: &str) -> Ipv4Cidr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn stride_bits_read_from_the_top_with_zero_padding() {
+        assert_eq!(0xFC00_0000u32.stride_bits(0), 63);
+        assert_eq!(0x0000_0003u32.stride_bits(30), 0b110000);
+        assert_eq!(0xFFFF_FFFFu32.stride_bits(30), 0b110000);
+        assert_eq!((3u128).stride_bits(126), 0b110000);
+        assert_eq!((u128::MAX).stride_bits(16), 63);
+        assert_eq!(0x0000_4000u32.top_index(), 1);
+    }
+
+    #[test]
+    fn nested_routes_and_deletes_fall_back() {
+        let mut t = Poptrie4::new();
+        assert_eq!(t.lookup(0x0a00_0001), None);
+        t.insert(p4("0.0.0.0/0"), 1);
+        t.insert(p4("10.0.0.0/8"), 2);
+        t.insert(p4("10.1.0.0/16"), 3);
+        t.insert(p4("10.1.2.0/24"), 5);
+        t.insert(p4("10.1.2.3/32"), 4);
+        assert_eq!(t.lookup(0x0a01_0203), Some(4));
+        assert_eq!(t.lookup(0x0a01_0204), Some(5));
+        assert_eq!(t.lookup(0x0a01_0304), Some(3));
+        assert_eq!(t.lookup(0x0a02_0000), Some(2));
+        assert_eq!(t.lookup(0x0b00_0000), Some(1));
+        assert_eq!(t.remove(&p4("10.1.0.0/16")), Some(3));
+        assert_eq!(t.remove(&p4("10.1.0.0/16")), None);
+        assert_eq!(t.lookup(0x0a01_0304), Some(2));
+        assert_eq!(t.lookup(0x0a01_0204), Some(5));
+        assert_eq!(t.insert(p4("10.0.0.0/8"), 9), Some(2));
+        assert_eq!(t.lookup(0x0a01_0304), Some(9));
+        assert_eq!(t.remove(&p4("10.1.2.0/24")), Some(5));
+        assert_eq!(t.lookup(0x0a01_0204), Some(9));
+        assert_eq!(t.lookup(0x0a01_0203), Some(4));
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.get(&p4("10.1.2.3/32")), Some(4));
+        assert_eq!(t.remove(&p4("0.0.0.0/0")), Some(1));
+        assert_eq!(t.lookup(0x0b00_0000), None);
+    }
+
+    #[test]
+    fn oversized_next_hops_are_refused() {
+        let mut t = Poptrie4::new();
+        assert_eq!(
+            t.try_insert(p4("10.0.0.0/8"), MAX_NEXT_HOP + 1),
+            Err(TrieError::NextHopTooLarge(MAX_NEXT_HOP + 1))
+        );
+        assert_eq!(t.insert(p4("10.0.0.0/8"), u32::MAX), None);
+        assert_eq!(t.refused(), 1);
+        assert_eq!(t.lookup(0x0a00_0000), None);
+        assert_eq!(t.try_insert(p4("10.0.0.0/8"), MAX_NEXT_HOP), Ok(None));
+        assert_eq!(t.lookup(0x0a00_0000), Some(MAX_NEXT_HOP));
+    }
+
+    #[test]
+    fn memory_is_reused_after_churn() {
+        let mut t = Poptrie4::new();
+        for i in 0..1000u32 {
+            t.insert(Ipv4Cidr::new(0x0a00_0000 | (i << 8), 24).unwrap(), i);
+        }
+        let before = t.memory().lookup_bytes;
+        for round in 0..5u32 {
+            for i in 0..1000u32 {
+                t.insert(
+                    Ipv4Cidr::new(0x0a00_0000 | (i << 8), 24).unwrap(),
+                    i + round,
+                );
+            }
+        }
+        assert!(t.memory().lookup_bytes <= before * 2);
+    }
+
+    #[test]
+    fn bulk_build_matches_reference_and_batched_lookups_agree() {
+        let mut r = ReferenceFib6::new();
+        let routes: Vec<(Ipv6Cidr, u32)> = [
+            ("::/0", 1),
+            ("2001:db8::/32", 2),
+            ("2001:db8:1::/48", 3),
+            ("2001:db8:1::1/128", 4),
+            ("2001:db8:1:2::/64", 5),
+            ("2000::/3", 6),
+            ("2001::/16", 7),
+        ]
+        .iter()
+        .map(|(s, n)| (s.parse().unwrap(), *n))
+        .collect();
+        for (p, n) in &routes {
+            r.insert(*p, *n);
+        }
+        let t = Poptrie6::from_routes(routes.iter().copied());
+        let mut addrs = Vec::new();
+        for (p, _) in &routes {
+            addrs.extend([
+                p.addr(),
+                p.last(),
+                p.addr().wrapping_sub(1),
+                p.last().wrapping_add(1),
+            ]);
+        }
+        let mut out = vec![None; addrs.len()];
+        t.lookup_batch(&addrs, &mut out);
+        for (a, o) in addrs.iter().zip(&out) {
+            assert_eq!(t.lookup(*a), r.lookup(*a), "{a:x}");
+            assert_eq!(*o, r.lookup(*a), "{a:x}");
+        }
+        let _ = ReferenceFib4::new();
+    }
+}
