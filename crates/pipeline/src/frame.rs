@@ -1,0 +1,100 @@
+//! The frame descriptor the I/O backends hand to the pipeline.
+//!
+//! A frame is a window `[start, start + len)` inside a buffer the backend
+//! owns (an AF_XDP UMEM chunk, an AF_PACKET ring slot, a `Vec` in replay).
+//! The pipeline rewrites the frame in place and may move the window: the
+//! egress L2 header can be longer or shorter than the ingress one (VLAN
+//! tags added or removed), so the window start moves back into the headroom
+//! or forward. After [`crate::Worker::process`] the backend transmits
+//! `buffer()[start()..start() + len()]`. Keep at least [`HEADROOM`] bytes
+//! before the frame so that adding tags never needs a copy.
+
+/// Headroom that lets the pipeline add two VLAN tags without moving data.
+pub const HEADROOM: usize = 8;
+
+/// A received frame inside its buffer.
+#[derive(Debug)]
+pub struct Frame<'a> {
+    buf: &'a mut [u8],
+    start: usize,
+    len: usize,
+}
+
+impl<'a> Frame<'a> {
+    /// A frame of `len` bytes at offset `start` of `buf`; both are clamped
+    /// to the buffer.
+    pub fn new(buf: &'a mut [u8], start: usize, len: usize) -> Self {
+        let start = start.min(buf.len());
+        let len = len.min(buf.len() - start);
+        Self { buf, start, len }
+    }
+
+    /// A frame filling the whole buffer (no headroom).
+    pub fn whole(buf: &'a mut [u8]) -> Self {
+        let len = buf.len();
+        Self { buf, start: 0, len }
+    }
+
+    /// Offset of the frame in its buffer.
+    #[inline]
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Length of the frame.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty frame.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The frame's bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    /// The frame's bytes, writable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    /// The whole buffer (headroom and tailroom included).
+    #[inline]
+    pub fn buffer(&self) -> &[u8] {
+        self.buf
+    }
+
+    #[inline]
+    pub(crate) fn buffer_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Moves the window; callers keep it inside the buffer.
+    #[inline]
+    pub(crate) fn set_window(&mut self, start: usize, len: usize) {
+        debug_assert!(start + len <= self.buf.len());
+        self.start = start.min(self.buf.len());
+        self.len = len.min(self.buf.len() - self.start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_clamps_to_the_buffer() {
+        let mut b = [0u8; 10];
+        let f = Frame::new(&mut b, 12, 5);
+        assert_eq!((f.start(), f.len()), (10, 0));
+        let f = Frame::new(&mut b, 4, 50);
+        assert_eq!((f.start(), f.len()), (4, 6));
+    }
+}

@@ -1,0 +1,387 @@
+//! The stages a packet goes through, in order: [`ethernet`] dispatch,
+//! [`arp`] / [`ipv4`] / [`ipv6`] input, the ACL ([`crate::acl`]), the
+//! batched route lookup (in [`crate::worker`]), then [`forward`]: adjacency
+//! and ECMP, neighbour, MTU ([`icmp`] errors, [`fragment`]ation), TTL /
+//! hop-limit decrement with the RFC 1624 checksum update, L2 rewrite.
+
+pub(crate) mod arp;
+pub(crate) mod ethernet;
+pub(crate) mod fragment;
+pub(crate) mod icmp;
+pub(crate) mod ipv4;
+pub(crate) mod ipv6;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use fib::NextHopId;
+
+use self::ethernet::LinkCast;
+use crate::acl::FlowKey;
+use crate::counters::{DropReason, PuntReason};
+use crate::frame::Frame;
+use crate::tables::{v4_key, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, Tables};
+use crate::worker::{Meta, Step, Verdict, Worker};
+
+/// Input stage: Ethernet / VLAN dispatch, then the per-protocol input.
+///
+/// Reads the L2 header; finds the logical interface; counts rx on it.
+/// Unicast frames not for the interface's MAC are dropped (`not_our_mac`).
+#[inline]
+pub(crate) fn input<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    port: PortId,
+    f: &mut Frame<'_>,
+    m: &mut Meta,
+) -> Step
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    w.counters.rx_frames += 1;
+    let d = f.data();
+    let l2 = match ethernet::parse(d) {
+        Ok(l2) => l2,
+        Err(r) => {
+            w.counters.drop(r);
+            return Step::Done(Verdict::Drop(r));
+        }
+    };
+    let Some(in_if) = tables.interface_for(port, l2.vlan) else {
+        w.counters.drop(DropReason::UnknownInterface);
+        return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
+    };
+    m.in_if = in_if;
+    if let Some(c) = w.counters.interfaces.get_mut(usize::from(in_if)) {
+        c.rx_packets += 1;
+        c.rx_bytes += d.len() as u64;
+    }
+    let Some(ifr) = tables.if_rt.get(usize::from(in_if)) else {
+        return Step::Done(w.drop_in(in_if, DropReason::UnknownInterface));
+    };
+    let cast = if d[..6] == ifr.mac.0 {
+        LinkCast::Unicast
+    } else if d[0] & 1 != 0 {
+        LinkCast::Group
+    } else {
+        return Step::Done(w.drop_in(in_if, DropReason::NotOurMac));
+    };
+    match l2.ethertype {
+        wire::ethertype::IPV4 => ipv4::input(w, tables, d, l2.l3, cast, m),
+        wire::ethertype::IPV6 => ipv6::input(w, tables, d, l2.l3, cast, m),
+        wire::ethertype::ARP => match arp::input(tables, d, l2.l3) {
+            Ok(r) => {
+                w.counters.punt(r);
+                Step::Done(Verdict::Punt(r))
+            }
+            Err(r) => Step::Done(w.drop_in(in_if, r)),
+        },
+        _ => Step::Done(w.drop_in(in_if, DropReason::UnknownEthertype)),
+    }
+}
+
+/// The flow key of a validated packet (for the ACL and ECMP).
+#[inline]
+pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
+    let l3 = usize::from(m.l3);
+    let h = d.get(l3..l3 + m.l3_len as usize).unwrap_or(&[]);
+    let (src, dst, protocol, l4, ports_valid) = if is_ipv6 {
+        if h.len() < 40 {
+            return FlowKey::default();
+        }
+        let u = ipv6::upper_layer(h);
+        (
+            ipv6::be128(h, 8),
+            ipv6::be128(h, 24),
+            u.protocol,
+            u.offset,
+            !u.non_first_fragment,
+        )
+    } else {
+        if h.len() < 20 {
+            return FlowKey::default();
+        }
+        let ihl = usize::from(h[0] & 0x0f) * 4;
+        let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
+        (
+            v4_key(ipv4::be32(h, 12)),
+            v4_key(ipv4::be32(h, 16)),
+            h[9],
+            ihl,
+            first,
+        )
+    };
+    let (src_port, dst_port) = match (ports_valid, h.get(l4..l4 + 4)) {
+        (true, Some(p)) if matches!(protocol, 6 | 17 | 132 | 136) => (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        ),
+        (true, Some(p)) if matches!(protocol, 1 | 58) => (
+            u16::from_be_bytes([p[0], p[1]]),
+            h.get(l4 + 4..l4 + 6)
+                .map_or(0, |q| u16::from_be_bytes([q[0], q[1]])),
+        ),
+        _ => (0, 0),
+    };
+    FlowKey {
+        interface: m.in_if,
+        is_ipv6,
+        src,
+        dst,
+        protocol,
+        src_port,
+        dst_port,
+    }
+}
+
+/// A 32-bit hash of the 5-tuple for ECMP (ingress interface excluded, so a
+/// flow keeps its path whichever link it arrives on).
+#[inline]
+pub(crate) fn flow_hash(k: &FlowKey) -> u32 {
+    let mut h = (k.src as u64) ^ ((k.src >> 64) as u64).rotate_left(23);
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= (k.dst as u64).rotate_left(17) ^ ((k.dst >> 64) as u64).rotate_left(41);
+    h = h.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    h ^= u64::from(k.protocol) << 32 | u64::from(k.src_port) << 16 | u64::from(k.dst_port);
+    // MurmurHash3 finaliser.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h as u32
+}
+
+/// Outcome of resolving a next-hop id to an egress interface and MAC.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Resolved {
+    Hop { out_if: InterfaceId, mac: MacAddr },
+    Miss { out_if: InterfaceId, ip: IpAddr },
+    Bad,
+}
+
+/// Adjacency and ECMP choice, then the neighbour: a gateway's MAC comes
+/// precomputed in the adjacency; a directly connected destination is
+/// looked up in the neighbour table (`dst_key`: IPv4 as IPv4-mapped).
+#[inline]
+pub(crate) fn resolve<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    nh: NextHopId,
+    hash: u32,
+    dst_key: u128,
+) -> Resolved {
+    let Some(&(start, count)) = tables.adjacencies.get(nh as usize) else {
+        return Resolved::Bad;
+    };
+    if count == 0 {
+        return Resolved::Bad;
+    }
+    // Lemire's multiply-shift maps the hash onto 0..count without a division.
+    let pick = if count == 1 {
+        0
+    } else {
+        ((u64::from(hash) * u64::from(count)) >> 32) as u32
+    };
+    let Some(hop) = tables.hops.get((start + pick) as usize) else {
+        return Resolved::Bad;
+    };
+    let out_if = hop.interface;
+    match hop.gateway {
+        Some(g) => match hop.mac {
+            Some(mac) => Resolved::Hop { out_if, mac },
+            None => Resolved::Miss { out_if, ip: g },
+        },
+        None => match tables.neighbours.get(&NeighbourKey {
+            interface: out_if,
+            addr: dst_key,
+        }) {
+            Some(&mac) => Resolved::Hop { out_if, mac },
+            None => Resolved::Miss {
+                out_if,
+                ip: key_to_ip(dst_key),
+            },
+        },
+    }
+}
+
+fn key_to_ip(k: u128) -> IpAddr {
+    if k >> 32 == 0xffff {
+        IpAddr::V4(Ipv4Addr::from(k as u32))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(k))
+    }
+}
+
+/// Writes the egress L2 header (RFC 894 Ethernet, 802.1Q tags of the
+/// egress interface) at the start of `buf`; returns its length.
+#[inline(always)]
+pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype: u16) -> usize {
+    let n = usize::from(ifr.l2_src_and_tags_len);
+    let len = ifr.l2_len();
+    if buf.len() < len {
+        return 0;
+    }
+    buf[..6].copy_from_slice(&dst.0);
+    buf[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
+    buf[6 + n..len].copy_from_slice(&ethertype.to_be_bytes());
+    len
+}
+
+/// Forward stage, after the route lookup.
+///
+/// Reads: the lookup result, the adjacency (next-hop set), the flow key
+/// when the set has several next hops (ECMP), the neighbour table, the
+/// egress MTU, the TTL / hop limit.
+/// Writes: the TTL (RFC 1812 §5.3.1) with the header checksum updated
+/// incrementally (RFC 1624 eqn. 3), or the hop limit (RFC 8200 §3); the L2
+/// header: destination MAC of the neighbour, source MAC and VLAN tags of
+/// the egress interface; the frame window (start, length).
+/// Next:
+/// - no route: ICMP destination unreachable (RFC 1812 §5.2.7.1, RFC 4443
+///   §3.1, code 0) and drop `no_route`;
+/// - next hop without a known MAC: punt `neighbour_miss` (the host
+///   resolves it and forwards the packet) and record the miss;
+/// - larger than the egress MTU: IPv4 with DF gets ICMP fragmentation
+///   needed with the next-hop MTU (RFC 1191 §4) and is dropped; IPv4
+///   without DF is fragmented ([`fragment`]); IPv6 gets ICMPv6 packet too
+///   big (RFC 4443 §3.2, RFC 8200 §5) and is dropped;
+/// - otherwise rewritten in place and queued on the egress port.
+#[inline]
+pub(crate) fn forward<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    f: &mut Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+    nh: Option<NextHopId>,
+    index: u16,
+) -> Verdict
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    let l3 = usize::from(m.l3);
+    let l3_len = m.l3_len as usize;
+    let Some(nh) = nh else {
+        let orig = &f.data()[l3..l3 + l3_len];
+        if is_ipv6 {
+            icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_UNREACHABLE, 0, 0);
+        } else {
+            icmp::error_v4(
+                w,
+                tables,
+                m.in_if,
+                orig,
+                icmp::V4_UNREACHABLE,
+                icmp::V4_NET_UNREACHABLE,
+                0,
+            );
+        }
+        return w.drop_in(m.in_if, DropReason::NoRoute);
+    };
+    let d = f.data();
+    let dst_key = if is_ipv6 {
+        ipv6::be128(d, l3 + 24)
+    } else {
+        v4_key(ipv4::be32(d, l3 + 16))
+    };
+    let multipath = tables
+        .adjacencies
+        .get(nh as usize)
+        .is_some_and(|&(_, n)| n > 1);
+    let hash = if multipath {
+        flow_hash(&flow_key(d, m, is_ipv6))
+    } else {
+        0
+    };
+    let (out_if, mac) = match resolve(tables, nh, hash, dst_key) {
+        Resolved::Hop { out_if, mac } => (out_if, mac),
+        Resolved::Miss { out_if, ip } => {
+            if w.out.misses.len() < w.out.misses.capacity() {
+                w.out.misses.push((out_if, ip));
+            }
+            w.counters.punt(PuntReason::NeighbourMiss);
+            return Verdict::Punt(PuntReason::NeighbourMiss);
+        }
+        Resolved::Bad => return w.drop_in(m.in_if, DropReason::BadNextHop),
+    };
+    let Some(ifr) = tables.if_rt.get(usize::from(out_if)).copied() else {
+        return w.drop_in(m.in_if, DropReason::BadNextHop);
+    };
+    if l3_len > usize::from(ifr.mtu) {
+        let orig = &d[l3..l3 + l3_len];
+        let mtu = u32::from(ifr.mtu);
+        if is_ipv6 {
+            icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_PACKET_TOO_BIG, 0, mtu);
+            return w.drop_in(m.in_if, DropReason::PacketTooBig);
+        }
+        if orig[6] & 0x40 != 0 {
+            icmp::error_v4(
+                w,
+                tables,
+                m.in_if,
+                orig,
+                icmp::V4_UNREACHABLE,
+                icmp::V4_FRAG_NEEDED,
+                mtu,
+            );
+            return w.drop_in(m.in_if, DropReason::FragmentationNeeded);
+        }
+        return match fragment::fragment_v4(w, orig, out_if, &ifr, mac) {
+            Ok(_) => {
+                w.counters.forwarded_ipv4 += 1;
+                Verdict::Consumed
+            }
+            Err(r) => w.drop_in(m.in_if, r),
+        };
+    }
+
+    // TTL / hop limit, then the L2 header.
+    let start = f.start();
+    let abs_l3 = start + l3;
+    let buf = f.buffer_mut();
+    if is_ipv6 {
+        buf[abs_l3 + 7] -= 1;
+    } else {
+        let ttl = buf[abs_l3 + 8];
+        let proto = buf[abs_l3 + 9];
+        let old = u16::from_be_bytes([buf[abs_l3 + 10], buf[abs_l3 + 11]]);
+        let c = wire::checksum::update_u16(
+            old,
+            u16::from_be_bytes([ttl, proto]),
+            u16::from_be_bytes([ttl - 1, proto]),
+        );
+        buf[abs_l3 + 8] = ttl - 1;
+        buf[abs_l3 + 10..abs_l3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    let l2_len = ifr.l2_len();
+    let mut at = abs_l3;
+    if at < l2_len {
+        // Not enough headroom: move the packet back into the tailroom.
+        let shift = l2_len - at;
+        if at + shift + l3_len > buf.len() {
+            return w.drop_in(m.in_if, DropReason::NoHeadroom);
+        }
+        buf.copy_within(at..at + l3_len, at + shift);
+        at += shift;
+    }
+    let new_start = at - l2_len;
+    let ethertype = if is_ipv6 {
+        wire::ethertype::IPV6
+    } else {
+        wire::ethertype::IPV4
+    };
+    write_l2(&mut buf[new_start..at], &ifr, mac, ethertype);
+    f.set_window(new_start, l2_len + l3_len);
+    if is_ipv6 {
+        w.counters.forwarded_ipv6 += 1;
+    } else {
+        w.counters.forwarded_ipv4 += 1;
+    }
+    w.count_tx(out_if, l2_len + l3_len);
+    w.out.enqueue_tx(ifr.port, index);
+    Verdict::Forward {
+        interface: out_if,
+        port: ifr.port,
+    }
+}

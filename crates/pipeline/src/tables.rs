@@ -1,0 +1,654 @@
+//! Runtime tables read by the workers: interfaces, ports, local addresses,
+//! adjacencies (next-hop sets), neighbours, the two FIBs and the ACL.
+//!
+//! The control side describes the router with a [`TablesBuilder`] and calls
+//! [`TablesBuilder::build`]; the result is immutable and shared with the
+//! workers behind an `Arc` that the control side swaps as a whole (an
+//! RCU-style snapshot). Building does all the work the per-packet path
+//! would otherwise repeat: L2 header templates per interface, sorted local
+//! address lists, gateway MACs resolved into the adjacencies.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+pub use fib::NextHopId;
+pub use wire::MacAddr;
+use wire::{Ipv4Cidr, Ipv6Cidr};
+
+use crate::acl::{AcceptAll, Acl};
+
+/// Index of a physical port as the I/O backend numbers them (`0..n`).
+pub type PortId = u16;
+/// Index of a logical interface in [`Tables::interfaces`].
+pub type InterfaceId = u16;
+
+/// The VLAN tags that select a logical interface on its port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Vlan {
+    /// Untagged frames.
+    #[default]
+    Untagged,
+    /// One 802.1Q tag (TPID 0x8100) with this VLAN id.
+    Single(u16),
+    /// Two tags (QinQ, 802.1ad): outer TPID 0x88a8, inner 0x8100.
+    Double {
+        /// Service VLAN id (outer tag).
+        outer: u16,
+        /// Customer VLAN id (inner tag).
+        inner: u16,
+    },
+}
+
+impl Vlan {
+    /// Number of tags.
+    pub const fn tags(self) -> usize {
+        match self {
+            Vlan::Untagged => 0,
+            Vlan::Single(_) => 1,
+            Vlan::Double { .. } => 2,
+        }
+    }
+}
+
+/// An IPv4 address of an interface with its subnet prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4IfAddr {
+    /// The interface's own address.
+    pub addr: Ipv4Addr,
+    /// Length of the connected subnet's prefix.
+    pub prefix_len: u8,
+}
+
+/// An IPv6 address of an interface with its subnet prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6IfAddr {
+    /// The interface's own address.
+    pub addr: Ipv6Addr,
+    /// Length of the connected subnet's prefix.
+    pub prefix_len: u8,
+}
+
+/// A logical interface: a port plus VLAN tags, with its own MAC, addresses
+/// and MTU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Name for people (`eth0`, `eth0.100`).
+    pub name: String,
+    /// The physical port it lives on.
+    pub port: PortId,
+    /// Which tagged (or untagged) frames of the port belong to it.
+    pub vlan: Vlan,
+    /// Source MAC of frames it sends; unicast frames to it must carry it.
+    pub mac: MacAddr,
+    /// IPv4 addresses (the first is the source of ICMP errors it sends).
+    pub ipv4: Vec<Ipv4IfAddr>,
+    /// IPv6 addresses (the first global one is the source of ICMPv6 errors).
+    pub ipv6: Vec<Ipv6IfAddr>,
+    /// IP MTU: the largest IP packet (header included) it sends.
+    pub mtu: u16,
+}
+
+/// One way to reach a route's destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextHop {
+    /// The egress interface.
+    pub interface: InterfaceId,
+    /// The neighbour to send to; `None` when the destination is directly
+    /// connected (the packet's own destination is then the neighbour).
+    pub gateway: Option<IpAddr>,
+}
+
+/// Errors found while building tables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// Two interfaces claim the same port and VLAN tags.
+    #[error("interface {name}: port {port} with {vlan:?} already belongs to {other}")]
+    DuplicateInterface {
+        /// The interface being added.
+        name: String,
+        /// Its port.
+        port: PortId,
+        /// Its tags.
+        vlan: Vlan,
+        /// The interface that has them already.
+        other: String,
+    },
+    /// Two interfaces with the same name.
+    #[error("interface name {0} used twice")]
+    DuplicateName(String),
+    /// MTU below the minimum of the families it carries (68 for IPv4, 1280
+    /// for IPv6) or above the 65535 an IP length field allows.
+    #[error("interface {name}: MTU {mtu} below the minimum {min}")]
+    MtuTooSmall {
+        /// The interface.
+        name: String,
+        /// Its MTU.
+        mtu: u16,
+        /// The minimum for its address families.
+        min: u16,
+    },
+    /// A VLAN id outside 1..=4094.
+    #[error("interface {name}: VLAN id {id} outside 1..=4094")]
+    BadVlanId {
+        /// The interface.
+        name: String,
+        /// The id.
+        id: u16,
+    },
+    /// A prefix length longer than the address.
+    #[error("interface {name}: prefix length {len} too long")]
+    BadPrefixLen {
+        /// The interface.
+        name: String,
+        /// The length.
+        len: u8,
+    },
+    /// A next hop or neighbour names an interface that does not exist.
+    #[error("unknown interface id {0}")]
+    UnknownInterface(InterfaceId),
+    /// A next-hop set with no next hop.
+    #[error("empty next-hop set")]
+    EmptyNextHopSet,
+    /// More interfaces than an [`InterfaceId`] can number.
+    #[error("too many interfaces")]
+    TooManyInterfaces,
+    /// More next hops in one set than the pipeline's ECMP width.
+    #[error("next-hop set of {0} exceeds the ECMP width {MAX_ECMP}")]
+    TooManyNextHops(usize),
+}
+
+/// The widest ECMP set (next hops per route).
+pub const MAX_ECMP: usize = 64;
+
+/// What a local address is, which decides the punt reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LocalKind {
+    /// A unicast address of the router (or IPv6 subnet-router anycast).
+    Unicast,
+    /// A connected subnet's broadcast address.
+    Broadcast,
+}
+
+/// A next hop with everything the rewrite needs precomputed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResolvedHop {
+    pub(crate) interface: InterfaceId,
+    pub(crate) gateway: Option<IpAddr>,
+    /// The gateway's MAC, when known at build time.
+    pub(crate) mac: Option<MacAddr>,
+}
+
+/// Per-interface data the per-packet path reads, kept compact.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfRuntime {
+    pub(crate) port: PortId,
+    pub(crate) mtu: u16,
+    pub(crate) mac: MacAddr,
+    /// `src MAC (6) | tags (0, 4 or 8)`; the destination MAC and EtherType
+    /// are written per packet.
+    pub(crate) l2_src_and_tags: [u8; 14],
+    /// Bytes of `l2_src_and_tags` in use.
+    pub(crate) l2_src_and_tags_len: u8,
+    pub(crate) ipv4_source: Option<u32>,
+    pub(crate) ipv6_source: Option<u128>,
+}
+
+impl IfRuntime {
+    /// Full L2 header length on egress: dst + src + tags + EtherType.
+    #[inline(always)]
+    pub(crate) fn l2_len(&self) -> usize {
+        6 + self.l2_src_and_tags_len as usize + 2
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PortEntry {
+    pub(crate) untagged: Option<InterfaceId>,
+    pub(crate) tagged: Vec<(Vlan, InterfaceId)>,
+}
+
+/// Key of a neighbour entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct NeighbourKey {
+    pub(crate) interface: InterfaceId,
+    /// IPv4 addresses as IPv4-mapped IPv6 (`::ffff:a.b.c.d`).
+    pub(crate) addr: u128,
+}
+
+impl NeighbourKey {
+    pub(crate) fn new(interface: InterfaceId, ip: IpAddr) -> Self {
+        let addr = match ip {
+            IpAddr::V4(a) => v4_key(u32::from(a)),
+            IpAddr::V6(a) => u128::from(a),
+        };
+        Self { interface, addr }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn v4_key(a: u32) -> u128 {
+    0xffff_0000_0000u128 | u128::from(a)
+}
+
+/// A multiply-xorshift hasher: the neighbour key is two integers, and
+/// SipHash's DoS resistance buys nothing for a table the control side fills.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+pub(crate) type NeighbourMap = HashMap<NeighbourKey, MacAddr, BuildHasherDefault<MixHasher>>;
+
+/// Connected subnets with their next-hop ids: (IPv4, IPv6).
+pub type ConnectedRoutes = (Vec<(Ipv4Cidr, NextHopId)>, Vec<(Ipv6Cidr, NextHopId)>);
+
+/// Describes a router; [`TablesBuilder::build`] turns it into [`Tables`].
+///
+/// ```
+/// use pipeline::{TablesBuilder, Interface, Ipv4IfAddr, NextHop, Vlan, MacAddr};
+/// use fib::{reference::ReferenceFib4, reference::ReferenceFib6, RouteTable};
+///
+/// let mut b = TablesBuilder::new();
+/// let eth0 = b.add_interface(Interface {
+///     name: "eth0".into(), port: 0, vlan: Vlan::Untagged,
+///     mac: MacAddr([2, 0, 0, 0, 0, 1]),
+///     ipv4: vec![Ipv4IfAddr { addr: "192.0.2.1".parse().unwrap(), prefix_len: 24 }],
+///     ipv6: vec![], mtu: 1500,
+/// }).unwrap();
+/// let mut fib4 = ReferenceFib4::new();
+/// let mut fib6 = ReferenceFib6::new();
+/// b.install_connected_routes(&mut fib4, &mut fib6);
+/// let gw = b.add_next_hops(&[NextHop { interface: eth0, gateway: Some("192.0.2.254".parse().unwrap()) }]).unwrap();
+/// fib4.insert("0.0.0.0/0".parse().unwrap(), gw);
+/// b.add_neighbour(eth0, "192.0.2.254".parse().unwrap(), MacAddr([2, 0, 0, 0, 0, 0xfe])).unwrap();
+/// let tables = b.build(fib4, fib6);
+/// assert_eq!(tables.interfaces().len(), 1);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct TablesBuilder {
+    interfaces: Vec<Interface>,
+    next_hops: Vec<Vec<NextHop>>,
+    neighbours: NeighbourMap,
+}
+
+impl TablesBuilder {
+    /// An empty router.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a logical interface; its id is its position (0, 1, ...).
+    pub fn add_interface(&mut self, iface: Interface) -> Result<InterfaceId, TableError> {
+        let id = InterfaceId::try_from(self.interfaces.len())
+            .map_err(|_| TableError::TooManyInterfaces)?;
+        if let Some(o) = self.interfaces.iter().find(|o| o.name == iface.name) {
+            return Err(TableError::DuplicateName(o.name.clone()));
+        }
+        if let Some(o) = self
+            .interfaces
+            .iter()
+            .find(|o| o.port == iface.port && o.vlan == iface.vlan)
+        {
+            return Err(TableError::DuplicateInterface {
+                name: iface.name,
+                port: o.port,
+                vlan: o.vlan,
+                other: o.name.clone(),
+            });
+        }
+        let ids: &[u16] = match &iface.vlan {
+            Vlan::Untagged => &[],
+            Vlan::Single(v) => core::slice::from_ref(v),
+            Vlan::Double { outer, inner } => &[*outer, *inner],
+        };
+        if let Some(&id) = ids.iter().find(|&&v| v == 0 || v > 4094) {
+            return Err(TableError::BadVlanId {
+                name: iface.name,
+                id,
+            });
+        }
+        let min = if iface.ipv6.is_empty() { 68 } else { 1280 };
+        if iface.mtu < min {
+            return Err(TableError::MtuTooSmall {
+                name: iface.name,
+                mtu: iface.mtu,
+                min,
+            });
+        }
+        if let Some(a) = iface.ipv4.iter().find(|a| a.prefix_len > 32) {
+            return Err(TableError::BadPrefixLen {
+                name: iface.name,
+                len: a.prefix_len,
+            });
+        }
+        if let Some(a) = iface.ipv6.iter().find(|a| a.prefix_len > 128) {
+            return Err(TableError::BadPrefixLen {
+                name: iface.name,
+                len: a.prefix_len,
+            });
+        }
+        self.interfaces.push(iface);
+        Ok(id)
+    }
+
+    /// The interfaces added so far.
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Adds a set of equal-cost next hops and returns the id a FIB route
+    /// stores to use it.
+    pub fn add_next_hops(&mut self, hops: &[NextHop]) -> Result<NextHopId, TableError> {
+        if hops.is_empty() {
+            return Err(TableError::EmptyNextHopSet);
+        }
+        if hops.len() > MAX_ECMP {
+            return Err(TableError::TooManyNextHops(hops.len()));
+        }
+        if let Some(h) = hops
+            .iter()
+            .find(|h| usize::from(h.interface) >= self.interfaces.len())
+        {
+            return Err(TableError::UnknownInterface(h.interface));
+        }
+        let id = self.next_hops.len() as NextHopId;
+        self.next_hops.push(hops.to_vec());
+        Ok(id)
+    }
+
+    /// Adds or replaces a neighbour: `ip` on `interface` has MAC `mac`.
+    pub fn add_neighbour(
+        &mut self,
+        interface: InterfaceId,
+        ip: IpAddr,
+        mac: MacAddr,
+    ) -> Result<(), TableError> {
+        if usize::from(interface) >= self.interfaces.len() {
+            return Err(TableError::UnknownInterface(interface));
+        }
+        self.neighbours
+            .insert(NeighbourKey::new(interface, ip), mac);
+        Ok(())
+    }
+
+    /// For every interface address, adds a directly connected next-hop set
+    /// and returns `(subnet, next-hop id)` pairs for the caller's FIBs.
+    pub fn connected_routes(&mut self) -> ConnectedRoutes {
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        for id in 0..self.interfaces.len() {
+            let hop = [NextHop {
+                interface: id as InterfaceId,
+                gateway: None,
+            }];
+            let (a4, a6) = (
+                self.interfaces[id].ipv4.clone(),
+                self.interfaces[id].ipv6.clone(),
+            );
+            for a in a4 {
+                if let (Some(p), Ok(nh)) = (
+                    Ipv4Cidr::new(u32::from(a.addr), a.prefix_len),
+                    self.add_next_hops(&hop),
+                ) {
+                    v4.push((p, nh));
+                }
+            }
+            for a in a6 {
+                if let (Some(p), Ok(nh)) = (
+                    Ipv6Cidr::new(u128::from(a.addr), a.prefix_len),
+                    self.add_next_hops(&hop),
+                ) {
+                    v6.push((p, nh));
+                }
+            }
+        }
+        (v4, v6)
+    }
+
+    /// [`Self::connected_routes`] inserted straight into two route tables.
+    pub fn install_connected_routes<F4, F6>(&mut self, fib4: &mut F4, fib6: &mut F6)
+    where
+        F4: fib::RouteTable<u32>,
+        F6: fib::RouteTable<u128>,
+    {
+        let (v4, v6) = self.connected_routes();
+        for (p, nh) in v4 {
+            fib4.insert(p, nh);
+        }
+        for (p, nh) in v6 {
+            fib6.insert(p, nh);
+        }
+    }
+
+    /// Builds the tables with an accept-all ACL.
+    pub fn build<F4, F6>(self, fib4: F4, fib6: F6) -> Tables<F4, F6, AcceptAll> {
+        self.build_with_acl(fib4, fib6, AcceptAll)
+    }
+
+    /// Builds the tables with an ACL stage.
+    pub fn build_with_acl<F4, F6, A: Acl>(self, fib4: F4, fib6: F6, acl: A) -> Tables<F4, F6, A> {
+        let mut ports: Vec<PortEntry> = Vec::new();
+        let mut if_rt = Vec::with_capacity(self.interfaces.len());
+        let mut local4: Vec<(u32, LocalKind)> = Vec::new();
+        let mut local6: Vec<(u128, LocalKind)> = Vec::new();
+        for (id, i) in self.interfaces.iter().enumerate() {
+            let id = id as InterfaceId;
+            let p = usize::from(i.port);
+            if ports.len() <= p {
+                ports.resize(p + 1, PortEntry::default());
+            }
+            match i.vlan {
+                Vlan::Untagged => ports[p].untagged = Some(id),
+                v => ports[p].tagged.push((v, id)),
+            }
+            let mut tmpl = [0u8; 14];
+            tmpl[..6].copy_from_slice(&i.mac.0);
+            let tag_len = match i.vlan {
+                Vlan::Untagged => 0,
+                Vlan::Single(v) => {
+                    tmpl[6..8].copy_from_slice(&wire::ethertype::VLAN.to_be_bytes());
+                    tmpl[8..10].copy_from_slice(&(v & 0x0fff).to_be_bytes());
+                    4
+                }
+                Vlan::Double { outer, inner } => {
+                    tmpl[6..8].copy_from_slice(&wire::ethertype::QINQ.to_be_bytes());
+                    tmpl[8..10].copy_from_slice(&(outer & 0x0fff).to_be_bytes());
+                    tmpl[10..12].copy_from_slice(&wire::ethertype::VLAN.to_be_bytes());
+                    tmpl[12..14].copy_from_slice(&(inner & 0x0fff).to_be_bytes());
+                    8
+                }
+            };
+            let ipv6_source = i
+                .ipv6
+                .iter()
+                .find(|a| !is_v6_link_local(u128::from(a.addr)))
+                .or_else(|| i.ipv6.first())
+                .map(|a| u128::from(a.addr));
+            if_rt.push(IfRuntime {
+                port: i.port,
+                mtu: i.mtu,
+                mac: i.mac,
+                l2_src_and_tags: tmpl,
+                l2_src_and_tags_len: 6 + tag_len,
+                ipv4_source: i.ipv4.first().map(|a| u32::from(a.addr)),
+                ipv6_source,
+            });
+            for a in &i.ipv4 {
+                let addr = u32::from(a.addr);
+                local4.push((addr, LocalKind::Unicast));
+                if a.prefix_len <= 30 {
+                    local4.push((addr | !Ipv4Cidr::mask(a.prefix_len), LocalKind::Broadcast));
+                }
+            }
+            for a in &i.ipv6 {
+                let addr = u128::from(a.addr);
+                local6.push((addr, LocalKind::Unicast));
+                if a.prefix_len < 127 {
+                    // Subnet-router anycast (RFC 4291 2.6.1).
+                    local6.push((addr & Ipv6Cidr::mask(a.prefix_len), LocalKind::Unicast));
+                }
+            }
+        }
+        local4.sort();
+        local4.dedup_by_key(|e| e.0);
+        local6.sort();
+        local6.dedup_by_key(|e| e.0);
+
+        let mut hops = Vec::new();
+        let mut adjacencies = Vec::with_capacity(self.next_hops.len());
+        for set in &self.next_hops {
+            let start = hops.len() as u32;
+            for h in set {
+                let mac = h.gateway.and_then(|g| {
+                    self.neighbours
+                        .get(&NeighbourKey::new(h.interface, g))
+                        .copied()
+                });
+                hops.push(ResolvedHop {
+                    interface: h.interface,
+                    gateway: h.gateway,
+                    mac,
+                });
+            }
+            adjacencies.push((start, set.len() as u32));
+        }
+        Tables {
+            interfaces: self.interfaces,
+            if_rt,
+            ports,
+            local4,
+            local6,
+            hops,
+            adjacencies,
+            next_hops: self.next_hops,
+            neighbours: self.neighbours,
+            fib4,
+            fib6,
+            acl,
+        }
+    }
+}
+
+pub(crate) fn is_v6_link_local(a: u128) -> bool {
+    a >> 118 == 0x3fa
+}
+
+/// The immutable tables one forwarding snapshot reads. Generic over the
+/// FIBs (any [`fib::Lookup`]) and the ACL stage ([`Acl`]).
+#[derive(Debug)]
+pub struct Tables<F4, F6, A = AcceptAll> {
+    interfaces: Vec<Interface>,
+    pub(crate) if_rt: Vec<IfRuntime>,
+    pub(crate) ports: Vec<PortEntry>,
+    pub(crate) local4: Vec<(u32, LocalKind)>,
+    pub(crate) local6: Vec<(u128, LocalKind)>,
+    pub(crate) hops: Vec<ResolvedHop>,
+    /// Next-hop id -> (first index in `hops`, count).
+    pub(crate) adjacencies: Vec<(u32, u32)>,
+    next_hops: Vec<Vec<NextHop>>,
+    pub(crate) neighbours: NeighbourMap,
+    /// IPv4 FIB: destination -> next-hop id.
+    pub fib4: F4,
+    /// IPv6 FIB: destination -> next-hop id.
+    pub fib6: F6,
+    /// The ACL stage.
+    pub acl: A,
+}
+
+impl<F4, F6, A> Tables<F4, F6, A> {
+    /// The interfaces, indexed by [`InterfaceId`].
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// An interface by name.
+    pub fn interface_by_name(&self, name: &str) -> Option<(InterfaceId, &Interface)> {
+        self.interfaces
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.name == name)
+            .map(|(id, i)| (id as InterfaceId, i))
+    }
+
+    /// Number of ports (highest port id in use + 1).
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// The next-hop set behind a FIB next-hop id.
+    pub fn next_hops(&self, id: NextHopId) -> Option<&[NextHop]> {
+        self.next_hops.get(id as usize).map(Vec::as_slice)
+    }
+
+    /// The MAC of a neighbour, if known.
+    pub fn neighbour(&self, interface: InterfaceId, ip: IpAddr) -> Option<MacAddr> {
+        self.neighbours
+            .get(&NeighbourKey::new(interface, ip))
+            .copied()
+    }
+
+    /// A builder holding the same interfaces, next-hop sets (same ids) and
+    /// neighbours, to derive the next snapshot (e.g. after a neighbour
+    /// change) without touching the FIBs' next-hop ids.
+    pub fn to_builder(&self) -> TablesBuilder {
+        TablesBuilder {
+            interfaces: self.interfaces.clone(),
+            next_hops: self.next_hops.clone(),
+            neighbours: self.neighbours.clone(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn local4(&self, a: u32) -> Option<LocalKind> {
+        self.local4
+            .binary_search_by_key(&a, |e| e.0)
+            .ok()
+            .map(|i| self.local4[i].1)
+    }
+
+    #[inline]
+    pub(crate) fn local6(&self, a: u128) -> Option<LocalKind> {
+        self.local6
+            .binary_search_by_key(&a, |e| e.0)
+            .ok()
+            .map(|i| self.local6[i].1)
+    }
+
+    /// The logical interface a frame on `port` with these tags belongs to.
+    #[inline]
+    pub(crate) fn interface_for(&self, port: PortId, vlan: Vlan) -> Option<InterfaceId> {
+        let p = self.ports.get(usize::from(port))?;
+        match vlan {
+            Vlan::Untagged => p.untagged,
+            v => p.tagged.iter().find(|e| e.0 == v).map(|e| e.1),
+        }
+    }
+}

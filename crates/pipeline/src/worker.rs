@@ -1,0 +1,440 @@
+//! The worker: one per core, run to completion over a batch.
+//!
+//! [`Worker::process`] takes a batch of frames received on one port, the
+//! tables snapshot and the time, and runs the stages below over the batch in
+//! chunks of [`CHUNK`] frames, each stage over the whole chunk before the
+//! next (so the route lookup sees every destination of the chunk at once):
+//!
+//! 1. input: [`crate::stages::ethernet`] dispatch, then IPv4
+//!    ([`crate::stages::ipv4`]) or IPv6 ([`crate::stages::ipv6`])
+//!    validation, martian filtering, local delivery and TTL / hop-limit
+//!    expiry; ARP goes to [`crate::stages::arp`];
+//! 2. the ACL stage ([`crate::Acl`]) over the chunk's flow keys;
+//! 3. route lookup: one `lookup_batch` per family over the chunk;
+//! 4. forward: adjacency and ECMP choice, neighbour, MTU (ICMP error or
+//!    fragmentation), TTL / hop-limit decrement, L2 rewrite, enqueue.
+//!
+//! Results land in the worker's [`BatchOutput`]: a [`Verdict`] per frame,
+//! per-port transmit lists, the punt list, neighbour misses and generated
+//! packets (ICMP errors, fragments) in the worker's preallocated pool.
+
+use std::net::IpAddr;
+
+use fib::{Lookup, NextHopId};
+
+use crate::acl::{Acl, AclAction, FlowKey};
+use crate::counters::{Counters, DropReason, PuntReason};
+use crate::frame::Frame;
+use crate::stages::{self, icmp::TokenBucket};
+use crate::tables::{InterfaceId, PortId, Tables};
+
+/// Frames handled per stage pass (size of the stack arrays the stages
+/// share, and of each `lookup_batch` call).
+pub const CHUNK: usize = 64;
+
+/// What happened to one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Rewritten in place; transmit `frame.data()` on `port`.
+    Forward {
+        /// Egress logical interface.
+        interface: InterfaceId,
+        /// Egress port.
+        port: PortId,
+    },
+    /// For the host (unchanged frame).
+    Punt(PuntReason),
+    /// Dropped; the buffer can be recycled.
+    Drop(DropReason),
+    /// Replaced by generated packets (IPv4 fragments); the buffer can be
+    /// recycled.
+    Consumed,
+}
+
+/// Sizes and policies of a worker, fixed at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Most frames one [`Worker::process`] call handles; later frames are
+    /// dropped as `batch_overflow`.
+    pub max_batch: usize,
+    /// Buffers for generated packets (ICMP errors, fragments) per batch.
+    pub pool_slots: usize,
+    /// Size of each of those buffers (egress L2 header included); fragments
+    /// are cut to fit it.
+    pub pool_slot_size: usize,
+    /// ICMP errors per second the token bucket allows (0: never send).
+    pub icmp_rate_per_sec: u32,
+    /// Bucket depth: errors that may be sent back to back.
+    pub icmp_burst: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 256,
+            pool_slots: 256,
+            pool_slot_size: 2048,
+            icmp_rate_per_sec: 1000,
+            icmp_burst: 100,
+        }
+    }
+}
+
+/// A generated packet waiting in the worker's pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Generated {
+    pub(crate) port: PortId,
+    pub(crate) interface: InterfaceId,
+    pub(crate) slot: u32,
+    pub(crate) len: u32,
+}
+
+/// The results of the last [`Worker::process`] call. Valid until the next
+/// call; the backend copies generated packets out before then.
+#[derive(Debug)]
+pub struct BatchOutput {
+    pub(crate) verdicts: Vec<Verdict>,
+    pub(crate) tx: Vec<Vec<u16>>,
+    pub(crate) tx_ports: Vec<PortId>,
+    pub(crate) punt: Vec<u16>,
+    pub(crate) misses: Vec<(InterfaceId, IpAddr)>,
+    pub(crate) generated: Vec<Generated>,
+    pub(crate) pool: Vec<u8>,
+    pub(crate) slot_size: usize,
+    pub(crate) slots: usize,
+}
+
+impl BatchOutput {
+    fn new(cfg: &WorkerConfig) -> Self {
+        Self {
+            verdicts: Vec::with_capacity(cfg.max_batch),
+            tx: Vec::new(),
+            tx_ports: Vec::new(),
+            punt: Vec::with_capacity(cfg.max_batch),
+            misses: Vec::with_capacity(cfg.max_batch),
+            generated: Vec::with_capacity(cfg.pool_slots),
+            pool: vec![0; cfg.pool_slots * cfg.pool_slot_size],
+            slot_size: cfg.pool_slot_size,
+            slots: cfg.pool_slots,
+        }
+    }
+
+    fn reset(&mut self, ports: usize, max_batch: usize) {
+        self.verdicts.clear();
+        for p in &self.tx_ports {
+            if let Some(q) = self.tx.get_mut(usize::from(*p)) {
+                q.clear();
+            }
+        }
+        self.tx_ports.clear();
+        // Grows only when a new snapshot has more ports than any before.
+        while self.tx.len() < ports {
+            self.tx.push(Vec::with_capacity(max_batch));
+        }
+        self.punt.clear();
+        self.misses.clear();
+        self.generated.clear();
+    }
+
+    /// One verdict per processed frame, in input order.
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verdicts
+    }
+
+    /// Per egress port, the indices (into the input batch) of the frames to
+    /// transmit there, in input order.
+    pub fn tx_batches(&self) -> impl Iterator<Item = (PortId, &[u16])> + '_ {
+        self.tx_ports
+            .iter()
+            .map(|&p| (p, self.tx[usize::from(p)].as_slice()))
+    }
+
+    /// Indices of the frames for the host.
+    pub fn punted(&self) -> &[u16] {
+        &self.punt
+    }
+
+    /// Neighbours that were needed but unknown, one entry per missed
+    /// packet (the control side asks the kernel to resolve them).
+    pub fn neighbour_misses(&self) -> &[(InterfaceId, IpAddr)] {
+        &self.misses
+    }
+
+    /// Generated packets (ICMP errors, IPv4 fragments) with their egress
+    /// port and interface, complete with L2 header.
+    pub fn generated(&self) -> impl Iterator<Item = (PortId, InterfaceId, &[u8])> + '_ {
+        self.generated.iter().map(|g| {
+            let at = g.slot as usize * self.slot_size;
+            (g.port, g.interface, &self.pool[at..at + g.len as usize])
+        })
+    }
+
+    /// Number of generated packets.
+    pub fn generated_len(&self) -> usize {
+        self.generated.len()
+    }
+
+    /// A free pool slot, if any, as (slot, writable buffer).
+    #[inline]
+    pub(crate) fn alloc_slot(&mut self) -> Option<(u32, &mut [u8])> {
+        let used = self.generated.len();
+        if used >= self.slots {
+            return None;
+        }
+        let at = used * self.slot_size;
+        Some((used as u32, &mut self.pool[at..at + self.slot_size]))
+    }
+
+    /// Free slots left.
+    #[inline]
+    pub(crate) fn free_slots(&self) -> usize {
+        self.slots - self.generated.len()
+    }
+
+    #[inline]
+    pub(crate) fn enqueue_tx(&mut self, port: PortId, index: u16) {
+        if let Some(q) = self.tx.get_mut(usize::from(port)) {
+            if q.is_empty() {
+                self.tx_ports.push(port);
+            }
+            q.push(index);
+        }
+    }
+}
+
+/// Per-packet state carried from the input stage to the forward stage.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Meta {
+    /// Ingress interface.
+    pub(crate) in_if: InterfaceId,
+    /// Offset of the IP header from the frame start.
+    pub(crate) l3: u16,
+    /// IP packet length (header included; Ethernet padding excluded).
+    pub(crate) l3_len: u32,
+}
+
+/// Where the input stage sent a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Finished: the verdict is final.
+    Done(Verdict),
+    /// To the IPv4 route lookup.
+    Route4(u32),
+    /// To the IPv6 route lookup.
+    Route6(u128),
+}
+
+/// A forwarding worker: its counters, its output buffers and its ICMP
+/// token bucket. One per core; `Send`, not shared.
+#[derive(Debug)]
+pub struct Worker {
+    cfg: WorkerConfig,
+    pub(crate) out: BatchOutput,
+    pub(crate) counters: Counters,
+    pub(crate) icmp_bucket: TokenBucket,
+    /// IPv4 identification for generated ICMP errors.
+    pub(crate) ip_id: u16,
+}
+
+impl Worker {
+    /// A worker with its buffers allocated.
+    pub fn new(cfg: WorkerConfig) -> Self {
+        Self {
+            out: BatchOutput::new(&cfg),
+            counters: Counters::new(0),
+            icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
+            ip_id: 0,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.cfg
+    }
+
+    /// This worker's counters since creation.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The last batch's results.
+    pub fn output(&self) -> &BatchOutput {
+        &self.out
+    }
+
+    /// Runs the pipeline over `frames`, received on `port` at time `now_ns`
+    /// (any monotonic nanosecond clock; it only paces ICMP errors).
+    ///
+    /// Frames are rewritten in place; read the results from the returned
+    /// [`BatchOutput`] (also [`Worker::output`]). At most
+    /// [`WorkerConfig::max_batch`] frames are processed; the rest are
+    /// dropped as `batch_overflow` and get no verdict.
+    pub fn process<F4, F6, A>(
+        &mut self,
+        tables: &Tables<F4, F6, A>,
+        now_ns: u64,
+        port: PortId,
+        frames: &mut [Frame<'_>],
+    ) -> &BatchOutput
+    where
+        F4: Lookup<u32>,
+        F6: Lookup<u128>,
+        A: Acl,
+    {
+        self.out.reset(tables.port_count(), self.cfg.max_batch);
+        if self.counters.interfaces.len() < tables.interfaces().len() {
+            // Only after a snapshot with more interfaces than any before.
+            self.counters.interfaces.resize(
+                tables.interfaces().len(),
+                crate::counters::InterfaceCounters::default(),
+            );
+        }
+        self.icmp_bucket.refill(now_ns);
+        let n = frames.len().min(self.cfg.max_batch);
+        if frames.len() > n {
+            let extra = (frames.len() - n) as u64;
+            self.counters.rx_frames += extra;
+            self.counters.drops[DropReason::BatchOverflow.index()] += extra;
+        }
+        let mut base = 0;
+        while base < n {
+            let end = (base + CHUNK).min(n);
+            self.process_chunk(tables, port, base, &mut frames[base..end]);
+            base = end;
+        }
+        &self.out
+    }
+
+    fn process_chunk<F4, F6, A>(
+        &mut self,
+        tables: &Tables<F4, F6, A>,
+        port: PortId,
+        base: usize,
+        frames: &mut [Frame<'_>],
+    ) where
+        F4: Lookup<u32>,
+        F6: Lookup<u128>,
+        A: Acl,
+    {
+        let n = frames.len();
+        let mut meta = [Meta::default(); CHUNK];
+        let mut steps = [Step::Done(Verdict::Consumed); CHUNK];
+
+        // Stage 1: input (L2 dispatch, L3 validation, local delivery, TTL).
+        for i in 0..n {
+            steps[i] = stages::input(self, tables, port, &mut frames[i], &mut meta[i]);
+        }
+
+        // Stage 2: ACL over the packets still in flight.
+        if !tables.acl.accepts_all() {
+            let mut keys = [FlowKey::default(); CHUNK];
+            let mut idx = [0u8; CHUNK];
+            let mut k = 0;
+            for i in 0..n {
+                if !matches!(steps[i], Step::Done(_)) {
+                    keys[k] = stages::flow_key(
+                        frames[i].data(),
+                        &meta[i],
+                        matches!(steps[i], Step::Route6(_)),
+                    );
+                    idx[k] = i as u8;
+                    k += 1;
+                }
+            }
+            let mut actions = [AclAction::Accept; CHUNK];
+            tables.acl.classify_batch(&keys[..k], &mut actions[..k]);
+            for j in 0..k {
+                if actions[j] == AclAction::Deny {
+                    let i = usize::from(idx[j]);
+                    steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
+                }
+            }
+        }
+
+        // Stage 3: batched route lookup, one call per family.
+        let mut dst4 = [0u32; CHUNK];
+        let mut n4 = 0;
+        let mut dst6 = [0u128; CHUNK];
+        let mut n6 = 0;
+        for step in &steps[..n] {
+            match *step {
+                Step::Route4(d) => {
+                    dst4[n4] = d;
+                    n4 += 1;
+                }
+                Step::Route6(d) => {
+                    dst6[n6] = d;
+                    n6 += 1;
+                }
+                Step::Done(_) => {}
+            }
+        }
+        let mut nh4 = [None::<NextHopId>; CHUNK];
+        let mut nh6 = [None::<NextHopId>; CHUNK];
+        if n4 > 0 {
+            tables.fib4.lookup_batch(&dst4[..n4], &mut nh4[..n4]);
+        }
+        if n6 > 0 {
+            tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
+        }
+
+        // Stage 4: forward (adjacency, neighbour, MTU, TTL, rewrite).
+        let mut j4 = 0;
+        let mut j6 = 0;
+        for i in 0..n {
+            let verdict = match steps[i] {
+                Step::Done(v) => v,
+                Step::Route4(_) => {
+                    let nh = nh4[j4];
+                    j4 += 1;
+                    stages::forward(
+                        self,
+                        tables,
+                        &mut frames[i],
+                        &meta[i],
+                        false,
+                        nh,
+                        (base + i) as u16,
+                    )
+                }
+                Step::Route6(_) => {
+                    let nh = nh6[j6];
+                    j6 += 1;
+                    stages::forward(
+                        self,
+                        tables,
+                        &mut frames[i],
+                        &meta[i],
+                        true,
+                        nh,
+                        (base + i) as u16,
+                    )
+                }
+            };
+            if let Verdict::Punt(_) = verdict {
+                self.out.punt.push((base + i) as u16);
+            }
+            self.out.verdicts.push(verdict);
+        }
+    }
+
+    /// Counts a drop on an identified ingress interface.
+    #[inline]
+    pub(crate) fn drop_in(&mut self, in_if: InterfaceId, r: DropReason) -> Verdict {
+        self.counters.drop(r);
+        if let Some(c) = self.counters.interfaces.get_mut(usize::from(in_if)) {
+            c.rx_dropped += 1;
+        }
+        Verdict::Drop(r)
+    }
+
+    /// Counts a transmission on an egress interface.
+    #[inline]
+    pub(crate) fn count_tx(&mut self, out_if: InterfaceId, bytes: usize) {
+        if let Some(c) = self.counters.interfaces.get_mut(usize::from(out_if)) {
+            c.tx_packets += 1;
+            c.tx_bytes += bytes as u64;
+        }
+    }
+}
