@@ -638,3 +638,298 @@ pub fn ln_gamma(x: f64) -> f64 {
     let t = x + G + 0.5;
     0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn t_quantiles_match_published_tables() {
+        // Values from standard two-sided Student's t tables (3 decimals).
+        let known = [
+            (0.975, 4.0, 2.776),
+            (0.995, 10.0, 3.169),
+            (0.9, 30.0, 1.310),
+            (0.975, 1.0, 12.706),
+            (0.95, 1.0, 6.314),
+            (0.99, 2.0, 6.965),
+            (0.975, 8.0, 2.306),
+            (0.975, 30.0, 2.042),
+            (0.995, 100.0, 2.626),
+            (0.9, 5.0, 1.476),
+            (0.9975, 1.0, 127.321),
+            (0.9975, 20.0, 3.153),
+        ];
+        for (p, df, t) in known {
+            let got = student_t_quantile(p, df);
+            assert!(close(got, t, 0.0006), "t({p}, {df}) = {got}, want {t}");
+        }
+        // Large df tends to the normal quantiles.
+        assert!(close(student_t_quantile(0.975, 1e7), 1.95996, 1e-4));
+        assert!(close(student_t_quantile(0.9975, 1e7), 2.80703, 1e-4));
+        // Exact closed forms: df = 1 is Cauchy, df = 2 has t = (2p-1)/sqrt(2p(1-p)).
+        let p: f64 = 0.8;
+        let cauchy = (std::f64::consts::PI * (p - 0.5)).tan();
+        assert!(close(student_t_quantile(p, 1.0), cauchy, 1e-9));
+        let two = (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt();
+        assert!(close(student_t_quantile(p, 2.0), two, 1e-9));
+    }
+
+    #[test]
+    fn t_quantile_edges() {
+        assert_eq!(student_t_quantile(0.5, 3.0), 0.0);
+        assert!(close(
+            student_t_quantile(0.025, 4.0),
+            -student_t_quantile(0.975, 4.0),
+            1e-12
+        ));
+        assert!(student_t_quantile(0.0, 3.0).is_nan());
+        assert!(student_t_quantile(1.0, 3.0).is_nan());
+        assert!(student_t_quantile(0.9, 0.0).is_nan());
+        assert!(student_t_quantile(f64::NAN, 3.0).is_nan());
+    }
+
+    #[test]
+    fn special_functions() {
+        assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-12));
+        assert!(close(
+            ln_gamma(0.5),
+            std::f64::consts::PI.sqrt().ln(),
+            1e-12
+        ));
+        assert!(close(ln_gamma(1.0), 0.0, 1e-12));
+        for x in [0.05, 0.3, 0.5, 0.77, 0.99] {
+            assert!(close(regularized_incomplete_beta(x, 1.0, 1.0), x, 1e-12));
+            assert!(close(
+                regularized_incomplete_beta(x, 3.0, 1.0),
+                x.powi(3),
+                1e-12
+            ));
+            assert!(close(
+                regularized_incomplete_beta(x, 1.0, 4.0),
+                1.0 - (1.0 - x).powi(4),
+                1e-12
+            ));
+        }
+        assert!(close(student_t_cdf(0.0, 7.0), 0.5, 1e-15));
+        assert!(close(student_t_cdf(2.776445, 4.0), 0.975, 1e-6));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn quantile_inverts_cdf(p in 0.501f64..0.9999, df in 1.0f64..500.0) {
+            let t = student_t_quantile(p, df);
+            proptest::prop_assert!((student_t_cdf(t, df) - p).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn fmt_g_matches_c() {
+        assert_eq!(fmt_g(2321334.2, 8), "2321334.2");
+        assert_eq!(fmt_g(154688.45, 8), "154688.45");
+        assert_eq!(fmt_g(94913.584, 8), "94913.584");
+        assert_eq!(fmt_g(2148318.0, 8), "2148318");
+        assert_eq!(fmt_g(0.0001234, 6), "0.0001234");
+        assert_eq!(fmt_g(0.00001234, 6), "1.234e-05");
+        assert_eq!(fmt_g(123456789.0, 6), "1.23457e+08");
+        assert_eq!(fmt_g(-162920.0, 6), "-162920");
+        assert_eq!(fmt_g(76.86680451, 6), "76.8668");
+        assert_eq!(fmt_g(100000.0, 6), "100000");
+        assert_eq!(fmt_g(999999.5, 6), "1e+06");
+        assert_eq!(fmt_g(0.0, 6), "0");
+        assert_eq!(fmt_g(f64::NAN, 6), "nan");
+    }
+
+    #[test]
+    fn parse_skips_comments_and_blank_lines() {
+        let s = Sample::parse("f", "# header\n\n 3\n1 extra fields\n2 # note\n\t\n").unwrap();
+        assert_eq!(s.values(), &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn parse_errors_name_file_and_line() {
+        let e = Sample::parse("runs.txt", "1\n2\nabc\n4\n").unwrap_err();
+        assert_eq!(
+            e,
+            MinistatError::InvalidNumber {
+                name: "runs.txt".into(),
+                line: 3,
+                text: "abc".into()
+            }
+        );
+        assert_eq!(e.to_string(), "runs.txt:3: invalid number \"abc\"");
+        let e = Sample::parse("a", "1\ninf\n3\n").unwrap_err();
+        assert!(matches!(e, MinistatError::NotFinite { line: 2, .. }));
+        let e = Sample::parse("few", "1\n2\n# 3\n").unwrap_err();
+        assert_eq!(
+            e,
+            MinistatError::TooFewValues {
+                name: "few".into(),
+                n: 2
+            }
+        );
+    }
+
+    #[test]
+    fn summary_statistics() {
+        let s = Sample::new("a", vec![5.0, 1.0, 4.0, 2.0, 3.0])
+            .unwrap()
+            .summary();
+        assert_eq!(
+            (s.n, s.min, s.max, s.median, s.avg),
+            (5, 1.0, 5.0, 3.0, 3.0)
+        );
+        assert!(close(s.stddev, 2.5f64.sqrt(), 1e-12));
+        let even = Sample::new("b", vec![1.0, 2.0, 3.0, 10.0])
+            .unwrap()
+            .summary();
+        assert_eq!(even.median, 2.5);
+        // Large values with a small spread keep their precision.
+        let big = Sample::new("c", vec![1e9 + 1.0, 1e9 + 2.0, 1e9 + 3.0])
+            .unwrap()
+            .summary();
+        assert!(close(big.stddev, 1.0, 1e-9));
+    }
+
+    #[test]
+    fn worked_example_difference_proven() {
+        // By hand: averages 3 and 8, both variances 2.5, so pooled s =
+        // sqrt(2.5) = 1.58114; s of the difference = 1.58114 * sqrt(2/5) = 1;
+        // df = 8, t(0.975, 8) = 2.306004; d = 5 > e = 2.306004.
+        // In percent of the baseline: 500/3 = 166.667%, 230.6004/3 = 76.8668%.
+        let a = Sample::new("a", vec![1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        let b = Sample::new("b", vec![6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
+        let c = compare(&b.summary(), &a.summary(), Confidence::P95);
+        assert_eq!(c.df, 8);
+        assert!(close(c.pooled_s, 1.5811388, 1e-6));
+        assert!(close(c.error, 2.306004, 1e-5));
+        assert!(c.proven);
+        assert_eq!(
+            c.render(),
+            "Difference at 95.0% confidence\n\t5 +/- 2.306\n\t166.667% +/- 76.8668%\n\t(Student's t, pooled s = 1.58114)\n"
+        );
+        // At 99.5%: t(0.9975, 8) = 3.832519, e = 3.8325 < 5: still proven.
+        let c = compare(&b.summary(), &a.summary(), Confidence::P99_5);
+        assert!(close(c.error, 3.8325, 1e-3));
+        assert!(c.proven);
+    }
+
+    #[test]
+    fn worked_example_no_difference() {
+        // Averages 11 and 11.5, both variances 1: pooled s = 1, s = sqrt(2/3)
+        // = 0.8165, df = 4, e = 2.776 * 0.8165 = 2.267 > 0.5.
+        let a = Sample::new("a", vec![10.0, 11.0, 12.0]).unwrap();
+        let b = Sample::new("b", vec![10.5, 11.5, 12.5]).unwrap();
+        let c = compare(&b.summary(), &a.summary(), Confidence::P95);
+        assert!(close(c.error, 2.2669, 1e-3));
+        assert!(!c.proven);
+        assert_eq!(c.render(), "No difference proven at 95.0% confidence\n");
+        // At 80% (t = 1.533): e = 1.2517, still no difference.
+        assert!(!compare(&b.summary(), &a.summary(), Confidence::P80).proven);
+        // A shift of 2 is proven at 80% (e = 1.2517) but not at 95% (e = 2.267).
+        let d = Sample::new("d", vec![12.0, 13.0, 14.0]).unwrap();
+        assert!(compare(&d.summary(), &a.summary(), Confidence::P80).proven);
+        assert!(!compare(&d.summary(), &a.summary(), Confidence::P95).proven);
+    }
+
+    /// The seed's three samples, rebuilt from its printed N, Min, Max,
+    /// Median, Avg and Stddev (the two unknown values of each solve
+    /// a + b = 5 Avg - Min - Median - Max and the matching sum of squares).
+    fn seed_samples() -> Vec<Sample> {
+        vec![
+            Sample::new(
+                "pps.qsize1024",
+                vec![2148318.0, 2181665.0, 2333251.0, 2450516.0, 2492921.0],
+            )
+            .unwrap(),
+            Sample::new(
+                "pps.qsize2048",
+                vec![2328049.0, 2387018.0, 2525599.0, 2584562.0, 2596042.0],
+            )
+            .unwrap(),
+            Sample::new(
+                "pps.qsize4096",
+                vec![2325210.0, 2393032.0, 2452394.0, 2459903.0, 2581890.0],
+            )
+            .unwrap(),
+        ]
+    }
+
+    #[test]
+    fn reproduces_the_seed_output() {
+        let want = "\
+x pps.qsize1024
++ pps.qsize2048
+* pps.qsize4096
++--------------------------------------------------------------------------+
+|x    x                      *+x       +*        x**    x    +        *+ + |
+|   |________________________A_M_____________________|                     |
+|                                  |___________________A_____M____________||
+|                                |______________A_M____________|           |
++--------------------------------------------------------------------------+
+    N           Min           Max        Median           Avg        Stddev
+x   5       2148318       2492921       2333251     2321334.2     154688.45
++   5       2328049       2596042       2525599       2484254     120543.04
+No difference proven at 95.0% confidence
+*   5       2325210       2581890       2452394     2442485.8     94913.584
+No difference proven at 95.0% confidence
+";
+        let got = render(&seed_samples(), Confidence::P95, DEFAULT_WIDTH).unwrap();
+        assert_eq!(got, want, "\n{got}");
+    }
+
+    #[test]
+    fn json_report_carries_the_same_numbers() {
+        let report = analyze(&seed_samples(), Confidence::P90).unwrap();
+        let v: serde_json::Value = serde_json::to_value(&report).unwrap();
+        assert_eq!(v["confidence"], "90");
+        assert_eq!(v["samples"][0]["symbol"], "x");
+        assert_eq!(v["samples"][0]["summary"]["median"], 2333251.0);
+        assert!(v["samples"][0]["comparison"].is_null());
+        let c = &v["samples"][1]["comparison"];
+        assert_eq!(c["df"], 8);
+        assert!(close(c["difference"].as_f64().unwrap(), 162919.8, 1e-6));
+        assert_eq!(c["proven"], false);
+    }
+
+    #[test]
+    fn plot_stacks_points_sharing_a_column() {
+        let a = Sample::new("a", vec![1.0, 1.0, 1.0, 10.0]).unwrap();
+        let b = Sample::new("b", vec![1.0, 5.0, 10.0]).unwrap();
+        let p = plot(&[a, b], 20);
+        let rows: Vec<&str> = p.lines().collect();
+        // Border, 4 stacked rows (three x and one + at the left), 2 bars, border.
+        assert_eq!(rows.len(), 8, "{p}");
+        // The column of the value 1, read top to bottom.
+        let c = rows[4].find('x').unwrap();
+        let column: String = rows[1..5].iter().map(|r| &r[c..=c]).collect();
+        assert_eq!(column, "+xxx", "{p}");
+        assert!(rows.iter().all(|r| r.chars().count() == 22));
+        assert!(rows[5].contains('A') && rows[6].contains('A'));
+    }
+
+    #[test]
+    fn zero_span_has_no_plot() {
+        let a = Sample::new("a", vec![3.0, 3.0, 3.0]).unwrap();
+        assert_eq!(plot(&[a], 74), "[no plot, span is zero width]\n");
+    }
+
+    #[test]
+    fn confidence_levels() {
+        assert_eq!("99.5".parse::<Confidence>().unwrap(), Confidence::P99_5);
+        assert_eq!("95%".parse::<Confidence>().unwrap(), Confidence::P95);
+        assert!("97".parse::<Confidence>().is_err());
+        assert!(Confidence::from_percent(42.0).is_err());
+        let many: Vec<Sample> = (0..8)
+            .map(|i| Sample::new(format!("s{i}"), vec![1.0, 2.0, 3.0]).unwrap())
+            .collect();
+        assert_eq!(
+            analyze(&many, Confidence::P95).unwrap_err(),
+            MinistatError::TooManySamples(8)
+        );
+    }
+}

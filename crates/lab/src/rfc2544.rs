@@ -264,3 +264,284 @@ pub fn search_frame_size<R: TrialRunner>(
         trial_s: cfg.trial_s,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("simulated failure")]
+    struct SimError;
+
+    /// A device that forwards up to `capacity(frame_len)` pps without loss
+    /// and drops the excess; `base_loss` more is lost at any rate (veth
+    /// scheduling stalls); the generator tops out at `generator_max_pps`.
+    struct SimDevice {
+        capacity: fn(u16) -> u64,
+        base_loss: f64,
+        generator_max_pps: u64,
+        specs: Vec<TrialSpec>,
+        fail_at: Option<usize>,
+    }
+
+    impl SimDevice {
+        fn new(capacity: fn(u16) -> u64) -> Self {
+            SimDevice {
+                capacity,
+                base_loss: 0.0,
+                generator_max_pps: u64::MAX,
+                specs: Vec::new(),
+                fail_at: None,
+            }
+        }
+    }
+
+    impl TrialRunner for SimDevice {
+        type Error = SimError;
+        fn run_trial(&mut self, spec: &TrialSpec) -> Result<TrialOutcome, SimError> {
+            if self.fail_at == Some(self.specs.len()) {
+                return Err(SimError);
+            }
+            self.specs.push(*spec);
+            let secs = spec.duration_s;
+            let sent_pps = spec.offered_pps.min(self.generator_max_pps);
+            let fwd_pps = sent_pps.min((self.capacity)(spec.frame_len));
+            let attempted = (sent_pps as f64 * secs) as u64;
+            let received = ((fwd_pps as f64 * secs) * (1.0 - self.base_loss)) as u64;
+            // Latency grows as the device nears saturation.
+            let load = sent_pps as f64 / (self.capacity)(spec.frame_len) as f64;
+            let base = 20_000 + (load.min(1.0) * 30_000.0) as u64;
+            Ok(TrialOutcome {
+                attempted,
+                sent: attempted,
+                generator_pps: sent_pps,
+                rx_per_second: vec![fwd_pps; secs as usize],
+                received,
+                lost: attempted - received,
+                duration_s: secs,
+                latency: Some(LatencySummary {
+                    min_ns: base / 2,
+                    median_ns: base,
+                    p99_ns: base * 2,
+                    p999_ns: base * 3,
+                    max_ns: base * 5,
+                    samples: received,
+                }),
+            })
+        }
+    }
+
+    fn cfg() -> Rfc2544Config {
+        Rfc2544Config {
+            link_bps: 1_000_000_000,
+            frame_sizes: vec![64],
+            loss_ratio: 0.0,
+            resolution_pps: 1000,
+            max_trials: 30,
+            trial_s: 2.0,
+            max_pps: None,
+        }
+    }
+
+    #[test]
+    fn theoretical_rates() {
+        assert_eq!(theoretical_max_pps(10_000_000_000, 64), 14_880_952);
+        assert_eq!(theoretical_max_pps(1_000_000_000, 64), 1_488_095);
+        assert_eq!(theoretical_max_pps(1_000_000_000, 1518), 81_274);
+        assert_eq!(theoretical_max_pps(100_000_000_000, 64), 148_809_523);
+    }
+
+    #[test]
+    fn ndr_finds_the_lossless_capacity() {
+        let mut dev = SimDevice::new(|_| 451_000);
+        let mut lines = Vec::new();
+        let r = search(&cfg(), &mut dev, |l| lines.push(l.to_string())).unwrap();
+        let f = &r.frames[0];
+        assert_eq!(f.theoretical_max_pps, 1_488_095);
+        let found = f.found.as_ref().unwrap();
+        assert!(found.offered_pps <= 451_000, "{found:?}");
+        assert!(found.offered_pps > 451_000 - 1000, "{found:?}");
+        assert_eq!(found.lost, 0);
+        assert_eq!(found.loss_ratio, 0.0);
+        assert!(!found.generator_limited);
+        // First trial at the link's maximum, then halving.
+        assert_eq!(dev.specs[0].offered_pps, 1_488_095);
+        assert_eq!(dev.specs[1].offered_pps, 744_047);
+        assert_eq!(dev.specs[0].frame_len, 60);
+        // log2(1488095 / 1000) rounds up to 11 halvings, plus the first trial.
+        assert!(f.trials.len() <= 12, "{} trials", f.trials.len());
+        assert_eq!(
+            found.latency.unwrap().p999_ns,
+            found.pdv_ns.unwrap() + found.latency.unwrap().min_ns
+        );
+        assert!(lines.iter().any(|l| l.starts_with("64 B: throughput ")));
+        assert!(lines[0].contains("trial 1: offered 1488095 pps"));
+    }
+
+    #[test]
+    fn pdr_allows_the_stated_loss() {
+        let mut dev = SimDevice::new(|_| 400_000);
+        let c = Rfc2544Config {
+            loss_ratio: 0.005,
+            resolution_pps: 100,
+            ..cfg()
+        };
+        let r = search(&c, &mut dev, |_| {}).unwrap();
+        let found = r.frames[0].found.as_ref().unwrap();
+        // Loss (x - 400000)/x <= 0.005 up to x = 400000 / 0.995 = 402010.
+        assert!(found.offered_pps <= 402_010, "{found:?}");
+        assert!(found.offered_pps > 402_010 - 100, "{found:?}");
+        assert!(found.loss_ratio > 0.0 && found.loss_ratio <= 0.005);
+    }
+
+    #[test]
+    fn no_lossless_rate_on_a_lossy_link() {
+        let mut dev = SimDevice::new(|_| 400_000);
+        dev.base_loss = 0.001;
+        let mut lines = Vec::new();
+        let r = search(&cfg(), &mut dev, |l| lines.push(l.to_string())).unwrap();
+        assert!(r.frames[0].found.is_none());
+        assert!(r.frames[0].trials.iter().all(|t| !t.passed));
+        assert!(lines
+            .last()
+            .unwrap()
+            .contains("no rate met loss ratio <= 0"));
+        // A 0.5% allowance finds a rate.
+        let c = Rfc2544Config {
+            loss_ratio: 0.005,
+            ..cfg()
+        };
+        let mut dev = SimDevice::new(|_| 400_000);
+        dev.base_loss = 0.001;
+        assert!(search(&c, &mut dev, |_| {}).unwrap().frames[0]
+            .found
+            .is_some());
+    }
+
+    #[test]
+    fn every_frame_size_and_the_trial_cap() {
+        // 600 Kpps whatever the size: below the link's rate for 64 and 128
+        // bytes, above it from 256 bytes on.
+        let mut dev = SimDevice::new(|_| 600_000);
+        let c = Rfc2544Config {
+            frame_sizes: RFC2544_FRAME_SIZES.to_vec(),
+            max_trials: 6,
+            ..cfg()
+        };
+        let r = search(&c, &mut dev, |_| {}).unwrap();
+        assert_eq!(r.frames.len(), 7);
+        for f in &r.frames {
+            assert!(f.trials.len() <= 6);
+            let cap = 600_000;
+            match &f.found {
+                // Large frames: the device outruns the link, which is the limit.
+                Some(x) if cap >= f.theoretical_max_pps => {
+                    assert_eq!(x.offered_pps, f.theoretical_max_pps);
+                    assert_eq!(f.trials.len(), 1);
+                }
+                Some(x) => assert!(x.offered_pps <= cap),
+                None => panic!("{} B found nothing", f.frame_size),
+            }
+        }
+        // Small frames hit the trial cap before the resolution.
+        assert_eq!(r.frames[0].trials.len(), 6);
+        assert_eq!(r.frames[1].trials.len(), 6);
+        assert_eq!(r.frames[2].trials.len(), 1);
+    }
+
+    #[test]
+    fn generator_limited_rates_are_flagged() {
+        let mut dev = SimDevice::new(|_| 5_000_000);
+        dev.generator_max_pps = 620_000;
+        let r = search(&cfg(), &mut dev, |_| {}).unwrap();
+        let found = r.frames[0].found.as_ref().unwrap();
+        assert!(found.generator_limited);
+        assert_eq!(found.sent_pps, 620_000);
+        assert!(r.frames[0].trials[0].generator_limited);
+    }
+
+    #[test]
+    fn max_pps_caps_the_search() {
+        let mut dev = SimDevice::new(|_| 5_000_000);
+        let c = Rfc2544Config {
+            max_pps: Some(300_000),
+            ..cfg()
+        };
+        let r = search(&c, &mut dev, |_| {}).unwrap();
+        assert_eq!(dev.specs[0].offered_pps, 300_000);
+        assert_eq!(r.frames[0].found.as_ref().unwrap().offered_pps, 300_000);
+    }
+
+    #[test]
+    fn errors() {
+        for bad in [
+            Rfc2544Config {
+                frame_sizes: vec![],
+                ..cfg()
+            },
+            Rfc2544Config {
+                frame_sizes: vec![63],
+                ..cfg()
+            },
+            Rfc2544Config {
+                frame_sizes: vec![1519],
+                ..cfg()
+            },
+            Rfc2544Config {
+                loss_ratio: 1.0,
+                ..cfg()
+            },
+            Rfc2544Config {
+                loss_ratio: -0.1,
+                ..cfg()
+            },
+            Rfc2544Config {
+                resolution_pps: 0,
+                ..cfg()
+            },
+            Rfc2544Config {
+                max_trials: 0,
+                ..cfg()
+            },
+            Rfc2544Config {
+                trial_s: f64::NAN,
+                ..cfg()
+            },
+            Rfc2544Config {
+                link_bps: 0,
+                ..cfg()
+            },
+        ] {
+            let mut dev = SimDevice::new(|_| 1);
+            assert!(matches!(
+                search(&bad, &mut dev, |_| {}).unwrap_err(),
+                Rfc2544Error::InvalidConfig(_)
+            ));
+            assert!(dev.specs.is_empty());
+        }
+        let mut dev = SimDevice::new(|_| 100_000);
+        dev.fail_at = Some(2);
+        let e = search(&cfg(), &mut dev, |_| {}).unwrap_err();
+        assert!(matches!(e, Rfc2544Error::Trial { frame_size: 64, .. }));
+    }
+
+    #[test]
+    fn loss_is_attempted_minus_received() {
+        let o = TrialOutcome {
+            attempted: 1000,
+            received: 990,
+            duration_s: 2.0,
+            ..TrialOutcome::default()
+        };
+        assert!((o.loss_ratio() - 0.01).abs() < 1e-12);
+        assert_eq!(o.receive_pps(), 495.0);
+        // Duplicates never make loss negative.
+        let dup = TrialOutcome {
+            attempted: 10,
+            received: 12,
+            ..TrialOutcome::default()
+        };
+        assert_eq!(dup.loss_ratio(), 0.0);
+        assert_eq!(TrialOutcome::default().loss_ratio(), 0.0);
+    }
+}
