@@ -234,3 +234,96 @@ impl ArpRepr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EthernetFrame;
+    use proptest::prelude::*;
+
+    /// Broadcast ARP request "who-has 198.18.0.10 tell 198.18.0.108",
+    /// padded to 60 bytes; tcpdump: "ARP, Ethernet (len 6), IPv4 (len 4),
+    /// Request".
+    pub(crate) const ETH_ARP_REQUEST: [u8; 60] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0x00,
+        0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0xc6, 0x12,
+        0x00, 0x6c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc6, 0x12, 0x00, 0x0a, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    /// ARP reply "198.18.0.10 is-at 52:54:00:ab:cd:ef" to 198.18.0.108.
+    pub(crate) const ARP_REPLY: [u8; 28] = [
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x02, 0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0xc6,
+        0x12, 0x00, 0x0a, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0xc6, 0x12, 0x00, 0x6c,
+    ];
+
+    #[test]
+    fn request_fixture() {
+        let f = EthernetFrame::new_checked(&ETH_ARP_REQUEST[..]).unwrap();
+        assert_eq!(f.l2_header().unwrap().ethertype, ethertype::ARP);
+        let p = ArpPacket::new_checked(f.payload()).unwrap();
+        assert!(p.is_ethernet_ipv4());
+        assert_eq!(p.operation(), ArpOperation::Request);
+        assert_eq!(p.sender_protocol_addr(), &[198, 18, 0, 108]);
+        assert_eq!(p.target_protocol_addr(), &[198, 18, 0, 10]);
+        assert_eq!(p.target_hardware_addr(), &[0; 6]);
+        let r = ArpRepr::parse(&p).unwrap();
+        assert_eq!(r.source_mac, "52:54:00:12:34:56".parse().unwrap());
+        assert_eq!(r.source_ip, Ipv4Addr::new(198, 18, 0, 108));
+        assert_eq!(r.target_ip, Ipv4Addr::new(198, 18, 0, 10));
+        // The reply this router would send.
+        let reply = ArpRepr {
+            operation: ArpOperation::Reply,
+            source_mac: "52:54:00:ab:cd:ef".parse().unwrap(),
+            source_ip: r.target_ip,
+            target_mac: r.source_mac,
+            target_ip: r.source_ip,
+        };
+        let mut out = [0u8; 28];
+        reply
+            .emit(&mut ArpPacket::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out, ARP_REPLY);
+    }
+
+    #[test]
+    fn refusals() {
+        for n in 0..28 {
+            assert_eq!(
+                ArpPacket::new_checked(&ARP_REPLY[..n]).unwrap_err(),
+                Error::Truncated
+            );
+        }
+        let mut b = ARP_REPLY;
+        b[7] = 9;
+        let p = ArpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!(p.operation(), ArpOperation::Unknown(9));
+        assert_eq!(ArpRepr::parse(&p), Err(Error::Malformed));
+        let mut b = ARP_REPLY;
+        b[1] = 6; // IEEE 802 hardware type
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()),
+            Err(Error::Unsupported)
+        );
+        // Odd address sizes are read by the view and refused by the repr.
+        let mut b = vec![0u8, 1, 8, 0, 8, 16, 0, 1];
+        b.resize(8 + 2 * 24, 7);
+        let p = ArpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!(p.target_protocol_addr().len(), 16);
+        assert_eq!(ArpRepr::parse(&p), Err(Error::Unsupported));
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(op in 1u16..3, sm in any::<[u8; 6]>(), si in any::<u32>(),
+                           tm in any::<[u8; 6]>(), ti in any::<u32>()) {
+            let r = ArpRepr {
+                operation: op.into(),
+                source_mac: MacAddr(sm), source_ip: si.into(),
+                target_mac: MacAddr(tm), target_ip: ti.into(),
+            };
+            let mut out = [0u8; 28];
+            r.emit(&mut ArpPacket::new_unchecked(&mut out[..])).unwrap();
+            prop_assert_eq!(ArpRepr::parse(&ArpPacket::new_checked(&out[..]).unwrap()), Ok(r));
+        }
+    }
+}

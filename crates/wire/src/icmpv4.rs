@@ -360,3 +360,179 @@ fn rest_u16(a: u16, b: u16) -> [u8; 4] {
     let (a, b) = (a.to_be_bytes(), b.to_be_bytes());
     [a[0], a[1], b[0], b[1]]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::tests::{ETH_IPV4_UDP, IPV4_RA_ICMP_ECHO};
+    use crate::{ip_proto, Ipv4Packet, Ipv4Repr};
+    use proptest::prelude::*;
+    use std::net::Ipv4Addr;
+
+    /// IPv4 + ICMP destination unreachable, fragmentation needed, next-hop
+    /// MTU 1400, quoting the IPv4 header and 8 bytes of ETH_IPV4_UDP;
+    /// tcpdump: "unreachable - need to frag (mtu 1400)".
+    pub(crate) const IPV4_FRAG_NEEDED: [u8; 56] = [
+        0x45, 0x00, 0x00, 0x38, 0x00, 0x00, 0x00, 0x00, 0x40, 0x01, 0xee, 0x2a, 0xc6, 0x12, 0x00,
+        0x0a, 0xc6, 0x12, 0x00, 0x6c, 0x03, 0x04, 0x9e, 0x4c, 0x00, 0x00, 0x05, 0x78, 0x45, 0x00,
+        0x00, 0x2e, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0x91, 0x7b, 0xc6, 0x12, 0x00, 0x6c, 0xc6,
+        0x13, 0x00, 0x6c, 0x07, 0xd0, 0x07, 0xd0, 0x00, 0x1a, 0x49, 0x7d,
+    ];
+    /// ICMP time exceeded in transit quoting the same 28 bytes.
+    pub(crate) const ICMPV4_TIME_EXCEEDED: [u8; 36] = [
+        0x0b, 0x00, 0x9b, 0xc8, 0x00, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x2e, 0x1c, 0x46, 0x40,
+        0x00, 0x40, 0x11, 0x91, 0x7b, 0xc6, 0x12, 0x00, 0x6c, 0xc6, 0x13, 0x00, 0x6c, 0x07, 0xd0,
+        0x07, 0xd0, 0x00, 0x1a, 0x49, 0x7d,
+    ];
+
+    #[test]
+    fn echo_fixture() {
+        let ip = Ipv4Packet::new_checked(&IPV4_RA_ICMP_ECHO[..]).unwrap();
+        let p = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!(p.msg_type(), Icmpv4Message::EchoRequest);
+        assert!(!p.msg_type().is_error());
+        assert_eq!((p.echo_ident(), p.echo_seq_no()), (0x1234, 7));
+        assert!(p.verify_checksum());
+        let r = Icmpv4Repr::parse(&p).unwrap();
+        assert_eq!(
+            r,
+            Icmpv4Repr::EchoRequest {
+                ident: 0x1234,
+                seq_no: 7,
+                data: b"abcdefgh"
+            }
+        );
+        let mut out = [0u8; 16];
+        r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(&out[..], ip.payload());
+    }
+
+    #[test]
+    fn frag_needed_fixture() {
+        let ip = Ipv4Packet::new_checked(&IPV4_FRAG_NEEDED[..]).unwrap();
+        assert_eq!(ip.protocol(), ip_proto::ICMP);
+        let p = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!(p.msg_type(), Icmpv4Message::DestUnreachable);
+        assert!(p.msg_type().is_error());
+        assert_eq!(p.msg_code(), unreachable::FRAG_NEEDED);
+        assert_eq!(p.next_hop_mtu(), 1400);
+        let r = Icmpv4Repr::parse(&p).unwrap();
+        let Icmpv4Repr::DestUnreachable {
+            code,
+            next_hop_mtu,
+            invoking,
+        } = r
+        else {
+            panic!("{r:?}")
+        };
+        assert_eq!((code, next_hop_mtu), (unreachable::FRAG_NEEDED, 1400));
+        assert_eq!(invoking, &ETH_IPV4_UDP[14..42]);
+        // Build the same message from the original packet and compare.
+        let quoted = &ETH_IPV4_UDP[14..42];
+        let icmp = Icmpv4Repr::DestUnreachable {
+            code: unreachable::FRAG_NEEDED,
+            next_hop_mtu: 1400,
+            invoking: quoted,
+        };
+        let mut ipr = Ipv4Repr::new(
+            Ipv4Addr::new(198, 18, 0, 10),
+            Ipv4Addr::new(198, 18, 0, 108),
+            ip_proto::ICMP,
+            icmp.buffer_len(),
+        );
+        ipr.ident = 0;
+        let mut out = vec![0u8; ipr.total_len()];
+        ipr.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        icmp.emit(&mut Icmpv4Packet::new_unchecked(&mut out[20..]))
+            .unwrap();
+        assert_eq!(&out[..], &IPV4_FRAG_NEEDED[..]);
+    }
+
+    #[test]
+    fn time_exceeded_fixture() {
+        let p = Icmpv4Packet::new_checked(&ICMPV4_TIME_EXCEEDED[..]).unwrap();
+        let r = Icmpv4Repr::parse(&p).unwrap();
+        assert_eq!(
+            r,
+            Icmpv4Repr::TimeExceeded {
+                code: time_exceeded::TTL,
+                invoking: &ETH_IPV4_UDP[14..42]
+            }
+        );
+        let inner = Ipv4Packet::new_checked(&ETH_IPV4_UDP[14..]).unwrap();
+        assert_eq!(
+            Ipv4Packet::new_checked(p.data()).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(&p.data()[..20], inner.header());
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(
+            Icmpv4Packet::new_checked(&[8u8, 0, 0][..]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut b = ICMPV4_TIME_EXCEEDED;
+        b[2] ^= 0x80;
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p).unwrap_err(), Error::BadChecksum);
+        let mut b = [13u8, 0, 0, 0, 0, 0, 0, 0];
+        Icmpv4Packet::new_checked(&mut b[..])
+            .unwrap()
+            .fill_checksum();
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.msg_type(), Icmpv4Message::Timestamp);
+        assert_eq!(Icmpv4Repr::parse(&p).unwrap_err(), Error::Unsupported);
+        // emit needs the exact length: the checksum covers the whole buffer.
+        let r = Icmpv4Repr::EchoReply {
+            ident: 1,
+            seq_no: 2,
+            data: b"xy",
+        };
+        let mut small = [0u8; 9];
+        let mut big = [0u8; 11];
+        assert_eq!(
+            r.emit(&mut Icmpv4Packet::new_unchecked(&mut small[..])),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            r.emit(&mut Icmpv4Packet::new_unchecked(&mut big[..])),
+            Err(Error::BadLength)
+        );
+    }
+
+    #[test]
+    fn message_type_codes_round_trip() {
+        for t in 0..=255u8 {
+            assert_eq!(u8::from(Icmpv4Message::from(t)), t);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(
+            kind in 0u8..5, a in any::<u16>(), b in any::<u16>(), code in any::<u8>(),
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let r = match kind {
+                0 => Icmpv4Repr::EchoRequest { ident: a, seq_no: b, data: &data },
+                1 => Icmpv4Repr::EchoReply { ident: a, seq_no: b, data: &data },
+                2 => Icmpv4Repr::DestUnreachable {
+                    code: unreachable::FRAG_NEEDED, next_hop_mtu: a, invoking: &data,
+                },
+                3 => Icmpv4Repr::TimeExceeded { code, invoking: &data },
+                _ => Icmpv4Repr::ParamProblem { pointer: code, invoking: &data },
+            };
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..])).unwrap();
+            let p = Icmpv4Packet::new_checked(&out[..]).unwrap();
+            prop_assert!(p.verify_checksum());
+            prop_assert_eq!(Icmpv4Repr::parse(&p).unwrap(), r);
+            let (e, _) = etherparse::Icmpv4Header::from_slice(&out).unwrap();
+            prop_assert_eq!(e.checksum, p.checksum());
+        }
+    }
+}

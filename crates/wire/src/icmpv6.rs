@@ -425,3 +425,156 @@ impl<'a> Icmpv6Repr<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv6::tests::ETH_IPV6_UDP;
+    use crate::Ipv6Packet;
+    use proptest::prelude::*;
+
+    /// IPv6 + ICMPv6 echo request 2001:2::108 -> 2001:2::10, id 0x4242,
+    /// seq 1, 9 data bytes; tcpdump: "[icmp6 sum ok]".
+    pub(crate) const IPV6_ICMP_ECHO: [u8; 57] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x11, 0x3a, 0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x80, 0x00, 0x24, 0xa9, 0x42,
+        0x42, 0x00, 0x01, 0x70, 0x69, 0x6e, 0x67, 0x36, 0x64, 0x61, 0x74, 0x61,
+    ];
+    /// ICMPv6 packet too big (MTU 1280) from 2001:2::10 to 2001:2::108,
+    /// quoting the whole IPv6/UDP packet of ETH_IPV6_UDP.
+    pub(crate) const ICMPV6_PACKET_TOO_BIG: [u8; 74] = [
+        0x02, 0x00, 0x22, 0xe8, 0x00, 0x00, 0x05, 0x00, 0x60, 0x01, 0x23, 0x45, 0x00, 0x1a, 0x11,
+        0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x01, 0x08, 0x07, 0xd0, 0x07, 0xd0, 0x00, 0x1a, 0x14, 0x65, 0x66, 0x61, 0x73, 0x74,
+        0x66, 0x77, 0x64, 0x2d, 0x73, 0x65, 0x71, 0x2d, 0x30, 0x30, 0x30, 0x30, 0x30, 0x31,
+    ];
+
+    fn a(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn echo_fixture() {
+        let ip = Ipv6Packet::new_checked(&IPV6_ICMP_ECHO[..]).unwrap();
+        let p = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!(p.msg_type(), Icmpv6Message::EchoRequest);
+        assert!(!p.msg_type().is_error());
+        assert_eq!((p.echo_ident(), p.echo_seq_no()), (0x4242, 1));
+        assert!(p.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+        // Addresses are summed, so only a different address fails.
+        assert!(!p.verify_checksum(&ip.src_addr(), &a("2001:2::11")));
+        assert_eq!(p.target_addr(), None);
+        assert_eq!(p.ndp_options().count(), 0);
+        let r = Icmpv6Repr::parse(&ip.src_addr(), &ip.dst_addr(), &p).unwrap();
+        assert_eq!(
+            r,
+            Icmpv6Repr::EchoRequest {
+                ident: 0x4242,
+                seq_no: 1,
+                data: b"ping6data"
+            }
+        );
+        let reply = Icmpv6Repr::EchoReply {
+            ident: 0x4242,
+            seq_no: 1,
+            data: b"ping6data",
+        };
+        let mut out = vec![0u8; reply.buffer_len()];
+        reply
+            .emit(
+                &ip.dst_addr(),
+                &ip.src_addr(),
+                &mut Icmpv6Packet::new_unchecked(&mut out[..]),
+            )
+            .unwrap();
+        let q = Icmpv6Packet::new_checked(&out[..]).unwrap();
+        assert!(q.verify_checksum(&ip.dst_addr(), &ip.src_addr()));
+        assert_eq!(q.msg_type(), Icmpv6Message::EchoReply);
+    }
+
+    #[test]
+    fn packet_too_big_fixture() {
+        let (src, dst) = (a("2001:2::10"), a("2001:2::108"));
+        let p = Icmpv6Packet::new_checked(&ICMPV6_PACKET_TOO_BIG[..]).unwrap();
+        assert_eq!(p.msg_type(), Icmpv6Message::PacketTooBig);
+        assert!(p.msg_type().is_error());
+        assert_eq!(p.mtu(), 1280);
+        let r = Icmpv6Repr::parse(&src, &dst, &p).unwrap();
+        assert_eq!(
+            r,
+            Icmpv6Repr::PacketTooBig {
+                mtu: 1280,
+                invoking: &ETH_IPV6_UDP[14..]
+            }
+        );
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(&src, &dst, &mut Icmpv6Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(&out[..], &ICMPV6_PACKET_TOO_BIG[..]);
+        let (e, _) = etherparse::Icmpv6Header::from_slice(&out).unwrap();
+        assert_eq!(
+            e.icmp_type,
+            etherparse::Icmpv6Type::PacketTooBig { mtu: 1280 }
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let (src, dst) = (a("2001:2::10"), a("2001:2::108"));
+        assert_eq!(
+            Icmpv6Packet::new_checked(&[1u8; 7][..]).unwrap_err(),
+            Error::Truncated
+        );
+        let p = Icmpv6Packet::new_checked(&ICMPV6_PACKET_TOO_BIG[..]).unwrap();
+        assert_eq!(
+            Icmpv6Repr::parse(&src, &a("::1"), &p).unwrap_err(),
+            Error::BadChecksum
+        );
+        let mut b = [200u8, 0, 0, 0, 0, 0, 0, 0];
+        Icmpv6Packet::new_checked(&mut b[..])
+            .unwrap()
+            .fill_checksum(&src, &dst);
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(
+            Icmpv6Repr::parse(&src, &dst, &p).unwrap_err(),
+            Error::Unsupported
+        );
+    }
+
+    #[test]
+    fn message_type_codes_round_trip() {
+        for t in 0..=255u8 {
+            let m = Icmpv6Message::from(t);
+            assert_eq!(u8::from(m), t);
+            assert_eq!(m.is_error(), t < 128);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(
+            kind in 0u8..6, x in any::<u32>(), code in any::<u8>(),
+            s in any::<u128>(), d in any::<u128>(),
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let (src, dst) = (Ipv6Addr::from(s), Ipv6Addr::from(d));
+            let r = match kind {
+                0 => Icmpv6Repr::DestUnreachable { code, invoking: &data },
+                1 => Icmpv6Repr::PacketTooBig { mtu: x, invoking: &data },
+                2 => Icmpv6Repr::TimeExceeded { code, invoking: &data },
+                3 => Icmpv6Repr::ParamProblem { code, pointer: x, invoking: &data },
+                4 => Icmpv6Repr::EchoRequest { ident: x as u16, seq_no: (x >> 16) as u16, data: &data },
+                _ => Icmpv6Repr::EchoReply { ident: x as u16, seq_no: (x >> 16) as u16, data: &data },
+            };
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&src, &dst, &mut Icmpv6Packet::new_unchecked(&mut out[..])).unwrap();
+            let p = Icmpv6Packet::new_checked(&out[..]).unwrap();
+            prop_assert_eq!(Icmpv6Repr::parse(&src, &dst, &p).unwrap(), r);
+            let (e, _) = etherparse::Icmpv6Header::from_slice(&out).unwrap();
+            let want = e.icmp_type.calc_checksum(src.octets(), dst.octets(), &data).unwrap();
+            prop_assert_eq!(p.checksum(), want);
+        }
+    }
+}

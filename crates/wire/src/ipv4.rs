@@ -467,3 +467,242 @@ impl Ipv4Repr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ip_proto;
+    use proptest::prelude::*;
+
+    /// Ethernet + IPv4 (DF, TTL 64) + UDP 198.18.0.108:2000 -> 198.19.0.108:2000,
+    /// 18 data bytes; tcpdump: "[udp sum ok] UDP, length 18".
+    pub(crate) const ETH_IPV4_UDP: [u8; 60] = [
+        0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x2e, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0x91, 0x7b, 0xc6, 0x12, 0x00, 0x6c,
+        0xc6, 0x13, 0x00, 0x6c, 0x07, 0xd0, 0x07, 0xd0, 0x00, 0x1a, 0x49, 0x7d, 0x66, 0x61, 0x73,
+        0x74, 0x66, 0x77, 0x64, 0x2d, 0x73, 0x65, 0x71, 0x2d, 0x30, 0x30, 0x30, 0x30, 0x30, 0x31,
+    ];
+    /// Ethernet + IPv4 + TCP SYN 40000 -> 80 with an MSS 1460 option.
+    pub(crate) const ETH_IPV4_TCP_SYN: [u8; 58] = [
+        0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x2c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0x91, 0x88, 0xc6, 0x12, 0x00, 0x6c,
+        0xc6, 0x13, 0x00, 0x6c, 0x9c, 0x40, 0x00, 0x50, 0x01, 0x02, 0x03, 0x04, 0x00, 0x00, 0x00,
+        0x00, 0x60, 0x02, 0xfa, 0xf0, 0x6f, 0xa1, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4,
+    ];
+    /// IPv4 with a Router Alert option (IHL 6), TTL 1, ICMP echo request
+    /// to 198.18.0.10; tcpdump: "options (RA)".
+    pub(crate) const IPV4_RA_ICMP_ECHO: [u8; 40] = [
+        0x46, 0x00, 0x00, 0x28, 0x1c, 0x46, 0x00, 0x00, 0x01, 0x01, 0x7b, 0xf0, 0xc6, 0x12, 0x00,
+        0x6c, 0xc6, 0x12, 0x00, 0x0a, 0x94, 0x04, 0x00, 0x00, 0x08, 0x00, 0x54, 0x2f, 0x12, 0x34,
+        0x00, 0x07, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
+    ];
+
+    #[test]
+    fn udp_fixture() {
+        let p = Ipv4Packet::new_checked(&ETH_IPV4_UDP[14..]).unwrap();
+        assert_eq!(p.version(), 4);
+        assert_eq!(p.header_len(), 20);
+        assert_eq!(p.total_len(), 46);
+        assert_eq!(p.ident(), 0x1c46);
+        assert!(p.dont_frag() && !p.more_frags() && !p.is_fragment());
+        assert_eq!(p.frag_offset(), 0);
+        assert_eq!(p.ttl(), 64);
+        assert_eq!(p.protocol(), ip_proto::UDP);
+        assert_eq!(p.checksum(), 0x917b);
+        assert!(p.verify_checksum());
+        assert_eq!(p.src_addr(), Ipv4Addr::new(198, 18, 0, 108));
+        assert_eq!(p.dst_addr(), Ipv4Addr::new(198, 19, 0, 108));
+        assert!(p.options().is_empty());
+        assert_eq!(p.payload().len(), 26);
+        let r = Ipv4Repr::parse(&p).unwrap();
+        assert_eq!(r.payload_len, 26);
+        let mut out = [0u8; 20];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out[..], ETH_IPV4_UDP[14..34]);
+    }
+
+    #[test]
+    fn options_fixture() {
+        let p = Ipv4Packet::new_checked(&IPV4_RA_ICMP_ECHO[..]).unwrap();
+        assert_eq!(p.header_len(), 24);
+        assert_eq!(p.options(), &[0x94, 0x04, 0x00, 0x00]);
+        assert!(p.verify_checksum());
+        assert_eq!(p.ttl(), 1);
+        assert_eq!(p.protocol(), ip_proto::ICMP);
+        assert_eq!(p.payload().len(), 16);
+        let r = Ipv4Repr::parse(&p).unwrap();
+        assert_eq!(r.options.as_bytes(), &[0x94, 0x04, 0x00, 0x00]);
+        assert_eq!(r.buffer_len(), 24);
+        let mut out = [0u8; 24];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out[..], IPV4_RA_ICMP_ECHO[..24]);
+    }
+
+    #[test]
+    fn padding_is_ignored() {
+        // A 46-byte packet inside a 60-byte buffer with trailing zeros.
+        let mut b = [0u8; 60];
+        b[..46].copy_from_slice(&ETH_IPV4_UDP[14..]);
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.packet().len(), 46);
+        assert_eq!(p.payload().len(), 26);
+    }
+
+    #[test]
+    fn refuses_bad_headers() {
+        let good = &ETH_IPV4_UDP[14..];
+        for n in 0..20 {
+            assert_eq!(
+                Ipv4Packet::new_checked(&good[..n]).unwrap_err(),
+                Error::Truncated
+            );
+        }
+        // Total length 46 does not fit in 45 bytes.
+        assert_eq!(
+            Ipv4Packet::new_checked(&good[..45]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut b = good.to_vec();
+        b[0] = 0x65;
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            Error::BadVersion
+        );
+        b[0] = 0x44;
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            Error::BadHeaderLen
+        );
+        b[0] = 0x4f; // 60-byte header in a 46-byte packet
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            Error::BadLength
+        );
+        b[0] = 0x45;
+        b[2..4].copy_from_slice(&19u16.to_be_bytes());
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            Error::BadLength
+        );
+        let mut c = good.to_vec();
+        c[10] ^= 1;
+        let p = Ipv4Packet::new_checked(&c[..]).unwrap();
+        assert!(!p.verify_checksum());
+        assert_eq!(Ipv4Repr::parse(&p).unwrap_err(), Error::BadChecksum);
+    }
+
+    #[test]
+    fn decrement_ttl_and_setters() {
+        let mut b = IPV4_RA_ICMP_ECHO;
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        assert_eq!(p.decrement_ttl(), Some(0));
+        assert!(p.verify_checksum());
+        assert_eq!(p.decrement_ttl(), None);
+        assert_eq!(p.ttl(), 0);
+        p.set_src_addr(Ipv4Addr::new(10, 0, 0, 1));
+        p.set_dst_addr(Ipv4Addr::new(10, 0, 0, 2));
+        p.set_fragment(false, true, 1480);
+        assert!(!p.verify_checksum());
+        p.fill_checksum();
+        assert!(p.verify_checksum());
+        assert!(p.more_frags() && p.is_fragment());
+        assert_eq!(p.frag_offset(), 1480);
+        let e = etherparse::Ipv4HeaderSlice::from_slice(&b).unwrap();
+        assert_eq!(e.source(), [10, 0, 0, 1]);
+        assert_eq!(e.fragments_offset().value() as usize * 8, 1480);
+        assert_eq!(
+            e.header_checksum(),
+            Ipv4Packet::new_checked(&b[..]).unwrap().checksum()
+        );
+    }
+
+    #[test]
+    fn cross_check_etherparse() {
+        for frame in [&ETH_IPV4_UDP[..], &ETH_IPV4_TCP_SYN[..]] {
+            let ours = Ipv4Packet::new_checked(&frame[14..]).unwrap();
+            let (theirs, _) = etherparse::Ipv4Header::from_slice(&frame[14..]).unwrap();
+            assert_eq!(ours.src_addr().octets(), theirs.source);
+            assert_eq!(ours.dst_addr().octets(), theirs.destination);
+            assert_eq!(ours.total_len(), usize::from(theirs.total_len));
+            assert_eq!(ours.ttl(), theirs.time_to_live);
+            assert_eq!(ours.protocol(), theirs.protocol.0);
+            assert_eq!(ours.checksum(), theirs.calc_header_checksum());
+        }
+    }
+
+    fn arb_repr() -> impl Strategy<Value = Ipv4Repr> {
+        (
+            (
+                any::<u32>(),
+                any::<u32>(),
+                any::<u8>(),
+                0usize..1400,
+                any::<u8>(),
+            ),
+            (
+                0u8..64,
+                0u8..4,
+                any::<u16>(),
+                any::<bool>(),
+                any::<bool>(),
+                0usize..8192,
+            ),
+            proptest::collection::vec(any::<u8>(), 0..=10),
+        )
+            .prop_map(
+                |((s, d, proto, len, ttl), (dscp, ecn, id, df, mf, off), opt)| {
+                    let opt_len = opt.len() / 4 * 4;
+                    Ipv4Repr {
+                        src: s.into(),
+                        dst: d.into(),
+                        protocol: proto,
+                        payload_len: len,
+                        ttl,
+                        dscp,
+                        ecn,
+                        ident: id,
+                        dont_frag: df,
+                        more_frags: mf,
+                        frag_offset: off * 8,
+                        options: Ipv4Options::new(&opt[..opt_len]).unwrap(),
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(r in arb_repr()) {
+            let mut b = vec![0u8; r.total_len()];
+            r.emit(&mut Ipv4Packet::new_unchecked(&mut b[..])).unwrap();
+            let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+            prop_assert!(p.verify_checksum());
+            prop_assert_eq!(Ipv4Repr::parse(&p).unwrap(), r.clone());
+            let e = etherparse::Ipv4HeaderSlice::from_slice(&b).unwrap();
+            prop_assert_eq!(e.header_checksum(), e.to_header().calc_header_checksum());
+            prop_assert_eq!(e.ttl(), r.ttl);
+        }
+
+        /// Decrementing the TTL incrementally leaves exactly the checksum a
+        /// full recompute gives, and changes nothing but TTL and checksum.
+        #[test]
+        fn decrement_ttl_equals_recompute(r in arb_repr()) {
+            let mut b = vec![0u8; r.total_len()];
+            r.emit(&mut Ipv4Packet::new_unchecked(&mut b[..])).unwrap();
+            let before = b.clone();
+            let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+            let dec = p.decrement_ttl();
+            prop_assert_eq!(dec, r.ttl.checked_sub(1));
+            let inc = p.checksum();
+            p.fill_checksum();
+            prop_assert_eq!(inc, p.checksum());
+            for (i, (x, y)) in before.iter().zip(&b).enumerate() {
+                if i != 8 && i != 10 && i != 11 {
+                    prop_assert_eq!(x, y);
+                }
+            }
+        }
+    }
+}

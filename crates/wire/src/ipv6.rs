@@ -366,3 +366,234 @@ impl Ipv6Repr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Ethernet + IPv6 (flow label 0x12345) + UDP 2001:2::108:2000 ->
+    /// 2001:2:0:8000::108:2000, 18 data bytes; tcpdump: "[udp sum ok]".
+    pub(crate) const ETH_IPV6_UDP: [u8; 80] = [
+        0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x86, 0xdd, 0x60,
+        0x01, 0x23, 0x45, 0x00, 0x1a, 0x11, 0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x80,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x07, 0xd0, 0x07, 0xd0, 0x00, 0x1a,
+        0x14, 0x65, 0x66, 0x61, 0x73, 0x74, 0x66, 0x77, 0x64, 0x2d, 0x73, 0x65, 0x71, 0x2d, 0x30,
+        0x30, 0x30, 0x30, 0x30, 0x31,
+    ];
+    /// IPv6: Hop-by-Hop (router alert, PadN) -> Destination Options ->
+    /// Fragment (offset 0, M=1, id 0xdeadbeef) -> UDP.
+    pub(crate) const IPV6_EXT_CHAIN_UDP: [u8; 90] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x32, 0x00, 0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00,
+        0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x3c, 0x00, 0x05, 0x02, 0x00,
+        0x00, 0x01, 0x00, 0x2c, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x01,
+        0xde, 0xad, 0xbe, 0xef, 0x07, 0xd0, 0x07, 0xd0, 0x00, 0x1a, 0x14, 0x65, 0x66, 0x61, 0x73,
+        0x74, 0x66, 0x77, 0x64, 0x2d, 0x73, 0x65, 0x71, 0x2d, 0x30, 0x30, 0x30, 0x30, 0x30, 0x31,
+    ];
+    /// IPv6 non-first fragment (offset 1232): the UDP header is elsewhere.
+    pub(crate) const IPV6_FRAG_NONFIRST: [u8; 64] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x18, 0x2c, 0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00,
+        0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x11, 0x00, 0x04, 0xd0, 0xde,
+        0xad, 0xbe, 0xef, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00,
+    ];
+    /// IPv6: Routing (type 4, one segment) -> AH (24 bytes) -> TCP SYN
+    /// 40000 -> 443; tcpdump: "cksum 0x4fd0 (correct)".
+    pub(crate) const IPV6_RT_AH_TCP: [u8; 108] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x44, 0x2b, 0x40, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00,
+        0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x33, 0x02, 0x04, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x08, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9c, 0x40,
+        0x01, 0xbb, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x50, 0x02, 0xff, 0xff, 0x4f,
+        0xd0, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn udp_fixture() {
+        let p = Ipv6Packet::new_checked(&ETH_IPV6_UDP[14..]).unwrap();
+        assert_eq!(p.version(), 6);
+        assert_eq!(p.traffic_class(), 0);
+        assert_eq!(p.flow_label(), 0x12345);
+        assert_eq!(p.payload_len(), 26);
+        assert_eq!(p.next_header(), ip_proto::UDP);
+        assert_eq!(p.hop_limit(), 64);
+        assert_eq!(p.src_addr(), "2001:2::108".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            p.dst_addr(),
+            "2001:2:0:8000::108".parse::<Ipv6Addr>().unwrap()
+        );
+        let w = p.walk_ext_headers().unwrap();
+        assert_eq!(
+            (w.protocol, w.offset, w.fragment, w.hop_by_hop),
+            (ip_proto::UDP, 40, None, false)
+        );
+        assert!(w.has_transport());
+        let r = Ipv6Repr::parse(&p).unwrap();
+        let mut out = [0u8; 40];
+        r.emit(&mut Ipv6Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out[..], ETH_IPV6_UDP[14..54]);
+    }
+
+    #[test]
+    fn ext_chain_fixture() {
+        let p = Ipv6Packet::new_checked(&IPV6_EXT_CHAIN_UDP[..]).unwrap();
+        let w = p.walk_ext_headers().unwrap();
+        assert_eq!(w.protocol, ip_proto::UDP);
+        assert_eq!(w.offset, 40 + 8 + 8 + 8);
+        assert!(w.hop_by_hop);
+        assert_eq!(
+            w.fragment,
+            Some(Ipv6FragmentInfo {
+                offset: 0,
+                more: true,
+                ident: 0xdeadbeef
+            })
+        );
+        assert!(w.has_transport());
+        assert_eq!(
+            &p.packet()[w.offset..w.offset + 4],
+            &[0x07, 0xd0, 0x07, 0xd0]
+        );
+    }
+
+    #[test]
+    fn non_first_fragment_stops() {
+        let p = Ipv6Packet::new_checked(&IPV6_FRAG_NONFIRST[..]).unwrap();
+        let w = p.walk_ext_headers().unwrap();
+        assert_eq!(w.protocol, ip_proto::UDP);
+        assert_eq!(w.offset, 48);
+        assert_eq!(w.fragment.unwrap().offset, 1232);
+        assert!(!w.fragment.unwrap().more);
+        assert!(!w.has_transport());
+    }
+
+    #[test]
+    fn routing_and_ah_fixture() {
+        let p = Ipv6Packet::new_checked(&IPV6_RT_AH_TCP[..]).unwrap();
+        let w = p.walk_ext_headers().unwrap();
+        assert_eq!((w.protocol, w.offset), (ip_proto::TCP, 40 + 24 + 24));
+        let tcp = crate::TcpPacket::new_checked(&p.packet()[w.offset..]).unwrap();
+        assert_eq!(tcp.dst_port(), 443);
+        assert!(tcp.verify_checksum_v6(&p.src_addr(), &p.dst_addr()));
+    }
+
+    #[test]
+    fn walk_stops_safely() {
+        // Every truncation of the chain inside the extension headers is
+        // reported as Truncated (payload length patched to match).
+        for cut in 40..64 {
+            let mut b = IPV6_EXT_CHAIN_UDP[..cut].to_vec();
+            let pl = (cut - 40) as u16;
+            b[4..6].copy_from_slice(&pl.to_be_bytes());
+            let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+            assert_eq!(
+                p.walk_ext_headers().unwrap_err(),
+                Error::Truncated,
+                "cut {cut}"
+            );
+        }
+        // Hop-by-Hop after the first position is refused.
+        let mut b = IPV6_EXT_CHAIN_UDP;
+        b[48] = ip_proto::HOP_BY_HOP; // DestOpts' next header
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.walk_ext_headers().unwrap_err(), Error::Malformed);
+        // A long chain of Destination Options headers hits the limit.
+        let mut b = [0u8; 40 + 8 * (MAX_EXT_HEADERS + 1) + 8];
+        b[0] = 0x60;
+        let pl = (b.len() - 40) as u16;
+        b[4..6].copy_from_slice(&pl.to_be_bytes());
+        b[6] = ip_proto::IPV6_DEST_OPTS;
+        for i in 0..=MAX_EXT_HEADERS {
+            b[40 + 8 * i] = ip_proto::IPV6_DEST_OPTS;
+        }
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.walk_ext_headers().unwrap_err(), Error::TooManyExtHeaders);
+        // ESP and No Next Header end the walk without a transport header.
+        b[6] = ip_proto::ESP;
+        let w = Ipv6Packet::new_checked(&b[..])
+            .unwrap()
+            .walk_ext_headers()
+            .unwrap();
+        assert!(!w.has_transport());
+    }
+
+    #[test]
+    fn refuses_bad_headers() {
+        let good = &ETH_IPV6_UDP[14..];
+        for n in 0..66 {
+            assert_eq!(
+                Ipv6Packet::new_checked(&good[..n]).unwrap_err(),
+                Error::Truncated
+            );
+        }
+        let mut b = good.to_vec();
+        b[0] = 0x45;
+        assert_eq!(
+            Ipv6Packet::new_checked(&b[..]).unwrap_err(),
+            Error::BadVersion
+        );
+    }
+
+    #[test]
+    fn setters() {
+        let mut b = ETH_IPV6_UDP;
+        let mut p = Ipv6Packet::new_checked(&mut b[14..]).unwrap();
+        assert_eq!(p.decrement_hop_limit(), Some(63));
+        p.set_hop_limit(0);
+        assert_eq!(p.decrement_hop_limit(), None);
+        p.set_version_tc_flow(0xb8, 0xfffff);
+        assert_eq!(
+            (p.version(), p.traffic_class(), p.flow_label()),
+            (6, 0xb8, 0xfffff)
+        );
+        p.set_src_addr(Ipv6Addr::LOCALHOST);
+        assert_eq!(p.src_addr(), Ipv6Addr::LOCALHOST);
+    }
+
+    #[test]
+    fn cross_check_etherparse() {
+        for b in [
+            &ETH_IPV6_UDP[14..],
+            &IPV6_EXT_CHAIN_UDP[..],
+            &IPV6_RT_AH_TCP[..],
+        ] {
+            let ours = Ipv6Packet::new_checked(b).unwrap();
+            let w = ours.walk_ext_headers().unwrap();
+            let theirs = etherparse::SlicedPacket::from_ip(b).unwrap();
+            let net = theirs.net.unwrap();
+            let etherparse::InternetSlice::Ipv6(v6) = net else {
+                panic!("not v6")
+            };
+            assert_eq!(v6.header().source_addr(), ours.src_addr());
+            assert_eq!(v6.header().hop_limit(), ours.hop_limit());
+            assert_eq!(v6.payload().ip_number.0, w.protocol);
+            assert_eq!(v6.payload().payload.len(), ours.total_len() - w.offset);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(
+            s in any::<u128>(), d in any::<u128>(), nh in any::<u8>(), len in 0usize..2000,
+            hl in any::<u8>(), tc in any::<u8>(), fl in 0u32..0x10_0000,
+        ) {
+            let r = Ipv6Repr {
+                src: s.into(), dst: d.into(), next_header: nh, payload_len: len,
+                hop_limit: hl, traffic_class: tc, flow_label: fl,
+            };
+            let mut b = vec![0u8; 40 + len];
+            r.emit(&mut Ipv6Packet::new_unchecked(&mut b[..])).unwrap();
+            let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+            prop_assert_eq!(Ipv6Repr::parse(&p).unwrap(), r);
+            let (e, _) = etherparse::Ipv6Header::from_slice(&b).unwrap();
+            prop_assert_eq!(e.flow_label.value(), fl);
+            prop_assert_eq!(e.traffic_class, tc);
+        }
+    }
+}

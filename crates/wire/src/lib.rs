@@ -16,6 +16,8 @@ pub mod arp;
 pub mod checksum;
 pub mod cidr;
 pub mod ethernet;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod exercise;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;

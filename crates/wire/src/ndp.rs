@@ -219,3 +219,159 @@ impl NdpRepr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ip_proto, Icmpv6Repr, Ipv6Packet};
+    use proptest::prelude::*;
+
+    /// IPv6 (hop limit 255) + Neighbor Solicitation from 2001:2::108 to the
+    /// solicited-node group ff02::1:ff00:10 for 2001:2::10, with a source
+    /// link-layer address option 52:54:00:12:34:56.
+    pub(crate) const IPV6_NS: [u8; 72] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x20, 0x3a, 0xff, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x10, 0x87, 0x00, 0xb1, 0xb4, 0x00,
+        0x00, 0x00, 0x00, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x10, 0x01, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56,
+    ];
+    /// IPv6 + Neighbor Advertisement (solicited, override) for 2001:2::10
+    /// with a target link-layer address option 52:54:00:ab:cd:ef.
+    pub(crate) const IPV6_NA: [u8; 72] = [
+        0x60, 0x01, 0x23, 0x45, 0x00, 0x20, 0x3a, 0xff, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x88, 0x00, 0x93, 0x83, 0x60,
+        0x00, 0x00, 0x00, 0x20, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x10, 0x02, 0x01, 0x52, 0x54, 0x00, 0xab, 0xcd, 0xef,
+    ];
+
+    fn mac(s: &str) -> MacAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn solicitation_fixture() {
+        let ip = Ipv6Packet::new_checked(&IPV6_NS[..]).unwrap();
+        assert_eq!((ip.next_header(), ip.hop_limit()), (ip_proto::ICMPV6, 255));
+        let p = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!(p.msg_type(), Icmpv6Message::NeighborSolicit);
+        let target: Ipv6Addr = "2001:2::10".parse().unwrap();
+        assert_eq!(p.target_addr(), Some(target));
+        let opts: Vec<_> = p.ndp_options().collect();
+        assert_eq!(
+            opts,
+            vec![Ok(NdpOption::SourceLinkAddr(mac("52:54:00:12:34:56")))]
+        );
+        let want = NdpRepr::NeighborSolicit {
+            target,
+            source_ll: Some(mac("52:54:00:12:34:56")),
+        };
+        assert_eq!(NdpRepr::parse(&p), Ok(want));
+        let r = Icmpv6Repr::parse(&ip.src_addr(), &ip.dst_addr(), &p).unwrap();
+        assert_eq!(r, Icmpv6Repr::Ndp(want));
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(
+            &ip.src_addr(),
+            &ip.dst_addr(),
+            &mut Icmpv6Packet::new_unchecked(&mut out[..]),
+        )
+        .unwrap();
+        assert_eq!(&out[..], ip.payload());
+    }
+
+    #[test]
+    fn advertisement_fixture() {
+        let ip = Ipv6Packet::new_checked(&IPV6_NA[..]).unwrap();
+        let p = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+        assert!(p.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+        let want = NdpRepr::NeighborAdvert {
+            flags: na_flags::SOLICITED | na_flags::OVERRIDE,
+            target: "2001:2::10".parse().unwrap(),
+            target_ll: Some(mac("52:54:00:ab:cd:ef")),
+        };
+        assert_eq!(NdpRepr::parse(&p), Ok(want));
+        let mut out = vec![0u8; want.buffer_len()];
+        Icmpv6Repr::Ndp(want)
+            .emit(
+                &ip.src_addr(),
+                &ip.dst_addr(),
+                &mut Icmpv6Packet::new_unchecked(&mut out[..]),
+            )
+            .unwrap();
+        assert_eq!(&out[..], ip.payload());
+        let (e, _) = etherparse::Icmpv6Header::from_slice(&out).unwrap();
+        assert_eq!(e.checksum, p.checksum());
+    }
+
+    #[test]
+    fn bad_options_and_bodies() {
+        let ip = Ipv6Packet::new_checked(&IPV6_NS[..]).unwrap();
+        // Zero-length option.
+        let mut b = ip.payload().to_vec();
+        b[25] = 0;
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(
+            p.ndp_options().collect::<Vec<_>>(),
+            vec![Err(Error::BadHeaderLen)]
+        );
+        assert_eq!(NdpRepr::parse(&p), Err(Error::BadHeaderLen));
+        // Option running past the end.
+        b[25] = 2;
+        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(NdpRepr::parse(&p), Err(Error::Truncated));
+        // One byte of an option.
+        let p = Icmpv6Packet::new_checked(&b[..25]).unwrap();
+        assert_eq!(p.ndp_options().next(), Some(Err(Error::Truncated)));
+        // Body shorter than the target address.
+        let p = Icmpv6Packet::new_checked(&b[..20]).unwrap();
+        assert_eq!(p.target_addr(), None);
+        assert_eq!(NdpRepr::parse(&p), Err(Error::Truncated));
+        // Multicast target and non-zero code.
+        let mut b = ip.payload().to_vec();
+        b[8] = 0xff;
+        assert_eq!(
+            NdpRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()),
+            Err(Error::Malformed)
+        );
+        let mut b = ip.payload().to_vec();
+        b[1] = 1;
+        assert_eq!(
+            NdpRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()),
+            Err(Error::Malformed)
+        );
+        // Unknown options are skipped; the MTU option is read.
+        let opts = [5u8, 1, 0, 0, 0, 0, 0x05, 0xdc, 99, 1, 1, 2, 3, 4, 5, 6];
+        let got: Vec<_> = NdpOptionIter::new(&opts).collect();
+        assert_eq!(
+            got,
+            vec![
+                Ok(NdpOption::Mtu(1500)),
+                Ok(NdpOption::Other {
+                    kind: 99,
+                    data: &[1, 2, 3, 4, 5, 6]
+                })
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip(
+            kind in 0u8..3, t in any::<u128>(), m in any::<[u8; 6]>(), has in any::<bool>(),
+            flags in any::<u8>(),
+        ) {
+            let target = Ipv6Addr::from(t & !(0xff << 120)); // not multicast
+            let ll = has.then_some(MacAddr(m));
+            let r = match kind {
+                0 => NdpRepr::RouterSolicit { source_ll: ll },
+                1 => NdpRepr::NeighborSolicit { target, source_ll: ll },
+                _ => NdpRepr::NeighborAdvert { flags, target, target_ll: ll },
+            };
+            let mut out = vec![0u8; r.buffer_len()];
+            let mut p = Icmpv6Packet::new_unchecked(&mut out[..]);
+            r.emit(&mut p).unwrap();
+            prop_assert_eq!(NdpRepr::parse(&p), Ok(r));
+        }
+    }
+}

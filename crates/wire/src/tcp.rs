@@ -281,3 +281,79 @@ impl TcpRepr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::tests::ETH_IPV4_TCP_SYN;
+    use crate::Ipv4Packet;
+    use proptest::prelude::*;
+
+    #[test]
+    fn syn_fixture() {
+        let ip = Ipv4Packet::new_checked(&ETH_IPV4_TCP_SYN[14..]).unwrap();
+        let t = TcpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!((t.src_port(), t.dst_port()), (40000, 80));
+        assert_eq!((t.seq_number(), t.ack_number()), (0x0102_0304, 0));
+        assert_eq!(t.header_len(), 24);
+        assert_eq!(t.flags(), flags::SYN);
+        assert!(t.syn() && !t.ack() && !t.fin() && !t.rst());
+        assert_eq!(t.window(), 64240);
+        assert_eq!(t.urgent(), 0);
+        assert_eq!(t.options(), &[0x02, 0x04, 0x05, 0xb4]);
+        assert!(t.payload().is_empty());
+        assert!(t.verify_checksum_v4(ip.src_addr(), ip.dst_addr()));
+        let mut b = ip.payload().to_vec();
+        let mut m = TcpPacket::new_checked(&mut b[..]).unwrap();
+        m.set_checksum(0);
+        m.fill_checksum_v4(ip.src_addr(), ip.dst_addr());
+        assert_eq!(&b[..], ip.payload());
+        let e = etherparse::TcpHeaderSlice::from_slice(ip.payload()).unwrap();
+        assert_eq!(e.sequence_number(), t.seq_number());
+        assert_eq!(e.data_offset() as usize * 4, t.header_len());
+    }
+
+    #[test]
+    fn refuses_bad_headers() {
+        let ip = Ipv4Packet::new_checked(&ETH_IPV4_TCP_SYN[14..]).unwrap();
+        let seg = ip.payload();
+        for n in 0..24 {
+            assert_eq!(
+                TcpPacket::new_checked(&seg[..n]).unwrap_err(),
+                Error::Truncated
+            );
+        }
+        let mut b = seg.to_vec();
+        b[12] = 0x40;
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            Error::BadHeaderLen
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trip_and_checksum(
+            sp in any::<u16>(), dp in any::<u16>(), seq in any::<u32>(), ack in any::<u32>(),
+            fl in 0u16..0x200, win in any::<u16>(), urg in any::<u16>(),
+            data in proptest::collection::vec(any::<u8>(), 0..300),
+            s in any::<u128>(), d in any::<u128>(),
+        ) {
+            let r = TcpRepr {
+                src_port: sp, dst_port: dp, seq, ack, flags: fl, window: win, urgent: urg,
+                payload_len: data.len(),
+            };
+            let mut b = vec![0u8; r.buffer_len() + data.len()];
+            let mut m = TcpPacket::new_unchecked(&mut b[..]);
+            r.emit(&mut m).unwrap();
+            m.payload_mut().copy_from_slice(&data);
+            m.fill_checksum_v6(&s.into(), &d.into());
+            let t = TcpPacket::new_checked(&b[..]).unwrap();
+            prop_assert!(t.verify_checksum_v6(&s.into(), &d.into()));
+            prop_assert_eq!(TcpRepr::parse(&t).unwrap(), r);
+            let e = etherparse::TcpHeaderSlice::from_slice(&b).unwrap().to_header();
+            let want = e.calc_checksum_ipv6_raw(s.to_be_bytes(), d.to_be_bytes(), &data).unwrap();
+            prop_assert_eq!(t.checksum(), want);
+        }
+    }
+}

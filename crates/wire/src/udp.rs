@@ -190,3 +190,94 @@ impl UdpRepr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::tests::ETH_IPV4_UDP;
+    use crate::ipv6::tests::ETH_IPV6_UDP;
+    use crate::{Ipv4Packet, Ipv6Packet};
+    use proptest::prelude::*;
+
+    #[test]
+    fn v4_fixture() {
+        let ip = Ipv4Packet::new_checked(&ETH_IPV4_UDP[14..]).unwrap();
+        let u = UdpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!((u.src_port(), u.dst_port(), u.len()), (2000, 2000, 26));
+        assert_eq!(u.checksum(), 0x497d);
+        assert_eq!(u.payload(), b"fastfwd-seq-000001");
+        assert!(u.verify_checksum_v4(ip.src_addr(), ip.dst_addr()));
+        assert!(!u.verify_checksum_v4(ip.dst_addr(), Ipv4Addr::new(1, 2, 3, 4)));
+        let r = UdpRepr::parse(&u).unwrap();
+        assert_eq!(r.payload_len, 18);
+        let mut out = ip.payload().to_vec();
+        let mut m = UdpPacket::new_unchecked(&mut out[..]);
+        r.emit(&mut m).unwrap();
+        m.fill_checksum_v4(ip.src_addr(), ip.dst_addr());
+        assert_eq!(&out[..], ip.payload());
+    }
+
+    #[test]
+    fn v6_fixture() {
+        let ip = Ipv6Packet::new_checked(&ETH_IPV6_UDP[14..]).unwrap();
+        let mut b = ip.payload().to_vec();
+        let u = UdpPacket::new_checked(&b[..]).unwrap();
+        assert!(u.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()));
+        let mut m = UdpPacket::new_checked(&mut b[..]).unwrap();
+        m.set_checksum(0);
+        // A zero checksum is not allowed over IPv6.
+        assert!(!m.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()));
+        m.fill_checksum_v6(&ip.src_addr(), &ip.dst_addr());
+        assert_eq!(&b[..], ip.payload());
+    }
+
+    #[test]
+    fn refuses_bad_lengths() {
+        let ip = Ipv4Packet::new_checked(&ETH_IPV4_UDP[14..]).unwrap();
+        let u = ip.payload();
+        for n in 0..8 {
+            assert_eq!(
+                UdpPacket::new_checked(&u[..n]).unwrap_err(),
+                Error::Truncated
+            );
+        }
+        assert_eq!(
+            UdpPacket::new_checked(&u[..25]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut b = u.to_vec();
+        b[4..6].copy_from_slice(&7u16.to_be_bytes());
+        assert_eq!(
+            UdpPacket::new_checked(&b[..]).unwrap_err(),
+            Error::BadLength
+        );
+        // A zero checksum over IPv4 means "not computed".
+        b[4..6].copy_from_slice(&26u16.to_be_bytes());
+        b[6..8].copy_from_slice(&[0, 0]);
+        assert!(UdpPacket::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(0.into(), 0.into()));
+    }
+
+    proptest! {
+        /// Checksums agree with etherparse's for random datagrams.
+        #[test]
+        fn checksum_matches_etherparse(
+            s in any::<u32>(), d in any::<u32>(), sp in any::<u16>(), dp in any::<u16>(),
+            data in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let r = UdpRepr { src_port: sp, dst_port: dp, payload_len: data.len() };
+            let mut b = vec![0u8; 8 + data.len()];
+            let mut m = UdpPacket::new_unchecked(&mut b[..]);
+            r.emit(&mut m).unwrap();
+            m.payload_mut().copy_from_slice(&data);
+            m.fill_checksum_v4(s.into(), d.into());
+            let u = UdpPacket::new_checked(&b[..]).unwrap();
+            prop_assert!(u.verify_checksum_v4(s.into(), d.into()));
+            prop_assert_eq!(UdpRepr::parse(&u).unwrap(), r);
+            let e = etherparse::UdpHeader::without_ipv4_checksum(sp, dp, data.len()).unwrap();
+            let want = e.calc_checksum_ipv4_raw(s.to_be_bytes(), d.to_be_bytes(), &data).unwrap();
+            prop_assert_eq!(u.checksum(), want);
+        }
+    }
+}

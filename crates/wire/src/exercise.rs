@@ -1,0 +1,361 @@
+//! Decoder drivers shared by the fuzz targets (`fuzz/`) and the
+//! never-panics property tests: each takes arbitrary bytes, runs
+//! `new_checked`, every accessor, and the repr parse / emit / re-parse round
+//! trip, asserting the invariants the views promise. Built only for tests
+//! and with the `fuzzing` feature.
+
+use std::hint::black_box;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::*;
+
+const SRC4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 108);
+const DST4: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 108);
+const SRC6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0x108);
+const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0x8000, 0, 0, 0, 0x108);
+
+/// Ethernet header, VLAN walk, and whatever the EtherType says follows.
+pub fn ethernet(data: &[u8]) {
+    let Ok(f) = EthernetFrame::new_checked(data) else {
+        assert!(data.len() < ethernet::HEADER_LEN);
+        return;
+    };
+    black_box((f.dst_addr(), f.src_addr(), f.ethertype(), f.payload().len()));
+    black_box((f.dst_addr().is_multicast(), f.src_addr().to_string()));
+    if let Ok(tag) = VlanTag::new_checked(f.payload()) {
+        black_box((tag.tci(), tag.pcp(), tag.dei(), tag.vid(), tag.ethertype()));
+        black_box(tag.payload().len());
+    }
+    let Ok(h) = f.l2_header() else { return };
+    assert!(h.header_len <= data.len());
+    assert_eq!(
+        h.header_len,
+        ethernet::HEADER_LEN + h.tag_count() * ethernet::VLAN_TAG_LEN
+    );
+    black_box(h.vid());
+    if let Ok(r) = EthernetRepr::parse(&f) {
+        let n = r.buffer_len();
+        assert_eq!(n, h.header_len);
+        let mut out = [0u8; 22];
+        r.emit(&mut EthernetFrame::new_unchecked(&mut out[..n]))
+            .unwrap();
+        assert_eq!(&out[..n], &data[..n]);
+        let back = EthernetRepr::parse(&EthernetFrame::new_checked(&out[..n]).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+    let rest = &data[h.header_len..];
+    match h.ethertype {
+        ethertype::IPV4 => ipv4(rest),
+        ethertype::IPV6 => ipv6(rest),
+        ethertype::ARP => arp(rest),
+        _ => {}
+    }
+    // Setters on a copy keep the frame readable.
+    let mut copy = data.to_vec();
+    let mut m = EthernetFrame::new_checked(&mut copy[..]).unwrap();
+    m.set_dst_addr(MacAddr::BROADCAST);
+    m.set_src_addr(MacAddr::ZERO);
+    assert!(m.dst_addr().is_broadcast());
+    assert_eq!(m.l2_header(), f.l2_header());
+}
+
+/// ARP view and Ethernet / IPv4 repr round trip.
+pub fn arp(data: &[u8]) {
+    let Ok(p) = ArpPacket::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.hardware_type(),
+        p.protocol_type(),
+        p.operation(),
+        p.is_ethernet_ipv4(),
+    ));
+    black_box((p.sender_hardware_addr(), p.sender_protocol_addr()));
+    black_box((p.target_hardware_addr(), p.target_protocol_addr()));
+    if let Ok(r) = ArpRepr::parse(&p) {
+        let mut out = [0u8; arp::ETH_IPV4_LEN];
+        r.emit(&mut ArpPacket::new_unchecked(&mut out[..])).unwrap();
+        assert_eq!(&out[..], &data[..arp::ETH_IPV4_LEN]);
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&out[..]).unwrap()),
+            Ok(r)
+        );
+    }
+}
+
+/// IPv4 header, options, checksum, TTL decrement, repr round trip, and the
+/// transport header when this is a first fragment.
+pub fn ipv4(data: &[u8]) {
+    let Ok(p) = Ipv4Packet::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.version(),
+        p.header_len(),
+        p.dscp(),
+        p.ecn(),
+        p.total_len(),
+        p.ident(),
+    ));
+    black_box((
+        p.dont_frag(),
+        p.more_frags(),
+        p.frag_offset(),
+        p.is_fragment(),
+    ));
+    black_box((
+        p.ttl(),
+        p.protocol(),
+        p.checksum(),
+        p.src_addr(),
+        p.dst_addr(),
+    ));
+    black_box((p.options(), p.payload(), p.packet(), p.pseudo_header_sum()));
+    assert_eq!(p.header_len() + p.payload().len(), p.total_len());
+    let valid = p.verify_checksum();
+    let mut copy = p.packet().to_vec();
+    let mut m = Ipv4Packet::new_checked(&mut copy[..]).unwrap();
+    if let Some(ttl) = m.decrement_ttl() {
+        assert_eq!(ttl, p.ttl() - 1);
+        assert_eq!(m.verify_checksum(), valid);
+    }
+    if let Ok(r) = Ipv4Repr::parse(&p) {
+        assert!(valid);
+        let mut out = vec![0u8; r.total_len()];
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        let back = Ipv4Packet::new_checked(&out[..]).unwrap();
+        assert!(back.verify_checksum());
+        assert_eq!(Ipv4Repr::parse(&back), Ok(r));
+    }
+    if p.frag_offset() == 0 {
+        transport(p.protocol(), p.payload(), true);
+    }
+}
+
+/// IPv6 header, extension-header walk, repr round trip, transport header.
+pub fn ipv6(data: &[u8]) {
+    let Ok(p) = Ipv6Packet::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.version(),
+        p.traffic_class(),
+        p.flow_label(),
+        p.payload_len(),
+    ));
+    black_box((p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr()));
+    black_box((p.payload(), p.packet()));
+    let r = Ipv6Repr::parse(&p).unwrap();
+    let mut out = [0u8; ipv6::HEADER_LEN];
+    r.emit(&mut Ipv6Packet::new_unchecked(&mut out[..]))
+        .unwrap();
+    assert_eq!(&out[..], &data[..ipv6::HEADER_LEN]);
+    let mut copy = p.packet().to_vec();
+    let mut m = Ipv6Packet::new_checked(&mut copy[..]).unwrap();
+    assert_eq!(m.decrement_hop_limit(), p.hop_limit().checked_sub(1));
+    if let Ok(w) = p.walk_ext_headers() {
+        assert!(w.offset >= ipv6::HEADER_LEN && w.offset <= p.total_len());
+        if w.has_transport() {
+            let l4 = &p.packet()[w.offset..];
+            black_box(p.pseudo_header_sum(w.protocol, l4.len()));
+            transport(w.protocol, l4, false);
+        }
+    }
+}
+
+fn transport(protocol: u8, l4: &[u8], v4: bool) {
+    match protocol {
+        ip_proto::UDP => udp(l4),
+        ip_proto::TCP => tcp(l4),
+        ip_proto::ICMP if v4 => icmpv4(l4),
+        ip_proto::ICMPV6 if !v4 => icmpv6(l4),
+        _ => {}
+    }
+}
+
+/// UDP header, checksums, repr round trip.
+pub fn udp(data: &[u8]) {
+    let Ok(p) = UdpPacket::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.src_port(),
+        p.dst_port(),
+        p.len(),
+        p.is_empty(),
+        p.checksum(),
+    ));
+    black_box((p.payload(), p.verify_checksum_v4(SRC4, DST4)));
+    black_box(p.verify_checksum_v6(&SRC6, &DST6));
+    let r = UdpRepr::parse(&p).unwrap();
+    let mut out = p.datagram().to_vec();
+    let mut m = UdpPacket::new_unchecked(&mut out[..]);
+    r.emit(&mut m).unwrap();
+    m.fill_checksum_v4(SRC4, DST4);
+    assert!(m.verify_checksum_v4(SRC4, DST4));
+    m.fill_checksum_v6(&SRC6, &DST6);
+    assert!(m.verify_checksum_v6(&SRC6, &DST6));
+    assert_eq!(
+        UdpRepr::parse(&UdpPacket::new_checked(&out[..]).unwrap()),
+        Ok(r)
+    );
+}
+
+/// TCP header, options, checksums, repr round trip.
+pub fn tcp(data: &[u8]) {
+    let Ok(p) = TcpPacket::new_checked(data) else {
+        return;
+    };
+    black_box((p.src_port(), p.dst_port(), p.seq_number(), p.ack_number()));
+    black_box((
+        p.header_len(),
+        p.flags(),
+        p.syn(),
+        p.ack(),
+        p.fin(),
+        p.rst(),
+    ));
+    black_box((
+        p.window(),
+        p.checksum(),
+        p.urgent(),
+        p.options(),
+        p.payload(),
+    ));
+    black_box(p.verify_checksum_v4(SRC4, DST4));
+    black_box(p.verify_checksum_v6(&SRC6, &DST6));
+    assert_eq!(p.header_len() + p.payload().len(), data.len());
+    let r = TcpRepr::parse(&p).unwrap();
+    let mut out = vec![0u8; r.buffer_len() + r.payload_len];
+    let mut m = TcpPacket::new_unchecked(&mut out[..]);
+    r.emit(&mut m).unwrap();
+    m.payload_mut().copy_from_slice(p.payload());
+    if out.len() <= usize::from(u16::MAX) {
+        let mut m = TcpPacket::new_unchecked(&mut out[..]);
+        m.fill_checksum_v4(SRC4, DST4);
+        assert!(m.verify_checksum_v4(SRC4, DST4));
+    }
+    assert_eq!(
+        TcpRepr::parse(&TcpPacket::new_checked(&out[..]).unwrap()),
+        Ok(r)
+    );
+}
+
+/// ICMPv4 view and repr round trip.
+pub fn icmpv4(data: &[u8]) {
+    let Ok(p) = Icmpv4Packet::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.msg_type(),
+        p.msg_type().is_error(),
+        p.msg_code(),
+        p.checksum(),
+    ));
+    black_box((
+        p.echo_ident(),
+        p.echo_seq_no(),
+        p.next_hop_mtu(),
+        p.pointer(),
+    ));
+    black_box((p.gateway(), p.data(), p.verify_checksum()));
+    if let Ok(r) = Icmpv4Repr::parse(&p) {
+        assert_eq!(r.buffer_len(), data.len());
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        let back = Icmpv4Packet::new_checked(&out[..]).unwrap();
+        assert!(back.verify_checksum());
+        assert_eq!(Icmpv4Repr::parse(&back), Ok(r));
+        // The invoking packet of an error is a (truncated) IPv4 packet.
+        if let Icmpv4Repr::DestUnreachable { invoking, .. }
+        | Icmpv4Repr::TimeExceeded { invoking, .. }
+        | Icmpv4Repr::ParamProblem { invoking, .. } = r
+        {
+            black_box(Ipv4Packet::new_checked(invoking).is_ok());
+        }
+    }
+}
+
+/// ICMPv6 view, NDP body and options, repr round trip.
+pub fn icmpv6(data: &[u8]) {
+    let Ok(p) = Icmpv6Packet::new_checked(data) else {
+        return;
+    };
+    black_box((
+        p.msg_type(),
+        p.msg_type().is_error(),
+        p.msg_code(),
+        p.checksum(),
+    ));
+    black_box((
+        p.rest_of_header(),
+        p.mtu(),
+        p.pointer(),
+        p.echo_ident(),
+        p.echo_seq_no(),
+    ));
+    black_box((p.data(), p.target_addr(), p.verify_checksum(&SRC6, &DST6)));
+    for opt in p.ndp_options() {
+        black_box(opt.ok());
+    }
+    if let Ok(n) = NdpRepr::parse(&p) {
+        let mut out = vec![0u8; n.buffer_len()];
+        let mut m = Icmpv6Packet::new_unchecked(&mut out[..]);
+        n.emit(&mut m).unwrap();
+        m.fill_checksum(&SRC6, &DST6);
+        let back = Icmpv6Packet::new_checked(&out[..]).unwrap();
+        assert!(back.verify_checksum(&SRC6, &DST6));
+        assert_eq!(NdpRepr::parse(&back), Ok(n));
+    }
+    if let Ok(r) = Icmpv6Repr::parse(&SRC6, &DST6, &p) {
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(&SRC6, &DST6, &mut Icmpv6Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        let back = Icmpv6Packet::new_checked(&out[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&SRC6, &DST6, &back), Ok(r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// No view panics on arbitrary bytes of arbitrary length, and every
+        /// repr that parses re-emits to an equal repr.
+        #[test]
+        fn decoders_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            super::ethernet(&data);
+            super::arp(&data);
+            super::ipv4(&data);
+            super::ipv6(&data);
+            super::udp(&data);
+            super::tcp(&data);
+            super::icmpv4(&data);
+            super::icmpv6(&data);
+        }
+
+        /// The same with plausible headers, so the checks past the first
+        /// byte are reached: version nibbles and lengths patched in.
+        #[test]
+        fn decoders_never_panic_near_valid(
+            mut data in proptest::collection::vec(any::<u8>(), 40..300),
+            ihl in 5u8..16,
+        ) {
+            let n = data.len() as u16;
+            data[0] = 0x40 | ihl;
+            data[2..4].copy_from_slice(&n.to_be_bytes());
+            super::ipv4(&data);
+            data[0] = 0x60;
+            data[4..6].copy_from_slice(&(n - 40).to_be_bytes());
+            super::ipv6(&data);
+            data[4..6].copy_from_slice(&n.to_be_bytes());
+            super::udp(&data);
+            super::arp(&data);
+        }
+    }
+}
