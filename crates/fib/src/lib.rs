@@ -13,6 +13,7 @@
 
 pub mod poptrie;
 pub mod reference;
+pub mod shared;
 
 pub use wire::{Ipv4Cidr, Ipv6Cidr};
 
