@@ -16,7 +16,9 @@ pub const PALETTE: [&str; 8] = [
 const WIDTH: f64 = 820.0;
 const HEIGHT: f64 = 500.0;
 const MARGIN_LEFT: f64 = 84.0;
-const MARGIN_RIGHT: f64 = 190.0;
+/// Right margin when a legend sits there, and when none does.
+const MARGIN_RIGHT: f64 = 200.0;
+const MARGIN_RIGHT_BARE: f64 = 40.0;
 const MARGIN_TOP: f64 = 48.0;
 const MARGIN_BOTTOM: f64 = 64.0;
 const FONT: &str = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\"";
@@ -279,16 +281,22 @@ pub fn escape(s: &str) -> String {
     o
 }
 
-fn plot_area() -> (f64, f64, f64, f64) {
+/// Left, right, top and bottom edges of the plotting area, in pixels.
+fn plot_area(with_legend: bool) -> (f64, f64, f64, f64) {
+    let right = if with_legend {
+        MARGIN_RIGHT
+    } else {
+        MARGIN_RIGHT_BARE
+    };
     (
         MARGIN_LEFT,
-        WIDTH - MARGIN_RIGHT,
+        WIDTH - right,
         MARGIN_TOP,
         HEIGHT - MARGIN_BOTTOM,
     )
 }
 
-fn open_svg(title: &str) -> String {
+fn open_svg(title: &str, with_legend: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -299,7 +307,7 @@ fn open_svg(title: &str) -> String {
         s,
         "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"#ffffff\"/>"
     );
-    let (x0, x1, _, _) = plot_area();
+    let (x0, x1, _, _) = plot_area(with_legend);
     let _ = writeln!(
         s,
         "<text x=\"{:.1}\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\" fill=\"#222222\">{}</text>",
@@ -311,8 +319,15 @@ fn open_svg(title: &str) -> String {
 
 /// Grid, ticks, tick labels and axis labels. `x_ticks` may be empty (the
 /// box chart labels its own categories).
-fn draw_axes(s: &mut String, xs: Option<&Scale>, ys: &Scale, x_label: &str, y_label: &str) {
-    let (x0, x1, y0, y1) = plot_area();
+fn draw_axes(
+    s: &mut String,
+    area: (f64, f64, f64, f64),
+    xs: Option<&Scale>,
+    ys: &Scale,
+    x_label: &str,
+    y_label: &str,
+) {
+    let (x0, x1, y0, y1) = area;
     let _ = writeln!(
         s,
         "<g class=\"grid\" stroke=\"#e3e3e3\" stroke-width=\"1\">"
@@ -430,7 +445,7 @@ fn marker(s: &mut String, i: usize, x: f64, y: f64, color: &str) {
 }
 
 fn legend(s: &mut String, names: &[&str], with_markers: bool) {
-    let (_, x1, y0, _) = plot_area();
+    let (_, x1, y0, _) = plot_area(true);
     let lx = x1 + 16.0;
     let _ = writeln!(s, "<g class=\"legend\">");
     for (i, name) in names.iter().enumerate() {
@@ -465,8 +480,8 @@ fn ellipsize(s: &str, max: usize) -> String {
     }
 }
 
-fn no_data(s: &mut String) {
-    let (x0, x1, y0, y1) = plot_area();
+fn no_data(s: &mut String, area: (f64, f64, f64, f64)) {
+    let (x0, x1, y0, y1) = area;
     let _ = writeln!(
         s,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#888888\" font-size=\"16\">no data</text>",
@@ -488,11 +503,11 @@ impl LineChart {
     }
 
     pub fn to_svg(&self) -> String {
-        let mut s = open_svg(&self.title);
+        let mut s = open_svg(&self.title, true);
         let pts = || self.series.iter().flat_map(|k| k.points.iter());
         let (xlo, xhi) = axis_bounds(&self.x, pts().map(|p| p.0));
         let (ylo, yhi) = axis_bounds(&self.y, pts().map(|p| p.1));
-        let (x0, x1, y0, y1) = plot_area();
+        let (x0, x1, y0, y1) = plot_area(true);
         let xs = Scale {
             lo: xlo,
             hi: xhi,
@@ -507,9 +522,16 @@ impl LineChart {
             px0: y1,
             px1: y0,
         };
-        draw_axes(&mut s, Some(&xs), &ys, &self.x.label, &self.y.label);
+        draw_axes(
+            &mut s,
+            (x0, x1, y0, y1),
+            Some(&xs),
+            &ys,
+            &self.x.label,
+            &self.y.label,
+        );
         if pts().next().is_none() {
-            no_data(&mut s);
+            no_data(&mut s, (x0, x1, y0, y1));
         }
         let _ = writeln!(
             s,
@@ -609,7 +631,7 @@ impl Distribution {
 
 impl LatencyChart {
     pub fn to_svg(&self) -> String {
-        let mut s = open_svg(&self.title);
+        let mut s = open_svg(&self.title, true);
         let x_axis = if self.log_x {
             Axis::log(self.x_label.clone())
         } else {
@@ -652,7 +674,7 @@ impl LatencyChart {
                 )
             }
         };
-        let (x0, x1, y0, y1) = plot_area();
+        let (x0, x1, y0, y1) = plot_area(true);
         let xs = Scale {
             lo: xlo,
             hi: xhi,
@@ -667,9 +689,16 @@ impl LatencyChart {
             px0: y1,
             px1: y0,
         };
-        draw_axes(&mut s, Some(&xs), &ys, &self.x_label, &y_label);
+        draw_axes(
+            &mut s,
+            (x0, x1, y0, y1),
+            Some(&xs),
+            &ys,
+            &self.x_label,
+            &y_label,
+        );
         if self.series.iter().all(|d| d.total() == 0) {
-            no_data(&mut s);
+            no_data(&mut s, (x0, x1, y0, y1));
         }
         let clamp_x = |v: f64| xs.map(v.clamp(xlo, xhi));
         for (i, d) in self.series.iter().enumerate() {
@@ -740,10 +769,10 @@ impl BoxChart {
     }
 
     pub fn to_svg(&self) -> String {
-        let mut s = open_svg(&self.title);
+        let mut s = open_svg(&self.title, false);
         let all = self.groups.iter().flat_map(|g| g.values.iter().copied());
         let (ylo, yhi) = axis_bounds(&self.y, all);
-        let (x0, x1, y0, y1) = plot_area();
+        let (x0, x1, y0, y1) = plot_area(false);
         let ys = Scale {
             lo: ylo,
             hi: yhi,
@@ -751,9 +780,9 @@ impl BoxChart {
             px0: y1,
             px1: y0,
         };
-        draw_axes(&mut s, None, &ys, "", &self.y.label);
+        draw_axes(&mut s, (x0, x1, y0, y1), None, &ys, "", &self.y.label);
         if self.groups.iter().all(|g| g.values.is_empty()) {
-            no_data(&mut s);
+            no_data(&mut s, (x0, x1, y0, y1));
         }
         let n = self.groups.len().max(1) as f64;
         let slot = (x1 - x0) / n;
@@ -835,9 +864,339 @@ impl BoxChart {
                 v.len()
             );
         }
-        let names: Vec<&str> = self.groups.iter().map(|k| k.name.as_str()).collect();
-        legend(&mut s, &names, false);
         s.push_str("</svg>\n");
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small XML well-formedness check: balanced, properly nested tags,
+    /// quoted attributes without duplicates, and only known entities in
+    /// text and attribute values. Returns the element names in order.
+    fn check_xml(doc: &str) -> Result<Vec<String>, String> {
+        fn check_text(t: &str) -> Result<(), String> {
+            if t.contains('<') {
+                return Err(format!("raw '<' in {t:?}"));
+            }
+            let mut rest = t;
+            while let Some(i) = rest.find('&') {
+                let tail = &rest[i..];
+                let ok = ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                    .iter()
+                    .any(|e| tail.starts_with(e));
+                if !ok {
+                    return Err(format!("bad entity in {t:?}"));
+                }
+                rest = &tail[1..];
+            }
+            Ok(())
+        }
+        let mut stack: Vec<String> = Vec::new();
+        let mut names = Vec::new();
+        let mut s = doc.trim_start();
+        if let Some(r) = s.strip_prefix("<?xml") {
+            let end = r.find("?>").ok_or("unterminated declaration")?;
+            s = &r[end + 2..];
+        }
+        let mut roots = 0;
+        loop {
+            let Some(lt) = s.find('<') else {
+                check_text(s)?;
+                if !s.trim().is_empty() {
+                    return Err("text after the root".into());
+                }
+                break;
+            };
+            check_text(&s[..lt])?;
+            if stack.is_empty() && !s[..lt].trim().is_empty() {
+                return Err("text outside the root".into());
+            }
+            let gt = s[lt..].find('>').ok_or("unterminated tag")? + lt;
+            let tag = &s[lt + 1..gt];
+            s = &s[gt + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                match stack.pop() {
+                    Some(open) if open == name.trim() => {}
+                    other => return Err(format!("</{name}> closes {other:?}")),
+                }
+                continue;
+            }
+            let self_closing = tag.ends_with('/');
+            let body = tag.trim_end_matches('/');
+            let name_end = body.find(|c: char| c.is_whitespace()).unwrap_or(body.len());
+            let name = &body[..name_end];
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':')
+            {
+                return Err(format!("bad element name {name:?}"));
+            }
+            // Attributes: name="value" pairs.
+            let mut attrs = body[name_end..].trim();
+            let mut seen = Vec::new();
+            while !attrs.is_empty() {
+                let eq = attrs
+                    .find('=')
+                    .ok_or(format!("attribute without value in <{name}>"))?;
+                let an = attrs[..eq].trim();
+                if an.is_empty() || an.contains(char::is_whitespace) || seen.contains(&an) {
+                    return Err(format!("bad attribute {an:?} in <{name}>"));
+                }
+                seen.push(an);
+                let rest = attrs[eq + 1..].trim_start();
+                let rest = rest
+                    .strip_prefix('"')
+                    .ok_or(format!("unquoted {an} in <{name}>"))?;
+                let close = rest.find('"').ok_or("unterminated attribute")?;
+                check_text(&rest[..close])?;
+                attrs = rest[close + 1..].trim_start();
+            }
+            if stack.is_empty() {
+                roots += 1;
+            }
+            names.push(name.to_string());
+            if !self_closing {
+                stack.push(name.to_string());
+            }
+        }
+        if !stack.is_empty() {
+            return Err(format!("unclosed {stack:?}"));
+        }
+        if roots != 1 {
+            return Err(format!("{roots} root elements"));
+        }
+        Ok(names)
+    }
+
+    fn rate_chart() -> LineChart {
+        let curve = |cap: f64| -> Vec<(f64, f64)> {
+            (1..=10)
+                .map(|i| {
+                    let o = i as f64 * 100_000.0;
+                    (o, o.min(cap) * 0.995)
+                })
+                .collect()
+        };
+        LineChart::rate_vs_load(
+            "Forwarding rate vs offered load, 64-byte frames",
+            vec![
+                Series {
+                    name: "kernel".into(),
+                    points: curve(451_000.0),
+                },
+                Series {
+                    name: "fastfwd AF_XDP".into(),
+                    points: curve(720_000.0),
+                },
+                Series {
+                    name: "kernel + 1000 rules <linear>".into(),
+                    points: curve(91_000.0),
+                },
+            ],
+        )
+    }
+
+    fn latency_chart(kind: DistributionKind, log_x: bool) -> LatencyChart {
+        let hist = |scale: f64| -> Vec<(f64, u64)> {
+            // Log-spaced buckets from 1 µs, a bump near `scale` and a tail.
+            (0..40)
+                .map(|i| {
+                    let ub = 2f64.powf(i as f64 / 4.0);
+                    let d = (ub.ln() - scale.ln()) / 0.5;
+                    let n = (1000.0 * (-d * d / 2.0).exp()) as u64 + u64::from(ub > scale) * 3;
+                    (ub, n)
+                })
+                .collect()
+        };
+        LatencyChart {
+            title: "Latency at 90% of each contender's throughput".into(),
+            x_label: "latency (µs)".into(),
+            log_x,
+            kind,
+            series: vec![
+                Distribution {
+                    name: "kernel".into(),
+                    buckets: hist(18.0),
+                },
+                Distribution {
+                    name: "fastfwd AF_XDP".into(),
+                    buckets: hist(9.0),
+                },
+            ],
+        }
+    }
+
+    fn box_chart() -> BoxChart {
+        BoxChart::repeated_rates(
+            "Repeated runs, 64-byte frames, 1,000 flows",
+            vec![
+                Group {
+                    name: "kernel".into(),
+                    values: vec![451e3, 419e3, 513e3, 440e3, 470e3],
+                },
+                Group {
+                    name: "fastfwd AF_XDP".into(),
+                    values: vec![702e3, 731e3, 690e3, 725e3, 718e3],
+                },
+                Group {
+                    name: "fastfwd AF_PACKET".into(),
+                    values: vec![240e3, 251e3, 239e3],
+                },
+            ],
+        )
+    }
+
+    #[test]
+    fn line_chart_is_well_formed_and_has_every_series() {
+        let svg = rate_chart().to_svg();
+        let names = check_xml(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        assert_eq!(names[0], "svg");
+        assert_eq!(names.iter().filter(|n| *n == "polyline").count(), 3);
+        for k in [
+            "kernel",
+            "fastfwd AF_XDP",
+            "kernel + 1000 rules &lt;linear&gt;",
+        ] {
+            assert!(svg.contains(&format!("data-name=\"{k}\"")), "{k}");
+        }
+        // Ten markers per series, of three different shapes.
+        assert_eq!(svg.matches("<circle").count(), 10 + 1);
+        assert!(svg.contains(">1M</text>"), "x axis reaches 1M");
+        assert!(svg.contains("offered load (packets/s)"));
+        assert!(svg.contains("class=\"diagonal\""));
+    }
+
+    #[test]
+    fn latency_charts_are_well_formed() {
+        for kind in [DistributionKind::Cdf, DistributionKind::Histogram] {
+            for log_x in [false, true] {
+                let svg = latency_chart(kind, log_x).to_svg();
+                check_xml(&svg).unwrap_or_else(|e| panic!("{kind:?} {log_x}: {e}"));
+                assert!(svg.contains("data-name=\"kernel\""));
+                assert!(svg.contains("data-name=\"fastfwd AF_XDP\""));
+                assert!(svg.contains("latency (µs)"));
+            }
+        }
+        let svg = latency_chart(DistributionKind::Cdf, true).to_svg();
+        // Log ticks at powers of ten, the CDF reaches 1.
+        assert!(svg.contains(">10</text>") && svg.contains(">100</text>"));
+        assert!(svg.contains(">1</text>"));
+    }
+
+    #[test]
+    fn cdf_accumulates_to_one() {
+        let d = Distribution {
+            name: "d".into(),
+            buckets: vec![(4.0, 1), (1.0, 2), (2.0, 1)],
+        };
+        assert_eq!(d.cdf(), vec![(1.0, 0.5), (2.0, 0.75), (4.0, 1.0)]);
+        assert!(Distribution::default().cdf().is_empty());
+    }
+
+    #[test]
+    fn box_chart_is_well_formed() {
+        let svg = box_chart().to_svg();
+        check_xml(&svg).unwrap_or_else(|e| panic!("{e}"));
+        for k in ["kernel", "fastfwd AF_XDP", "fastfwd AF_PACKET"] {
+            assert!(svg.contains(&format!("data-name=\"{k}\"")));
+        }
+        // Every run as a dot.
+        assert_eq!(svg.matches("<circle").count(), 13);
+        assert!(svg.contains(">451K</text>"), "kernel median labelled");
+        assert!(svg.contains("n = 3"));
+    }
+
+    #[test]
+    fn empty_and_degenerate_charts_are_well_formed() {
+        let empty = LineChart::rate_vs_load("nothing", vec![]);
+        let svg = empty.to_svg();
+        check_xml(&svg).unwrap();
+        assert!(svg.contains("no data"));
+        let flat = LineChart::rate_vs_load(
+            "one point",
+            vec![Series {
+                name: "a".into(),
+                points: vec![(5.0, 5.0), (f64::NAN, 1.0)],
+            }],
+        );
+        check_xml(&flat.to_svg()).unwrap();
+        let b = BoxChart::repeated_rates(
+            "none",
+            vec![Group {
+                name: "x".into(),
+                values: vec![],
+            }],
+        );
+        check_xml(&b.to_svg()).unwrap();
+        let l = LatencyChart {
+            series: vec![Distribution {
+                name: "z".into(),
+                buckets: vec![(0.0, 0)],
+            }],
+            ..latency_chart(DistributionKind::Histogram, true)
+        };
+        check_xml(&l.to_svg()).unwrap();
+    }
+
+    #[test]
+    fn checker_rejects_broken_xml() {
+        assert!(check_xml("<svg><g></svg>").is_err());
+        assert!(check_xml("<svg a=1/>").is_err());
+        assert!(check_xml("<svg>a & b</svg>").is_err());
+        assert!(check_xml("<svg/><svg/>").is_err());
+        assert!(check_xml("<svg a=\"1\" a=\"2\"/>").is_err());
+        assert!(check_xml("<svg><t>x</t></svg>").is_ok());
+    }
+
+    #[test]
+    fn nice_numbers() {
+        assert_eq!(nice_step(0.3), 0.5);
+        assert_eq!(nice_step(17.0), 20.0);
+        assert_eq!(nice_step(220.0), 250.0);
+        assert_eq!(nice_step(80_000.0), 100_000.0);
+        assert_eq!(fmt_tick(1_500_000.0), "1.5M");
+        assert_eq!(fmt_tick(250_000.0), "250K");
+        assert_eq!(fmt_tick(0.25), "0.25");
+        assert_eq!(fmt_tick(0.0), "0");
+        assert_eq!(log_ticks(1.0, 1000.0), vec![1.0, 10.0, 100.0, 1000.0]);
+        assert_eq!(
+            log_ticks(1.0, 100.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+
+    /// Writes the sample charts to `$FASTFWD_PLOT_DIR` for a look (render
+    /// them with `rsvg-convert`); does nothing without it.
+    #[test]
+    fn write_samples_when_asked() {
+        let Some(dir) = std::env::var_os("FASTFWD_PLOT_DIR") else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [
+            ("rate-vs-load.svg", rate_chart().to_svg()),
+            (
+                "latency-cdf-log.svg",
+                latency_chart(DistributionKind::Cdf, true).to_svg(),
+            ),
+            (
+                "latency-hist-log.svg",
+                latency_chart(DistributionKind::Histogram, true).to_svg(),
+            ),
+            (
+                "latency-cdf-lin.svg",
+                latency_chart(DistributionKind::Cdf, false).to_svg(),
+            ),
+            ("repeated-runs.svg", box_chart().to_svg()),
+        ];
+        for (name, svg) in files {
+            std::fs::write(dir.join(name), svg).unwrap();
+        }
     }
 }
