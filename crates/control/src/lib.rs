@@ -1,2 +1,32 @@
-//! control
+//! fastfwd's control plane.
+//!
+//! - [`netlink`]: rtnetlink message building and parsing.
+//! - [`kernel`]: dumping and following the kernel's links, addresses,
+//!   routes and neighbours; asking the kernel to resolve neighbours.
+//! - [`state`]: the kernel mirror, config and control-socket additions, and
+//!   the build of one pipeline snapshot from all of them.
+//! - [`protocol`] and [`server`]: the control socket and its JSON protocol.
 #![forbid(unsafe_code)]
+
+pub mod kernel;
+pub mod netlink;
+pub mod protocol;
+pub mod server;
+pub mod state;
+
+pub use protocol::{Request, Response};
+pub use state::{Built, KernelState, RouterState, RouterTables};
+
+/// Errors of the control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Talking to the kernel over netlink failed.
+    #[error("netlink: {0}")]
+    Netlink(String),
+    /// The control socket failed.
+    #[error("control socket {0}")]
+    Socket(String),
+    /// The pipeline refused the merged tables.
+    #[error("building tables: {0}")]
+    Build(String),
+}

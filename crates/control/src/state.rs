@@ -1,0 +1,691 @@
+//! What the router knows and where it came from: the kernel's links,
+//! addresses, routes and neighbours (mirrored over netlink), the config
+//! file's interfaces, static routes and neighbours, and the routes and
+//! neighbours added through the control socket. [`RouterState::build`]
+//! merges them into one immutable pipeline snapshot.
+//!
+//! Precedence for a prefix present in several sources: control socket,
+//! then config, then kernel. Kernel routes are used only when every next
+//! hop leaves through an interface fastfwd forwards on.
+
+use crate::netlink::{nud, Event, KernelHop};
+use config::Config;
+use fib::poptrie::{Poptrie4, Poptrie6};
+use fib::RouteTable;
+use pipeline::{InterfaceId, NextHop, PortId, Tables, TablesBuilder, Vlan};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use wire::Cidr;
+
+/// The snapshot type the workers read.
+pub type RouterTables = Tables<Poptrie4, Poptrie6>;
+
+/// A kernel link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Link {
+    /// Interface index.
+    pub ifindex: u32,
+    /// Name.
+    pub name: String,
+    /// MAC address.
+    pub mac: Option<[u8; 6]>,
+    /// MTU.
+    pub mtu: Option<u32>,
+    /// Administratively up.
+    pub up: bool,
+}
+
+/// The kernel's view of this network namespace, kept current from netlink.
+#[derive(Debug, Clone, Default)]
+pub struct KernelState {
+    /// Links by index.
+    pub links: BTreeMap<u32, Link>,
+    /// Addresses: (ifindex, address) -> prefix length.
+    pub addrs: BTreeMap<(u32, IpAddr), u8>,
+    /// Unicast routes of the main table: (prefix, metric) -> next hops.
+    pub routes: BTreeMap<(Cidr, u32), Vec<KernelHop>>,
+    /// Resolved neighbours: (ifindex, ip) -> MAC.
+    pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
+}
+
+impl KernelState {
+    /// Applies one netlink event; returns whether anything fastfwd uses changed.
+    pub fn apply(&mut self, ev: &Event) -> bool {
+        match ev {
+            Event::Link {
+                add: true,
+                ifindex,
+                name,
+                mac,
+                mtu,
+                up,
+            } => {
+                let link = Link {
+                    ifindex: *ifindex,
+                    name: name.clone(),
+                    mac: *mac,
+                    mtu: *mtu,
+                    up: *up,
+                };
+                self.links.insert(*ifindex, link.clone()) != Some(link)
+            }
+            Event::Link {
+                add: false,
+                ifindex,
+                ..
+            } => {
+                self.addrs.retain(|(i, _), _| i != ifindex);
+                self.neighbours.retain(|(i, _), _| i != ifindex);
+                self.links.remove(ifindex).is_some()
+            }
+            Event::Addr {
+                add: true,
+                ifindex,
+                addr,
+                prefix_len,
+            } => self.addrs.insert((*ifindex, *addr), *prefix_len) != Some(*prefix_len),
+            Event::Addr {
+                add: false,
+                ifindex,
+                addr,
+                ..
+            } => self.addrs.remove(&(*ifindex, *addr)).is_some(),
+            Event::Route {
+                add,
+                prefix,
+                metric,
+                hops,
+                ..
+            } if ev.is_forwarding_route() => {
+                if *add {
+                    self.routes
+                        .insert((*prefix, *metric), hops.clone())
+                        .as_ref()
+                        != Some(hops)
+                } else {
+                    self.routes.remove(&(*prefix, *metric)).is_some()
+                }
+            }
+            Event::Neigh {
+                add,
+                ifindex,
+                ip,
+                mac,
+                state,
+            } => {
+                let key = (*ifindex, *ip);
+                match mac {
+                    Some(m) if *add && state & nud::VALID != 0 => {
+                        self.neighbours.insert(key, *m) != Some(*m)
+                    }
+                    // Incomplete or failed entries carry no usable MAC;
+                    // a STALE entry stays usable (the kernel re-probes it).
+                    _ if *add && state & (nud::INCOMPLETE | nud::FAILED) == 0 => false,
+                    _ => self.neighbours.remove(&key).is_some(),
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// The index of the link called `name`.
+    pub fn ifindex_of(&self, name: &str) -> Option<u32> {
+        self.links
+            .values()
+            .find(|l| l.name == name)
+            .map(|l| l.ifindex)
+    }
+}
+
+/// Where a route or neighbour came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The connected subnet of an interface address.
+    Connected,
+    /// The kernel (`ip route`, `ip neigh`, ARP/ND, a routing daemon).
+    Kernel,
+    /// The config file.
+    Config,
+    /// The control socket (`fastfwd route add`).
+    Api,
+}
+
+/// A route as `show route` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteView {
+    /// Destination.
+    pub prefix: String,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Next hops as `via GW dev IFACE` / `dev IFACE`.
+    pub next_hops: Vec<String>,
+}
+
+/// A neighbour as `show neighbors` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NeighbourView {
+    /// Interface name.
+    pub interface: String,
+    /// IP address.
+    pub ip: IpAddr,
+    /// MAC address.
+    pub mac: String,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// Everything one build produced.
+#[derive(Debug)]
+pub struct Built {
+    /// The pipeline snapshot.
+    pub tables: RouterTables,
+    /// Port names (kernel interfaces) by port id.
+    pub ports: Vec<String>,
+    /// Every route installed.
+    pub routes: Vec<RouteView>,
+    /// Every neighbour known.
+    pub neighbours: Vec<NeighbourView>,
+    /// The router's own addresses per port (for the XDP steering map).
+    pub local_addrs: Vec<(PortId, IpAddr)>,
+    /// Problems that did not stop the build (a kernel route through an
+    /// interface fastfwd does not forward on is not one of them).
+    pub warnings: Vec<String>,
+}
+
+/// A route added through the control socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiRoute {
+    /// Next hops (interface name, gateway).
+    pub next_hops: Vec<config::NextHop>,
+}
+
+/// Config, kernel mirror and control-socket additions.
+#[derive(Debug, Clone)]
+pub struct RouterState {
+    /// The applied configuration.
+    pub config: Config,
+    /// The kernel mirror.
+    pub kernel: KernelState,
+    /// Routes from the control socket.
+    pub api_routes: BTreeMap<Cidr, ApiRoute>,
+    /// Neighbours from the control socket: (interface, ip) -> MAC.
+    pub api_neighbours: BTreeMap<(String, IpAddr), [u8; 6]>,
+}
+
+fn mac_string(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+fn hop_string(h: &NextHop, ifaces: &[pipeline::Interface]) -> String {
+    let dev = ifaces
+        .get(usize::from(h.interface))
+        .map_or("?", |i| i.name.as_str());
+    match h.gateway {
+        Some(g) => format!("via {g} dev {dev}"),
+        None => format!("dev {dev}"),
+    }
+}
+
+impl RouterState {
+    /// A state with no kernel knowledge yet.
+    pub fn new(config: Config) -> RouterState {
+        RouterState {
+            config,
+            kernel: KernelState::default(),
+            api_routes: BTreeMap::new(),
+            api_neighbours: BTreeMap::new(),
+        }
+    }
+
+    /// Builds the pipeline snapshot from everything known now.
+    pub fn build(&self) -> Result<Built, crate::ControlError> {
+        let cfg = &self.config;
+        let ports: Vec<String> = cfg.ports().into_iter().map(str::to_owned).collect();
+        let mut warnings = Vec::new();
+        let mut b = TablesBuilder::new();
+        let mut local_addrs = Vec::new();
+        // Interfaces: the config's, with the kernel's MAC, MTU and addresses
+        // of the port merged in (an untagged interface shares its port's).
+        for ci in &cfg.interfaces {
+            let port = ports.iter().position(|p| *p == ci.port).unwrap_or(0) as PortId;
+            let link = self
+                .kernel
+                .ifindex_of(&ci.port)
+                .and_then(|i| self.kernel.links.get(&i));
+            let mut mac = ci.mac.0;
+            let mut mtu = ci.mtu;
+            let mut ipv4: Vec<pipeline::Ipv4IfAddr> = ci
+                .ipv4
+                .iter()
+                .map(|a| pipeline::Ipv4IfAddr {
+                    addr: a.addr,
+                    prefix_len: a.prefix_len,
+                })
+                .collect();
+            let mut ipv6: Vec<pipeline::Ipv6IfAddr> = ci
+                .ipv6
+                .iter()
+                .map(|a| pipeline::Ipv6IfAddr {
+                    addr: a.addr,
+                    prefix_len: a.prefix_len,
+                })
+                .collect();
+            if let Some(link) = link {
+                if let Some(m) = link.mac {
+                    if m != mac && mac != [0; 6] {
+                        warnings.push(format!(
+                            "interface {}: config MAC {} differs from the kernel's {}; using the kernel's",
+                            ci.name,
+                            mac_string(&mac),
+                            mac_string(&m)
+                        ));
+                    }
+                    mac = m;
+                }
+                if let Some(m) = link.mtu {
+                    mtu = mtu.min(u16::try_from(m).unwrap_or(u16::MAX));
+                }
+                if ci.vlan.is_none() {
+                    for (&(ifindex, addr), &len) in &self.kernel.addrs {
+                        if ifindex != link.ifindex {
+                            continue;
+                        }
+                        match addr {
+                            IpAddr::V4(a) if !ipv4.iter().any(|x| x.addr == a) => {
+                                ipv4.push(pipeline::Ipv4IfAddr {
+                                    addr: a,
+                                    prefix_len: len,
+                                })
+                            }
+                            IpAddr::V6(a) if !ipv6.iter().any(|x| x.addr == a) => {
+                                ipv6.push(pipeline::Ipv6IfAddr {
+                                    addr: a,
+                                    prefix_len: len,
+                                })
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            for a in &ipv4 {
+                local_addrs.push((port, IpAddr::V4(a.addr)));
+            }
+            for a in &ipv6 {
+                local_addrs.push((port, IpAddr::V6(a.addr)));
+            }
+            b.add_interface(pipeline::Interface {
+                name: ci.name.clone(),
+                port,
+                vlan: ci.vlan.map_or(Vlan::Untagged, Vlan::Single),
+                mac: wire::MacAddr(mac),
+                ipv4,
+                ipv6,
+                mtu,
+            })
+            .map_err(|e| crate::ControlError::Build(format!("interface {}: {e}", ci.name)))?;
+        }
+        let ifaces: Vec<pipeline::Interface> = b.interfaces().to_vec();
+        let id_by_name = |name: &str| {
+            ifaces
+                .iter()
+                .position(|i| i.name == name)
+                .map(|i| i as InterfaceId)
+        };
+        // The untagged interface on a kernel link.
+        let id_by_ifindex = |ifindex: u32| {
+            let name = &self.kernel.links.get(&ifindex)?.name;
+            ifaces.iter().position(|i| {
+                i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)) == Some(name)
+            })
+        };
+
+        let mut fib4 = Poptrie4::new();
+        let mut fib6 = Poptrie6::new();
+        let mut routes: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();
+        let (c4, c6) = b.connected_routes();
+        for (p, nh) in c4 {
+            fib4.insert(p, nh);
+            routes.insert(Cidr::V4(p), (Origin::Connected, Vec::new()));
+        }
+        for (p, nh) in c6 {
+            fib6.insert(p, nh);
+            routes.insert(Cidr::V6(p), (Origin::Connected, Vec::new()));
+        }
+        // Kernel routes, lowest metric first wins.
+        let mut kernel_best: BTreeMap<Cidr, (u32, &Vec<KernelHop>)> = BTreeMap::new();
+        for ((prefix, metric), hops) in &self.kernel.routes {
+            let e = kernel_best.entry(*prefix).or_insert((*metric, hops));
+            if *metric < e.0 {
+                *e = (*metric, hops);
+            }
+        }
+        for (prefix, (_, hops)) in kernel_best {
+            if matches!(routes.get(&prefix), Some((Origin::Connected, _))) {
+                continue;
+            }
+            let mapped: Option<Vec<NextHop>> = hops
+                .iter()
+                .map(|h| {
+                    id_by_ifindex(h.ifindex).map(|id| NextHop {
+                        interface: id as InterfaceId,
+                        gateway: h.gateway,
+                    })
+                })
+                .collect();
+            if let Some(m) = mapped.filter(|m| !m.is_empty()) {
+                routes.insert(prefix, (Origin::Kernel, m));
+            }
+        }
+        let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {
+            hops.iter()
+                .map(|h| {
+                    id_by_name(&h.interface).map(|id| NextHop {
+                        interface: id,
+                        gateway: h.via,
+                    })
+                })
+                .collect()
+        };
+        for r in &cfg.routes {
+            match to_hops(&r.next_hops) {
+                Some(h) => {
+                    routes.insert(r.prefix, (Origin::Config, h));
+                }
+                None => warnings.push(format!("route {}: unknown interface", r.prefix)),
+            }
+        }
+        for (prefix, r) in &self.api_routes {
+            match to_hops(&r.next_hops) {
+                Some(h) => {
+                    routes.insert(*prefix, (Origin::Api, h));
+                }
+                None => warnings.push(format!("route {prefix}: unknown interface")),
+            }
+        }
+        let mut views = Vec::new();
+        for (prefix, (origin, hops)) in &routes {
+            if *origin == Origin::Connected {
+                let dev = ifaces
+                    .iter()
+                    .find(|i| match prefix {
+                        Cidr::V4(p) => i.ipv4.iter().any(|a| p.contains(u32::from(a.addr))),
+                        Cidr::V6(p) => i.ipv6.iter().any(|a| p.contains(u128::from(a.addr))),
+                    })
+                    .map_or("?", |i| i.name.as_str());
+                views.push(RouteView {
+                    prefix: prefix.to_string(),
+                    origin: *origin,
+                    next_hops: vec![format!("dev {dev}")],
+                });
+                continue;
+            }
+            let nh = match b.add_next_hops(hops) {
+                Ok(nh) => nh,
+                Err(e) => {
+                    warnings.push(format!("route {prefix}: {e}"));
+                    continue;
+                }
+            };
+            match prefix {
+                Cidr::V4(p) => {
+                    fib4.insert(*p, nh);
+                }
+                Cidr::V6(p) => {
+                    fib6.insert(*p, nh);
+                }
+            }
+            views.push(RouteView {
+                prefix: prefix.to_string(),
+                origin: *origin,
+                next_hops: hops.iter().map(|h| hop_string(h, &ifaces)).collect(),
+            });
+        }
+
+        // Neighbours: kernel, then config, then control socket (later wins).
+        let mut neigh: BTreeMap<(InterfaceId, IpAddr), ([u8; 6], Origin)> = BTreeMap::new();
+        for (&(ifindex, ip), mac) in &self.kernel.neighbours {
+            if let Some(id) = id_by_ifindex(ifindex) {
+                neigh.insert((id as InterfaceId, ip), (*mac, Origin::Kernel));
+            }
+        }
+        for n in &cfg.neighbours {
+            if let Some(id) = id_by_name(&n.interface) {
+                neigh.insert((id, n.ip), (n.mac.0, Origin::Config));
+            }
+        }
+        for ((name, ip), mac) in &self.api_neighbours {
+            if let Some(id) = id_by_name(name) {
+                neigh.insert((id, *ip), (*mac, Origin::Api));
+            }
+        }
+        let mut neighbours = Vec::new();
+        for (&(id, ip), &(mac, origin)) in &neigh {
+            if b.add_neighbour(id, ip, wire::MacAddr(mac)).is_ok() {
+                neighbours.push(NeighbourView {
+                    interface: ifaces[usize::from(id)].name.clone(),
+                    ip,
+                    mac: mac_string(&mac),
+                    origin,
+                });
+            }
+        }
+        Ok(Built {
+            tables: b.build(fib4, fib6),
+            ports,
+            routes: views,
+            neighbours,
+            local_addrs,
+            warnings,
+        })
+    }
+
+    /// Kernel interface index of each port, in port order (`None` when the
+    /// kernel has no such link).
+    pub fn port_ifindexes(&self) -> Vec<(String, Option<u32>)> {
+        self.config
+            .ports()
+            .into_iter()
+            .map(|p| (p.to_string(), self.kernel.ifindex_of(p)))
+            .collect()
+    }
+}
+
+/// Groups kernel links by name (for error messages about missing ports).
+pub fn missing_ports(state: &RouterState) -> Vec<String> {
+    let names: HashMap<&str, u32> = state
+        .kernel
+        .links
+        .values()
+        .map(|l| (l.name.as_str(), l.ifindex))
+        .collect();
+    state
+        .config
+        .ports()
+        .into_iter()
+        .filter(|p| !names.contains_key(p))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::KernelHop;
+
+    const CONFIG: &str = r#"[[interfaces]]
+name = "d0"
+mac = "02:00:00:00:00:10"
+addresses = ["198.18.0.10/24", "2001:2::10/64"]
+
+[[interfaces]]
+name = "d1"
+mac = "02:00:00:00:01:10"
+addresses = ["198.19.0.10/24"]
+
+[[routes]]
+prefix = "10.1.0.0/16"
+via = "198.19.0.108"
+"#;
+
+    fn state() -> RouterState {
+        let mut s = RouterState::new(Config::parse("router.toml", CONFIG).unwrap());
+        for (i, name, mac) in [
+            (5u32, "d0", [2, 0, 0, 0, 0, 0x55]),
+            (6, "d1", [2, 0, 0, 0, 0, 0x66]),
+            (7, "eth9", [2, 0, 0, 0, 0, 0x77]),
+        ] {
+            s.kernel.apply(&Event::Link {
+                add: true,
+                ifindex: i,
+                name: name.into(),
+                mac: Some(mac),
+                mtu: Some(1500),
+                up: true,
+            });
+        }
+        s.kernel.apply(&Event::Addr {
+            add: true,
+            ifindex: 6,
+            addr: "198.19.0.10".parse().unwrap(),
+            prefix_len: 24,
+        });
+        s.kernel.apply(&Event::Addr {
+            add: true,
+            ifindex: 6,
+            addr: "2001:2:0:8000::10".parse().unwrap(),
+            prefix_len: 64,
+        });
+        s
+    }
+
+    fn route(s: &Built, p: &str) -> Option<RouteView> {
+        s.routes.iter().find(|r| r.prefix == p).cloned()
+    }
+
+    #[test]
+    fn kernel_addresses_and_macs_are_merged_into_the_interfaces() {
+        let b = state().build().unwrap();
+        let d1 = &b.tables.interfaces()[1];
+        assert_eq!(d1.mac.0, [2, 0, 0, 0, 0, 0x66], "the kernel's MAC wins");
+        assert_eq!(d1.ipv6.len(), 1, "kernel IPv6 address merged");
+        assert!(b
+            .local_addrs
+            .contains(&(1, "2001:2:0:8000::10".parse().unwrap())));
+        assert!(b
+            .warnings
+            .iter()
+            .any(|w| w.contains("differs from the kernel's")));
+        assert_eq!(
+            route(&b, "2001:2:0:8000::/64").unwrap().origin,
+            Origin::Connected
+        );
+    }
+
+    #[test]
+    fn kernel_routes_follow_adds_and_deletes_and_skip_foreign_interfaces() {
+        let mut s = state();
+        let hop = |i| {
+            vec![KernelHop {
+                ifindex: i,
+                gateway: Some("198.19.0.108".parse().unwrap()),
+            }]
+        };
+        let add = |p: &str, i, add| Event::Route {
+            add,
+            prefix: p.parse().unwrap(),
+            table: crate::netlink::RT_TABLE_MAIN,
+            kind: 1,
+            metric: 0,
+            hops: hop(i),
+        };
+        assert!(s.kernel.apply(&add("172.16.0.0/12", 6, true)));
+        assert!(s.kernel.apply(&add("172.32.0.0/12", 7, true)));
+        let b = s.build().unwrap();
+        let r = route(&b, "172.16.0.0/12").unwrap();
+        assert_eq!(
+            (r.origin, r.next_hops),
+            (Origin::Kernel, vec!["via 198.19.0.108 dev d1".to_string()])
+        );
+        assert!(
+            route(&b, "172.32.0.0/12").is_none(),
+            "eth9 is not a fastfwd interface"
+        );
+        assert!(s.kernel.apply(&add("172.16.0.0/12", 6, false)));
+        assert!(route(&s.build().unwrap(), "172.16.0.0/12").is_none());
+        // Routes of other tables are ignored.
+        let other = Event::Route {
+            add: true,
+            prefix: "9.0.0.0/8".parse().unwrap(),
+            table: 100,
+            kind: 1,
+            metric: 0,
+            hops: hop(6),
+        };
+        assert!(!s.kernel.apply(&other));
+    }
+
+    #[test]
+    fn sources_take_precedence_api_over_config_over_kernel() {
+        let mut s = state();
+        s.kernel.apply(&Event::Route {
+            add: true,
+            prefix: "10.1.0.0/16".parse().unwrap(),
+            table: crate::netlink::RT_TABLE_MAIN,
+            kind: 1,
+            metric: 0,
+            hops: vec![KernelHop {
+                ifindex: 5,
+                gateway: None,
+            }],
+        });
+        assert_eq!(
+            route(&s.build().unwrap(), "10.1.0.0/16").unwrap().origin,
+            Origin::Config
+        );
+        s.api_routes.insert(
+            "10.1.0.0/16".parse().unwrap(),
+            ApiRoute {
+                next_hops: vec![config::NextHop {
+                    interface: "d0".into(),
+                    via: None,
+                }],
+            },
+        );
+        let r = route(&s.build().unwrap(), "10.1.0.0/16").unwrap();
+        assert_eq!(
+            (r.origin, r.next_hops),
+            (Origin::Api, vec!["dev d0".to_string()])
+        );
+    }
+
+    #[test]
+    fn neighbours_need_a_usable_state() {
+        let mut s = state();
+        let n = |state, mac| Event::Neigh {
+            add: true,
+            ifindex: 6,
+            ip: "198.19.0.108".parse().unwrap(),
+            mac,
+            state,
+        };
+        assert!(!s.kernel.apply(&n(nud::INCOMPLETE, None)));
+        assert!(s.kernel.apply(&n(nud::REACHABLE, Some([2, 0, 0, 0, 0, 8]))));
+        assert!(
+            !s.kernel.apply(&n(nud::STALE, Some([2, 0, 0, 0, 0, 8]))),
+            "same MAC: no change"
+        );
+        let b = s.build().unwrap();
+        assert_eq!(
+            b.tables.neighbour(1, "198.19.0.108".parse().unwrap()),
+            Some(wire::MacAddr([2, 0, 0, 0, 0, 8]))
+        );
+        assert!(s.kernel.apply(&n(nud::FAILED, None)));
+        assert!(s.kernel.neighbours.is_empty());
+    }
+}
