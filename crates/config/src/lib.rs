@@ -18,12 +18,14 @@
 mod error;
 mod model;
 mod raw;
+mod runtime;
 mod validate;
 
 pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use model::{
     Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError, Route,
 };
+pub use runtime::{is_router_address, BuildError, Runtime};
 pub use validate::{DEFAULT_MTU, MAX_MTU, MAX_NEXT_HOPS, MIN_MTU, MIN_MTU_V6};
 
 use std::path::Path;
