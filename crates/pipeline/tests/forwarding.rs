@@ -1,0 +1,882 @@
+//! Scenario tests: one frame (or a few) through the whole pipeline, the
+//! output decoded with etherparse and checked field by field.
+
+mod support;
+
+use etherparse::{Ethernet2Header, Ipv4Header, Ipv6Header, SlicedPacket, VlanSlice};
+use pipeline::*;
+use support::*;
+
+fn ipv4_of(frame: &[u8], l2: usize) -> (Ipv4Header, Vec<u8>) {
+    let (h, rest) = Ipv4Header::from_slice(&frame[l2..]).expect("valid IPv4 header");
+    (h, rest.to_vec())
+}
+
+#[test]
+fn forwards_ipv4_with_ttl_checksum_and_macs() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1000, 2000, 30).bytes();
+    let o = run(&t, 0, &eth4(MAC0, &pkt));
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 1,
+            port: 1
+        }
+    );
+    let (eth, _) = Ethernet2Header::from_slice(&o.frame).unwrap();
+    assert_eq!(eth.destination, PEER_SINK);
+    assert_eq!(eth.source, MAC1);
+    assert_eq!(eth.ether_type.0, 0x0800);
+    let (h, payload) = ipv4_of(&o.frame, 14);
+    assert_eq!(h.time_to_live, 63);
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+    assert_eq!(payload, pkt[20..]);
+    assert_eq!(o.frame.len(), 14 + pkt.len());
+    assert_eq!(o.counters.forwarded_ipv4, 1);
+    assert_eq!(o.counters.interfaces[0].rx_packets, 1);
+    assert_eq!(o.counters.interfaces[1].tx_packets, 1);
+    assert_eq!(o.counters.interfaces[1].tx_bytes, o.frame.len() as u64);
+}
+
+#[test]
+fn forwards_ipv6_with_hop_limit_and_macs() {
+    let t = router();
+    let pkt = ipv6(
+        "2001:2::108",
+        "2001:2:0:9000::99",
+        64,
+        17,
+        &udp_payload(1, 2, 20),
+    );
+    let o = run(&t, 0, &eth6(MAC0, &pkt));
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 1,
+            port: 1
+        }
+    );
+    let (eth, rest) = Ethernet2Header::from_slice(&o.frame).unwrap();
+    assert_eq!(
+        (eth.destination, eth.source, eth.ether_type.0),
+        (PEER_SINK, MAC1, 0x86dd)
+    );
+    let (h, _) = Ipv6Header::from_slice(rest).unwrap();
+    assert_eq!(h.hop_limit, 63);
+    let mut expect = pkt.clone();
+    expect[7] = 63;
+    assert_eq!(rest, &expect[..]);
+    assert_eq!(o.counters.forwarded_ipv6, 1);
+}
+
+#[test]
+fn ethernet_padding_is_not_forwarded() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 8).bytes();
+    let mut f = eth4(MAC0, &pkt);
+    f.resize(60, 0xee);
+    let o = run(&t, 0, &f);
+    assert!(matches!(o.verdict, Verdict::Forward { .. }));
+    assert_eq!(o.frame.len(), 14 + 28);
+}
+
+#[test]
+fn vlan_in_untagged_out_and_untagged_in_tagged_out() {
+    let t = router();
+    // Tagged on port 1 VLAN 100 -> gen side (untagged eth0).
+    let pkt = Ipv4Spec::udp("10.100.0.2", "198.18.5.5", 1, 2, 20).bytes();
+    let o = run(&t, 1, &eth(MAC1V, PEER_V100, Some(100), 0x0800, &pkt));
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 0,
+            port: 0
+        }
+    );
+    let s = SlicedPacket::from_ethernet(&o.frame).unwrap();
+    assert!(s.vlan.is_none());
+    assert_eq!(o.frame.len(), 14 + pkt.len());
+
+    // Untagged on eth0 -> 172.16/12 via eth1.100: a tag is pushed, with
+    // headroom and without (the packet moves into the tailroom).
+    for headroom in [HEADROOM, 0] {
+        let pkt = Ipv4Spec::udp("198.18.0.108", "172.16.0.9", 1, 2, 20).bytes();
+        let o = run_with(
+            &mut Worker::new(WorkerConfig::default()),
+            &t,
+            0,
+            0,
+            &eth4(MAC0, &pkt),
+            headroom,
+        );
+        assert_eq!(
+            o.verdict,
+            Verdict::Forward {
+                interface: 2,
+                port: 1
+            }
+        );
+        let s = SlicedPacket::from_ethernet(&o.frame).unwrap();
+        match s.vlan {
+            Some(VlanSlice::SingleVlan(v)) => assert_eq!(v.vlan_identifier().value(), 100),
+            other => panic!("expected one tag, got {other:?}"),
+        }
+        assert_eq!(&o.frame[..6], &PEER_V100);
+        assert_eq!(&o.frame[6..12], &MAC1V);
+        assert_eq!(o.frame.len(), 18 + pkt.len());
+        let (h, _) = ipv4_of(&o.frame, 18);
+        assert_eq!(h.time_to_live, 63);
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+    }
+}
+
+#[test]
+fn unknown_vlan_unknown_port_other_mac_unknown_ethertype() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
+    let drop = |port, f: &[u8]| run(&t, port, f).verdict;
+    assert_eq!(
+        drop(0, &eth(MAC0, PEER_GEN, Some(7), 0x0800, &pkt)),
+        Verdict::Drop(DropReason::UnknownInterface)
+    );
+    assert_eq!(
+        drop(9, &eth4(MAC0, &pkt)),
+        Verdict::Drop(DropReason::UnknownInterface)
+    );
+    assert_eq!(
+        drop(0, &eth4([0x02, 9, 9, 9, 9, 9], &pkt)),
+        Verdict::Drop(DropReason::NotOurMac)
+    );
+    assert_eq!(
+        drop(0, &eth(MAC0, PEER_GEN, None, 0x88cc, &pkt)),
+        Verdict::Drop(DropReason::UnknownEthertype)
+    );
+    // Right MAC but of another interface.
+    assert_eq!(
+        drop(0, &eth4(MAC1, &pkt)),
+        Verdict::Drop(DropReason::NotOurMac)
+    );
+    let o = run(&t, 0, &eth4([0x02, 9, 9, 9, 9, 9], &pkt));
+    assert_eq!(o.counters.drop_count(DropReason::NotOurMac), 1);
+    assert_eq!(o.counters.interfaces[0].rx_dropped, 1);
+}
+
+#[test]
+fn truncated_at_every_header_boundary() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
+    let f = eth4(MAC0, &pkt);
+    for len in 0..f.len() {
+        let want = if len < 14 {
+            DropReason::FrameTooShort
+        } else {
+            DropReason::Ipv4Truncated
+        };
+        assert_eq!(
+            run(&t, 0, &f[..len]).verdict,
+            Verdict::Drop(want),
+            "len {len}"
+        );
+    }
+    let pkt6 = ipv6(
+        "2001:2::108",
+        "2001:2:0:9000::99",
+        64,
+        17,
+        &udp_payload(1, 2, 20),
+    );
+    let f = eth6(MAC0, &pkt6);
+    for len in 14..f.len() {
+        assert_eq!(
+            run(&t, 0, &f[..len]).verdict,
+            Verdict::Drop(DropReason::Ipv6Truncated),
+            "len {len}"
+        );
+    }
+    let f = eth(MAC0, PEER_GEN, Some(100), 0x0800, &pkt);
+    for len in 14..18 {
+        assert_eq!(
+            run(&t, 1, &f[..len]).verdict,
+            Verdict::Drop(DropReason::FrameTooShort),
+            "len {len}"
+        );
+    }
+}
+
+#[test]
+fn bad_ipv4_headers_are_dropped_by_reason() {
+    let t = router();
+    let good = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
+    type Mutation = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(Mutation, DropReason)> = vec![
+        (Box::new(|p| p[11] ^= 0xff), DropReason::Ipv4BadChecksum),
+        (Box::new(|p| p[0] = 0x44), DropReason::Ipv4BadHeaderLength),
+        (Box::new(|p| p[0] = 0x55), DropReason::Ipv4BadVersion),
+        (
+            Box::new(|p| p[2..4].copy_from_slice(&10u16.to_be_bytes())),
+            DropReason::Ipv4BadTotalLength,
+        ),
+        (
+            Box::new(|p| p[2..4].copy_from_slice(&500u16.to_be_bytes())),
+            DropReason::Ipv4Truncated,
+        ),
+    ];
+    for (mutate, reason) in cases {
+        let mut p = good.clone();
+        mutate(&mut p);
+        let o = run(&t, 0, &eth4(MAC0, &p));
+        assert_eq!(o.verdict, Verdict::Drop(reason));
+        assert_eq!(o.counters.drop_count(reason), 1);
+    }
+}
+
+#[test]
+fn ipv4_options_are_forwarded_untouched() {
+    let t = router();
+    let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+    s.options = vec![7, 7, 4, 0, 0, 0, 0, 1]; // record route + NOP
+    let pkt = s.bytes();
+    let o = run(&t, 0, &eth4(MAC0, &pkt));
+    assert!(matches!(o.verdict, Verdict::Forward { .. }));
+    let (h, _) = ipv4_of(&o.frame, 14);
+    assert_eq!(h.options.as_slice(), &s.options[..]);
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+}
+
+#[test]
+fn martians() {
+    let t = router();
+    for (src, dst, reason) in [
+        ("127.0.0.1", "198.19.1.1", DropReason::Ipv4MartianSource),
+        ("0.1.2.3", "198.19.1.1", DropReason::Ipv4MartianSource),
+        ("224.0.0.1", "198.19.1.1", DropReason::Ipv4MartianSource),
+        ("240.0.0.1", "198.19.1.1", DropReason::Ipv4MartianSource),
+        (
+            "255.255.255.255",
+            "198.19.1.1",
+            DropReason::Ipv4MartianSource,
+        ),
+        (
+            "198.18.0.108",
+            "127.0.0.1",
+            DropReason::Ipv4MartianDestination,
+        ),
+        (
+            "198.18.0.108",
+            "0.0.0.9",
+            DropReason::Ipv4MartianDestination,
+        ),
+        (
+            "198.18.0.108",
+            "250.1.1.1",
+            DropReason::Ipv4MartianDestination,
+        ),
+        ("198.18.0.108", "239.1.1.1", DropReason::MulticastNotRouted),
+    ] {
+        let pkt = Ipv4Spec::udp(src, dst, 1, 2, 20).bytes();
+        assert_eq!(
+            run(&t, 0, &eth4(MAC0, &pkt)).verdict,
+            Verdict::Drop(reason),
+            "{src} -> {dst}"
+        );
+    }
+    for (src, dst, reason) in [
+        ("ff02::1", "2001:2:0:8000::1", DropReason::Ipv6MartianSource),
+        ("::1", "2001:2:0:8000::1", DropReason::Ipv6MartianSource),
+        ("::", "2001:2:0:8000::1", DropReason::Ipv6MartianSource),
+        (
+            "::ffff:1.2.3.4",
+            "2001:2:0:8000::1",
+            DropReason::Ipv6MartianSource,
+        ),
+        ("2001:2::108", "::1", DropReason::Ipv6MartianDestination),
+        ("fe80::1", "2001:2:0:8000::1", DropReason::Ipv6LinkLocal),
+        ("2001:2::108", "fe80::1", DropReason::Ipv6LinkLocal),
+        ("2001:2::108", "ff0e::1", DropReason::MulticastNotRouted),
+    ] {
+        let pkt = ipv6(src, dst, 64, 17, &udp_payload(1, 2, 8));
+        assert_eq!(
+            run(&t, 0, &eth6(MAC0, &pkt)).verdict,
+            Verdict::Drop(reason),
+            "{src} -> {dst}"
+        );
+    }
+}
+
+#[test]
+fn local_delivery_goes_to_punt() {
+    let t = router();
+    let mut echo = Ipv4Spec::udp("198.18.0.108", "198.18.0.10", 0, 0, 16);
+    echo.protocol = 1;
+    echo.payload[0] = 8; // echo request
+    echo.ttl = 1; // TTL does not matter for the router itself
+    let f = eth4(MAC0, &echo.bytes());
+    let o = run(&t, 0, &f);
+    assert_eq!(o.verdict, Verdict::Punt(PuntReason::LocalAddress));
+    assert_eq!(o.frame, f, "punted frames are unchanged");
+    // Address of another interface (weak host model).
+    let p = Ipv4Spec::udp("198.18.0.108", "10.2.0.1", 1, 2, 8).bytes();
+    assert_eq!(
+        run(&t, 0, &eth4(MAC0, &p)).verdict,
+        Verdict::Punt(PuntReason::LocalAddress)
+    );
+    for dst in ["255.255.255.255", "198.18.0.255"] {
+        let p = Ipv4Spec::udp("198.18.0.108", dst, 1, 2, 8).bytes();
+        assert_eq!(
+            run(&t, 0, &eth4([0xff; 6], &p)).verdict,
+            Verdict::Punt(PuntReason::Broadcast),
+            "{dst}"
+        );
+    }
+    let p = Ipv4Spec::udp("198.18.0.108", "224.0.0.5", 1, 2, 8).bytes();
+    assert_eq!(
+        run(&t, 0, &eth4([1, 0, 0x5e, 0, 0, 5], &p)).verdict,
+        Verdict::Punt(PuntReason::Multicast)
+    );
+    let p = Ipv4Spec::udp("0.0.0.0", "255.255.255.255", 68, 67, 8).bytes();
+    assert_eq!(
+        run(&t, 0, &eth4([0xff; 6], &p)).verdict,
+        Verdict::Punt(PuntReason::Broadcast)
+    );
+    // IPv6: own address, ND to solicited-node multicast, subnet-router anycast.
+    let p = ipv6(
+        "2001:2::108",
+        "2001:2::10",
+        64,
+        58,
+        &[128, 0, 0, 0, 0, 1, 0, 1],
+    );
+    assert_eq!(
+        run(&t, 0, &eth6(MAC0, &p)).verdict,
+        Verdict::Punt(PuntReason::LocalAddress)
+    );
+    let p = ipv6(
+        "2001:2::108",
+        "ff02::1:ff00:10",
+        255,
+        58,
+        &[135, 0, 0, 0, 0, 0, 0, 0],
+    );
+    assert_eq!(
+        run(&t, 0, &eth6([0x33, 0x33, 0xff, 0, 0, 0x10], &p)).verdict,
+        Verdict::Punt(PuntReason::Multicast)
+    );
+    let p = ipv6("2001:2::108", "2001:2::", 64, 17, &udp_payload(1, 2, 8));
+    assert_eq!(
+        run(&t, 0, &eth6(MAC0, &p)).verdict,
+        Verdict::Punt(PuntReason::LocalAddress)
+    );
+}
+
+#[test]
+fn l2_broadcast_is_not_forwarded() {
+    let t = router();
+    let p = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 8).bytes();
+    assert_eq!(
+        run(&t, 0, &eth4([0xff; 6], &p)).verdict,
+        Verdict::Drop(DropReason::L2BroadcastNotForwarded)
+    );
+}
+
+fn arp(op: u16, spa: &str, tpa: &str) -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4];
+    a.extend_from_slice(&op.to_be_bytes());
+    a.extend_from_slice(&PEER_GEN);
+    a.extend_from_slice(&v4(spa).octets());
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&v4(tpa).octets());
+    eth([0xff; 6], PEER_GEN, None, 0x0806, &a)
+}
+
+#[test]
+fn arp_for_the_router_is_punted_others_dropped() {
+    let t = router();
+    assert_eq!(
+        run(&t, 0, &arp(1, "198.18.0.108", "198.18.0.10")).verdict,
+        Verdict::Punt(PuntReason::Arp)
+    );
+    assert_eq!(
+        run(&t, 0, &arp(1, "198.18.0.108", "198.18.0.108")).verdict,
+        Verdict::Punt(PuntReason::Arp)
+    );
+    assert_eq!(
+        run(&t, 0, &arp(1, "198.18.0.108", "198.18.0.77")).verdict,
+        Verdict::Drop(DropReason::ArpNotForUs)
+    );
+    let f = arp(1, "198.18.0.108", "198.18.0.10");
+    assert_eq!(
+        run(&t, 0, &f[..14 + 27]).verdict,
+        Verdict::Drop(DropReason::ArpMalformed)
+    );
+}
+
+/// Checks an ICMPv4 error: addresses, type/code, checksum, quote.
+fn check_icmp4(gen: &[u8], from: &str, to: &str, ty: u8, code: u8, quoted: &[u8]) -> [u8; 4] {
+    let (h, rest) = Ipv4Header::from_slice(&gen[14..]).unwrap();
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+    assert_eq!(h.source, v4(from).octets());
+    assert_eq!(h.destination, v4(to).octets());
+    assert_eq!(h.protocol.0, 1);
+    assert!(usize::from(h.total_len) <= 576);
+    assert_eq!((rest[0], rest[1]), (ty, code));
+    assert_eq!(csum(rest), 0, "ICMP checksum verifies");
+    let q = quoted.len().min(576 - 28);
+    assert_eq!(&rest[8..], &quoted[..q]);
+    [rest[4], rest[5], rest[6], rest[7]]
+}
+
+#[test]
+fn ttl_expiry_sends_time_exceeded_from_the_ingress_address() {
+    let t = router();
+    for ttl in [0, 1] {
+        let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 40);
+        s.ttl = ttl;
+        let pkt = s.bytes();
+        let o = run(&t, 0, &eth4(MAC0, &pkt));
+        assert_eq!(o.verdict, Verdict::Drop(DropReason::TtlExpired));
+        assert_eq!(o.generated.len(), 1);
+        let (port, iface, g) = &o.generated[0];
+        assert_eq!((*port, *iface), (0, 0));
+        assert_eq!(&g[..6], &PEER_GEN);
+        assert_eq!(&g[6..12], &MAC0);
+        check_icmp4(g, "198.18.0.10", "198.18.0.108", 11, 0, &pkt);
+        assert_eq!(o.counters.icmp_sent, 1);
+    }
+}
+
+#[test]
+fn hop_limit_expiry_sends_icmpv6_time_exceeded() {
+    let t = router();
+    let pkt = ipv6(
+        "2001:2::108",
+        "2001:2:0:9000::99",
+        1,
+        17,
+        &udp_payload(1, 2, 1400),
+    );
+    let o = run(&t, 0, &eth6(MAC0, &pkt));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::HopLimitExpired));
+    let (_, _, g) = &o.generated[0];
+    let (h, rest) = Ipv6Header::from_slice(&g[14..]).unwrap();
+    assert_eq!(h.source, v6("2001:2::10").octets());
+    assert_eq!(h.destination, v6("2001:2::108").octets());
+    assert_eq!(h.next_header.0, 58);
+    assert_eq!(
+        40 + rest.len(),
+        1280,
+        "quotes as much as fits in 1280 bytes"
+    );
+    assert_eq!((rest[0], rest[1]), (3, 0));
+    // Checksum over the pseudo-header, computed independently.
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&h.source);
+    pseudo.extend_from_slice(&h.destination);
+    pseudo.extend_from_slice(&(rest.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(rest);
+    assert_eq!(csum(&pseudo), 0);
+    assert_eq!(&rest[8..], &pkt[..1280 - 48]);
+}
+
+#[test]
+fn no_route_sends_unreachable() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "8.8.8.8", 1, 2, 20).bytes();
+    let o = run(&t, 0, &eth4(MAC0, &pkt));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NoRoute));
+    check_icmp4(&o.generated[0].2, "198.18.0.10", "198.18.0.108", 3, 0, &pkt);
+    let p6 = ipv6(
+        "2001:2::108",
+        "2001:db8:dead::1",
+        64,
+        17,
+        &udp_payload(1, 2, 8),
+    );
+    let o = run(&t, 0, &eth6(MAC0, &p6));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::NoRoute));
+    assert_eq!(o.generated[0].2[14 + 40], 1);
+}
+
+#[test]
+fn df_above_mtu_sends_fragmentation_needed_with_mtu() {
+    let t = router();
+    let mut s = Ipv4Spec::udp("198.18.0.108", "192.0.2.7", 1, 2, 1400);
+    s.df = true;
+    let pkt = s.bytes();
+    let o = run(&t, 0, &eth4(MAC0, &pkt));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::FragmentationNeeded));
+    let rest = check_icmp4(&o.generated[0].2, "198.18.0.10", "198.18.0.108", 3, 4, &pkt);
+    assert_eq!(
+        u16::from_be_bytes([rest[2], rest[3]]),
+        1280,
+        "next-hop MTU (RFC 1191)"
+    );
+    // At exactly the MTU it passes.
+    let mut s = Ipv4Spec::udp("198.18.0.108", "192.0.2.7", 1, 2, 1280 - 20);
+    s.df = true;
+    assert!(matches!(
+        run(&t, 0, &eth4(MAC0, &s.bytes())).verdict,
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
+fn ipv6_above_mtu_sends_packet_too_big() {
+    let t = router();
+    let pkt = ipv6(
+        "2001:2::108",
+        "2001:db8:1280::1",
+        64,
+        17,
+        &udp_payload(1, 2, 1300),
+    );
+    let o = run(&t, 0, &eth6(MAC0, &pkt));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::PacketTooBig));
+    let g = &o.generated[0].2;
+    assert_eq!((g[14 + 40], g[14 + 41]), (2, 0));
+    assert_eq!(u32::from_be_bytes([g[58], g[59], g[60], g[61]]), 1280);
+}
+
+/// Reassembles IPv4 fragments (RFC 791 §3.2, simplified: one datagram).
+fn reassemble(frags: &[Vec<u8>]) -> (Vec<u8>, Vec<Ipv4Header>) {
+    let mut data = vec![];
+    let mut headers = vec![];
+    let mut parts: Vec<(usize, Vec<u8>, bool)> = frags
+        .iter()
+        .map(|f| {
+            let (h, rest) = Ipv4Header::from_slice(&f[14..]).unwrap();
+            assert_eq!(h.header_checksum, h.calc_header_checksum());
+            let p = (
+                usize::from(h.fragment_offset.value()) * 8,
+                rest.to_vec(),
+                h.more_fragments,
+            );
+            headers.push(h);
+            p
+        })
+        .collect();
+    parts.sort_by_key(|p| p.0);
+    for (off, bytes, _) in &parts {
+        assert_eq!(*off, data.len(), "fragments are contiguous");
+        data.extend_from_slice(bytes);
+    }
+    assert!(!parts.last().unwrap().2, "last fragment has MF clear");
+    (data, headers)
+}
+
+#[test]
+fn non_df_above_mtu_is_fragmented_and_reassembles() {
+    let t = router();
+    let mut s = Ipv4Spec::udp("198.18.0.108", "192.0.2.7", 1, 2, 3000);
+    // Options: LSRR-like copied option (0x83) and record route (not copied).
+    s.options = vec![0x83, 3, 4, 7, 3, 4, 1, 0];
+    let pkt = s.bytes();
+    let o = run(&t, 0, &eth4(MAC0, &pkt));
+    assert_eq!(o.verdict, Verdict::Consumed);
+    assert!(o.generated.len() >= 3);
+    for (port, iface, f) in &o.generated {
+        assert_eq!((*port, *iface), (2, 3));
+        assert!(f.len() - 14 <= 1280, "fragment fits the MTU");
+        assert_eq!(&f[..6], &PEER_ETH2);
+    }
+    let frags: Vec<Vec<u8>> = o.generated.iter().map(|g| g.2.clone()).collect();
+    let (data, headers) = reassemble(&frags);
+    assert_eq!(data, s.payload);
+    assert_eq!(headers[0].options.as_slice(), &s.options[..]);
+    for h in &headers[1..] {
+        assert_eq!(
+            h.options.as_slice(),
+            &[0x83, 3, 4, 0],
+            "only the copied option, padded"
+        );
+    }
+    for h in &headers {
+        assert_eq!(h.time_to_live, 63);
+        assert_eq!(h.identification, 0x1234);
+        assert!(!h.dont_fragment);
+    }
+    assert_eq!(o.counters.fragments_sent as usize, frags.len());
+    assert_eq!(o.counters.forwarded_ipv4, 1);
+}
+
+#[test]
+fn fragmenting_a_fragment_keeps_offset_and_mf() {
+    let t = router();
+    let mut s = Ipv4Spec::udp("198.18.0.108", "192.0.2.7", 1, 2, 2000);
+    s.frag_offset = 100; // 800 bytes in
+    s.mf = true;
+    let o = run(&t, 0, &eth4(MAC0, &s.bytes()));
+    assert_eq!(o.verdict, Verdict::Consumed);
+    let hs: Vec<Ipv4Header> = o
+        .generated
+        .iter()
+        .map(|g| Ipv4Header::from_slice(&g.2[14..]).unwrap().0)
+        .collect();
+    assert_eq!(hs[0].fragment_offset.value(), 100);
+    assert!(
+        hs.iter().all(|h| h.more_fragments),
+        "the original's MF stays on the last piece"
+    );
+}
+
+#[test]
+fn icmp_errors_are_not_sent_about_icmp_errors_or_non_first_fragments() {
+    let t = router();
+    let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 0, 0, 36);
+    s.protocol = 1;
+    s.payload[0] = 3; // destination unreachable
+    s.ttl = 1;
+    let o = run(&t, 0, &eth4(MAC0, &s.bytes()));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::TtlExpired));
+    assert!(o.generated.is_empty());
+    assert_eq!(o.counters.icmp_suppressed, 1);
+    s.payload[0] = 8; // echo request: answered
+    assert_eq!(run(&t, 0, &eth4(MAC0, &s.bytes())).generated.len(), 1);
+    let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 36);
+    s.frag_offset = 10;
+    s.ttl = 1;
+    let o = run(&t, 0, &eth4(MAC0, &s.bytes()));
+    assert!(o.generated.is_empty());
+    // ICMPv6 error in answer to an ICMPv6 error: no.
+    let p = ipv6(
+        "2001:2::108",
+        "2001:2:0:9000::99",
+        1,
+        58,
+        &[1, 0, 0, 0, 0, 0, 0, 0],
+    );
+    let o = run(&t, 0, &eth6(MAC0, &p));
+    assert!(o.generated.is_empty());
+    assert_eq!(o.counters.icmp_suppressed, 1);
+}
+
+#[test]
+fn icmp_errors_are_rate_limited_by_the_token_bucket() {
+    let t = router();
+    let cfg = WorkerConfig {
+        icmp_rate_per_sec: 10,
+        icmp_burst: 2,
+        ..WorkerConfig::default()
+    };
+    let mut w = Worker::new(cfg);
+    let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+    s.ttl = 1;
+    let f = eth4(MAC0, &s.bytes());
+    let sent = |w: &mut Worker, now| run_with(w, &t, now, 0, &f, HEADROOM).generated.len();
+    assert_eq!(sent(&mut w, 0), 1);
+    assert_eq!(sent(&mut w, 0), 1);
+    assert_eq!(sent(&mut w, 1_000_000), 0, "burst used up");
+    assert_eq!(sent(&mut w, 100_000_000), 1, "one token per 100 ms at 10/s");
+    assert_eq!(sent(&mut w, 100_000_001), 0);
+    assert_eq!(w.counters().icmp_rate_limited, 2);
+    assert_eq!(w.counters().drop_count(DropReason::TtlExpired), 5);
+}
+
+#[test]
+fn neighbour_miss_is_punted_and_reported() {
+    let t = router();
+    let p = Ipv4Spec::udp("198.18.0.108", "100.64.0.1", 1, 2, 20).bytes();
+    let f = eth4(MAC0, &p);
+    let o = run(&t, 0, &f);
+    assert_eq!(o.verdict, Verdict::Punt(PuntReason::NeighbourMiss));
+    assert_eq!(o.frame, f);
+    assert_eq!(o.misses, vec![(1, "198.19.0.99".parse().unwrap())]);
+    // Directly connected: the destination itself is the neighbour.
+    let p = Ipv4Spec::udp("198.18.0.108", "198.19.0.51", 1, 2, 20).bytes();
+    let o = run(&t, 0, &eth4(MAC0, &p));
+    assert_eq!(o.misses, vec![(1, "198.19.0.51".parse().unwrap())]);
+    let p = Ipv4Spec::udp("198.18.0.108", "198.19.0.50", 1, 2, 20).bytes();
+    let o = run(&t, 0, &eth4(MAC0, &p));
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 1,
+            port: 1
+        }
+    );
+    assert_eq!(&o.frame[..6], &HOST_50);
+}
+
+#[test]
+fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
+    let t = router();
+    let mut w = Worker::new(WorkerConfig::default());
+    let mut per_if = [0usize; 4];
+    for flow in 0..300u16 {
+        let p = Ipv4Spec::udp("198.18.0.108", "203.0.113.9", 1000 + flow, 80, 20).bytes();
+        let f = eth4(MAC0, &p);
+        let first = run_with(&mut w, &t, 0, 0, &f, HEADROOM).verdict;
+        for _ in 0..3 {
+            assert_eq!(
+                run_with(&mut w, &t, 0, 0, &f, HEADROOM).verdict,
+                first,
+                "flow {flow} changed path"
+            );
+        }
+        match first {
+            Verdict::Forward { interface, .. } => per_if[usize::from(interface)] += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    // Three paths (eth1, eth1.100, eth2): each gets a fair share.
+    for i in 1..4 {
+        assert!(
+            per_if[i] > 60,
+            "path {i} got {} of 300 flows: {per_if:?}",
+            per_if[i]
+        );
+    }
+    // IPv6 too.
+    let mut seen = std::collections::HashSet::new();
+    for flow in 0..64u16 {
+        let p = ipv6(
+            "2001:2::108",
+            "2001:db8:ecc::1",
+            64,
+            17,
+            &udp_payload(flow, 53, 8),
+        );
+        if let Verdict::Forward { interface, .. } = run(&t, 0, &eth6(MAC0, &p)).verdict {
+            seen.insert(interface);
+        }
+    }
+    assert_eq!(seen.len(), 2);
+}
+
+struct DenyUdpPort(u16);
+impl Acl for DenyUdpPort {
+    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = if k.protocol == 17 && k.dst_port == self.0 {
+                AclAction::Deny
+            } else {
+                AclAction::Accept
+            };
+        }
+    }
+}
+
+#[test]
+fn acl_stage_denies_before_lookup() {
+    let (b, f4, f6) = builder();
+    let t = b.build_with_acl(f4, f6, DenyUdpPort(53));
+    let mut w = Worker::new(WorkerConfig::default());
+    let mut bufs: Vec<Vec<u8>> = [53u16, 54]
+        .iter()
+        .map(|&port| {
+            let mut v = vec![0u8; HEADROOM];
+            v.extend(eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 9, port, 20).bytes(),
+            ));
+            v
+        })
+        .collect();
+    let mut frames: Vec<Frame> = bufs
+        .iter_mut()
+        .map(|b| {
+            let len = b.len() - HEADROOM;
+            Frame::new(b, HEADROOM, len)
+        })
+        .collect();
+    let out = w.process(&t, 0, 0, &mut frames);
+    assert_eq!(out.verdicts()[0], Verdict::Drop(DropReason::AclDenied));
+    assert!(matches!(out.verdicts()[1], Verdict::Forward { .. }));
+}
+
+#[test]
+fn a_mixed_batch_is_split_per_port_in_order() {
+    let t = router();
+    let mut w = Worker::new(WorkerConfig::default());
+    let pkts: Vec<Vec<u8>> = (0..150)
+        .map(|i| match i % 5 {
+            0 => eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", "198.19.1.1", i, 2, 20).bytes(),
+            ),
+            1 => eth6(
+                MAC0,
+                &ipv6(
+                    "2001:2::108",
+                    "2001:2:0:9000::99",
+                    64,
+                    17,
+                    &udp_payload(i, 2, 20),
+                ),
+            ),
+            2 => eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", "192.0.2.1", i, 2, 20).bytes(),
+            ),
+            3 => eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", "8.8.8.8", i, 2, 20).bytes(),
+            ),
+            _ => eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", "198.18.0.10", i, 2, 20).bytes(),
+            ),
+        })
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = pkts
+        .iter()
+        .map(|p| {
+            let mut v = vec![0u8; HEADROOM];
+            v.extend(p);
+            v
+        })
+        .collect();
+    let mut frames: Vec<Frame> = bufs
+        .iter_mut()
+        .map(|b| {
+            let l = b.len() - HEADROOM;
+            Frame::new(b, HEADROOM, l)
+        })
+        .collect();
+    let out = w.process(&t, 0, 0, &mut frames);
+    assert_eq!(out.verdicts().len(), 150);
+    let batches: Vec<(PortId, Vec<u16>)> = out.tx_batches().map(|(p, i)| (p, i.to_vec())).collect();
+    let port1: Vec<u16> = (0..150).filter(|i| i % 5 < 2).collect();
+    let port2: Vec<u16> = (0..150).filter(|i| i % 5 == 2).collect();
+    assert_eq!(batches, vec![(1, port1), (2, port2)]);
+    let punted: Vec<u16> = (0..150).filter(|i| i % 5 == 4).collect();
+    assert_eq!(out.punted(), &punted[..]);
+    assert_eq!(
+        out.generated_len(),
+        30,
+        "one unreachable per no-route packet"
+    );
+    let c = w.counters();
+    assert_eq!((c.forwarded_ipv4, c.forwarded_ipv6), (60, 30));
+    assert_eq!(c.drop_count(DropReason::NoRoute), 30);
+    assert_eq!(c.rx_frames, 150);
+}
+
+#[test]
+fn batch_overflow_is_counted() {
+    let t = router();
+    let mut w = Worker::new(WorkerConfig {
+        max_batch: 2,
+        ..WorkerConfig::default()
+    });
+    let p = eth4(
+        MAC0,
+        &Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes(),
+    );
+    let mut bufs = [p.clone(), p.clone(), p];
+    let mut frames: Vec<Frame> = bufs.iter_mut().map(|b| Frame::whole(b)).collect();
+    let out = w.process(&t, 0, 0, &mut frames);
+    assert_eq!(out.verdicts().len(), 2);
+    assert_eq!(w.counters().drop_count(DropReason::BatchOverflow), 1);
+}
+
+#[test]
+fn counters_serialize_with_reason_names() {
+    let t = router();
+    let o = run(&t, 0, &eth4([2, 9, 9, 9, 9, 9], &[0u8; 20]));
+    let j = serde_json::to_value(&o.counters).unwrap();
+    assert_eq!(j["drops"]["not_our_mac"], 1);
+    assert_eq!(j["drops"]["no_route"], 0);
+    assert_eq!(j["interfaces"][0]["rx_packets"], 1);
+}
