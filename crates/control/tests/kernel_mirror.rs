@@ -1,0 +1,239 @@
+//! The kernel mirror in a namespace pair this test creates: the start-up
+//! dump sees links, addresses and connected routes; an `ip route add` and
+//! `ip route del` arrive as broadcasts within a second; a resolution
+//! request makes the kernel find a neighbour's MAC (ARP and ND) with no
+//! static entry. Needs root; skips with a message otherwise.
+
+use control::kernel::KernelLink;
+use control::KernelState;
+use std::net::IpAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn ok(args: &[&str]) {
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+struct Pair {
+    a: String,
+    b: String,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).output();
+    }
+}
+
+fn pair() -> Option<Pair> {
+    if !netio::sys::os::is_root() {
+        eprintln!("skipping: needs root to create network namespaces");
+        return None;
+    }
+    let id = std::process::id();
+    let p = Pair {
+        a: format!("rtkm{id}a"),
+        b: format!("rtkm{id}b"),
+    };
+    ok(&["ip", "netns", "add", &p.a]);
+    ok(&["ip", "netns", "add", &p.b]);
+    for ns in [&p.a, &p.b] {
+        // Link-local addresses usable at once (no duplicate address detection delay).
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.accept_dad=0",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]);
+    }
+    ok(&[
+        "ip", "-n", &p.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &p.b,
+    ]);
+    ok(&["ip", "-n", &p.a, "addr", "add", "10.78.0.1/24", "dev", "va"]);
+    ok(&[
+        "ip",
+        "-n",
+        &p.a,
+        "addr",
+        "add",
+        "2001:db8:78::1/64",
+        "dev",
+        "va",
+        "nodad",
+    ]);
+    ok(&["ip", "-n", &p.b, "addr", "add", "10.78.0.2/24", "dev", "vb"]);
+    ok(&[
+        "ip",
+        "-n",
+        &p.b,
+        "addr",
+        "add",
+        "2001:db8:78::2/64",
+        "dev",
+        "vb",
+        "nodad",
+    ]);
+    ok(&["ip", "-n", &p.a, "link", "set", "va", "up"]);
+    ok(&["ip", "-n", &p.b, "link", "set", "vb", "up"]);
+    Some(p)
+}
+
+/// Polls the event socket until `cond` holds or `limit` passes.
+fn wait_for(
+    link: &mut KernelLink,
+    st: &mut KernelState,
+    limit: Duration,
+    cond: impl Fn(&KernelState) -> bool,
+) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond(st) {
+            return true;
+        }
+        let _ = netio::sys::os::poll_readable(&[link.events_fd()], 20);
+        link.poll_events(st).expect("events");
+    }
+    cond(st)
+}
+
+#[test]
+fn dump_follow_and_resolve() {
+    let Some(p) = pair() else { return };
+    let nsb = p.b.clone();
+    let nsb2 = p.b.clone();
+    let t = std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&nsb).unwrap();
+        let mut link = KernelLink::open().unwrap();
+        let mut st = KernelState::default();
+        link.dump(&mut st).unwrap();
+        let vb = st.ifindex_of("vb").expect("vb in the dump");
+        assert!(st.links[&vb].mac.is_some());
+        assert_eq!(st.addrs.get(&(vb, "10.78.0.2".parse().unwrap())), Some(&24));
+        assert_eq!(
+            st.addrs.get(&(vb, "2001:db8:78::2".parse().unwrap())),
+            Some(&64)
+        );
+        let has_route =
+            |st: &KernelState, p: &str| st.routes.keys().any(|(c, _)| c.to_string() == p);
+        assert!(
+            has_route(&st, "10.78.0.0/24"),
+            "connected route dumped: {:?}",
+            st.routes.keys()
+        );
+        assert!(has_route(&st, "2001:db8:78::/64"));
+
+        // A route added with `ip route` arrives within a second.
+        let t0 = Instant::now();
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "route",
+            "add",
+            "10.200.0.0/16",
+            "via",
+            "10.78.0.1",
+        ]);
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "-6",
+            "route",
+            "add",
+            "2001:db8:200::/48",
+            "via",
+            "2001:db8:78::1",
+        ]);
+        assert!(wait_for(
+            &mut link,
+            &mut st,
+            Duration::from_secs(1),
+            |s| has_route(s, "10.200.0.0/16") && has_route(s, "2001:db8:200::/48")
+        ));
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        let hops = st
+            .routes
+            .iter()
+            .find(|((c, _), _)| c.to_string() == "10.200.0.0/16")
+            .unwrap()
+            .1
+            .clone();
+        assert_eq!(hops[0].ifindex, vb);
+        assert_eq!(hops[0].gateway, Some("10.78.0.1".parse().unwrap()));
+        ok(&["ip", "-n", &nsb2, "route", "del", "10.200.0.0/16"]);
+        assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+            !has_route(s, "10.200.0.0/16")
+        }));
+        // ECMP: a multipath route keeps both next hops.
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "route",
+            "add",
+            "10.201.0.0/16",
+            "nexthop",
+            "via",
+            "10.78.0.1",
+            "nexthop",
+            "via",
+            "10.78.0.3",
+        ]);
+        assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| s
+            .routes
+            .iter()
+            .any(
+                |((c, _), h)| c.to_string() == "10.201.0.0/16" && h.len() == 2
+            )));
+
+        // Neighbour resolution through the kernel, IPv4 and IPv6.
+        for ip in ["10.78.0.1", "2001:db8:78::1"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(!st.neighbours.contains_key(&(vb, ip)));
+            // As the daemon does while packets keep missing: ask again every 300 ms.
+            let mut resolved = false;
+            for _ in 0..10 {
+                link.resolve(vb, ip).unwrap();
+                if wait_for(&mut link, &mut st, Duration::from_millis(300), |s| {
+                    s.neighbours.contains_key(&(vb, ip))
+                }) {
+                    resolved = true;
+                    break;
+                }
+            }
+            assert!(resolved, "kernel resolved {ip}");
+        }
+        st
+    });
+    let st = t.join().unwrap();
+    let va_mac = {
+        let o = Command::new("ip")
+            .args(["-n", &p.a, "-j", "link", "show", "va"])
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&o.stdout).to_string();
+        let at = s.find("\"address\":\"").unwrap() + 11;
+        s[at..at + 17].to_string()
+    };
+    for (_, mac) in st.neighbours.iter() {
+        let m = format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+        );
+        assert_eq!(m, va_mac);
+    }
+}
