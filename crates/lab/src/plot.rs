@@ -308,10 +308,16 @@ fn open_svg(title: &str, with_legend: bool) -> String {
         "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"#ffffff\"/>"
     );
     let (x0, x1, _, _) = plot_area(with_legend);
+    // Centred over the plot, or over the whole image when wider than the plot.
+    let approx_width = title.chars().count() as f64 * 10.0;
+    let centre = if approx_width > x1 - x0 {
+        WIDTH / 2.0
+    } else {
+        (x0 + x1) / 2.0
+    };
     let _ = writeln!(
         s,
-        "<text x=\"{:.1}\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\" fill=\"#222222\">{}</text>",
-        (x0 + x1) / 2.0,
+        "<text x=\"{centre:.1}\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\" fill=\"#222222\">{}</text>",
         escape(title)
     );
     s
@@ -583,7 +589,15 @@ impl LineChart {
                     d.join(" ")
                 );
             }
-            for &(x, y) in &p {
+            // Markers stay whole on the frame's edge, so they are not clipped;
+            // points outside fixed bounds get none.
+            let _ = write!(s, "</g><g class=\"markers\">");
+            let inside =
+                |v: f64, lo: f64, hi: f64| v >= lo - 1e-9 * hi.abs() && v <= hi + 1e-9 * hi.abs();
+            for &(x, y) in p
+                .iter()
+                .filter(|(x, y)| inside(*x, xlo, xhi) && inside(*y, ylo, yhi))
+            {
                 marker(&mut s, i, xs.map(x), ys.map(y), color);
             }
             let _ = writeln!(s, "</g>");

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::equilibrium::{EquilibriumResult, LatencySummary};
 use crate::ministat::{self, Comparison, Confidence, Summary};
+use crate::plot::{
+    BoxChart, Distribution, DistributionKind, Group, LatencyChart, LineChart, Series,
+};
 use crate::rfc2544::Rfc2544Result;
 
 /// Version of the JSON layout; bump on incompatible changes.
@@ -584,6 +587,10 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
             }
         }
     }
+    // Sections above each open with a blank line; keep at most one.
+    while s.contains("\n\n\n") {
+        s = s.replace("\n\n\n", "\n\n");
+    }
     s
 }
 
@@ -634,4 +641,456 @@ pub fn rfc2544_table_markdown(r: &Rfc2544Result) -> String {
         }
     }
     s
+}
+
+/// The report's charts, built from the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCharts {
+    /// From each contender's load curve, or its equilibrium iterations when
+    /// it has no curve; `None` when no contender has either.
+    pub rate_vs_load: Option<LineChart>,
+    /// From the runs' latency histograms (summed per contender); `None`
+    /// when no run has one.
+    pub latency: Option<LatencyChart>,
+    /// Every run's forwarding rate per contender.
+    pub repeated_runs: BoxChart,
+}
+
+/// Build the report's charts from a record.
+pub fn charts(run: &LabRun) -> RunCharts {
+    let frame = format!(
+        "IPv{}, {}-byte frames, {} flows",
+        run.config.ip_version, run.config.frame_len, run.config.flows
+    );
+    let series: Vec<Series> = run
+        .contenders
+        .iter()
+        .filter_map(|c| {
+            let points: Vec<(f64, f64)> = if !c.load_curve.is_empty() {
+                c.load_curve
+                    .iter()
+                    .map(|p| (p.offered_pps as f64, p.forwarding_pps as f64))
+                    .collect()
+            } else if let Some(e) = &c.equilibrium {
+                e.iterations
+                    .iter()
+                    .map(|i| (i.offered_kpps as f64 * 1e3, i.measured_kpps as f64 * 1e3))
+                    .collect()
+            } else {
+                return None;
+            };
+            Some(Series {
+                name: c.name.clone(),
+                points,
+            })
+        })
+        .collect();
+    let rate_vs_load = (!series.is_empty()).then(|| {
+        LineChart::rate_vs_load(format!("Forwarding rate vs offered load ({frame})"), series)
+    });
+    let dists: Vec<Distribution> = run
+        .contenders
+        .iter()
+        .filter_map(|c| {
+            let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
+            for r in &c.runs {
+                for &(ub, n) in &r.latency_histogram {
+                    *merged.entry(ub).or_default() += n;
+                }
+            }
+            (!merged.is_empty()).then(|| Distribution {
+                name: c.name.clone(),
+                buckets: merged
+                    .into_iter()
+                    .map(|(ub, n)| (ub as f64 / 1e3, n))
+                    .collect(),
+            })
+        })
+        .collect();
+    let latency = (!dists.is_empty()).then(|| LatencyChart {
+        title: format!("Latency distribution ({frame})"),
+        x_label: "latency (µs)".into(),
+        log_x: true,
+        kind: DistributionKind::Cdf,
+        series: dists,
+    });
+    let repeated_runs = BoxChart::repeated_rates(
+        format!("Forwarding rate of repeated runs ({frame})"),
+        run.contenders
+            .iter()
+            .map(|c| Group {
+                name: c.name.clone(),
+                values: c.rates(),
+            })
+            .collect(),
+    );
+    RunCharts {
+        rate_vs_load,
+        latency,
+        repeated_runs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_record(seq: u32, rates: &[u64]) -> RunRecord {
+        let fwd = RunRecord::compute_forwarding_pps(rates);
+        let received: u64 = rates.iter().sum();
+        RunRecord {
+            sequence: seq,
+            offered_pps: 1_000_000,
+            generator_pps: 640_000,
+            attempted: 640_000 * rates.len() as u64,
+            received,
+            lost: 640_000 * rates.len() as u64 - received,
+            rx_per_second: rates.to_vec(),
+            forwarding_pps: fwd,
+            latency: Some(LatencySummary {
+                min_ns: 8_000,
+                median_ns: 20_000,
+                p99_ns: 60_000,
+                p999_ns: 90_000,
+                max_ns: 200_000,
+                samples: received,
+            }),
+            latency_histogram: vec![(10_000, 5), (20_000, 50), (40_000, 30), (80_000, 2)],
+            ..RunRecord::default()
+        }
+    }
+
+    fn contender(name: &str, runs: &[&[u64]]) -> ContenderResult {
+        ContenderResult {
+            name: name.into(),
+            description: format!("{name} forwarding between gen and sink"),
+            runs: runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| run_record(i as u32, r))
+                .collect(),
+            ..ContenderResult::default()
+        }
+    }
+
+    fn sample_run() -> LabRun {
+        let mut run = LabRun::new("fastfwd vs kernel forwarding");
+        run.started = "2026-11-30T16:00:00Z".into();
+        run.duration_s = 312.0;
+        run.host = HostInfo {
+            kernel: "6.12.0-test".into(),
+            cpu_model: "Example CPU @ 2.0GHz".into(),
+            cpu_count: 2,
+            extra: BTreeMap::new(),
+        };
+        run.fastfwd = VersionInfo {
+            version: "0.1.0".into(),
+            git_commit: Some("abc1234".into()),
+            dirty: false,
+        };
+        run.placement = vec![CorePlacement {
+            role: "generator".into(),
+            process: Some("fastfwd lab gen".into()),
+            cores: vec![0],
+            busy_pct: Some(99.0),
+        }];
+        run.config = RunConfig {
+            frame_len: 60,
+            ip_version: 4,
+            flows: 1000,
+            trial_s: 10.0,
+            trials: 5,
+            routes: Some(901_899),
+            ..RunConfig::default()
+        };
+        run.generator_max_pps = Some(650_000);
+        run.baseline = "kernel".into();
+        run.contenders = vec![
+            contender(
+                "kernel",
+                &[
+                    &[451_000, 449_000, 0, 452_000],
+                    &[419_000, 420_000, 418_000],
+                    &[513_000, 512_000, 514_000],
+                    &[440_000, 441_000, 439_000],
+                    &[470_000, 471_000, 469_000],
+                ],
+            ),
+            contender(
+                "fastfwd-afxdp",
+                &[
+                    &[600_000, 601_000, 599_000],
+                    &[610_000, 611_000, 609_000],
+                    &[590_000, 589_000, 591_000],
+                    &[620_000, 621_000, 619_000],
+                    &[605_000, 604_000, 606_000],
+                ],
+            ),
+            contender("fastfwd-afpacket", &[&[240_000], &[250_000]]),
+        ];
+        run
+    }
+
+    #[test]
+    fn finish_computes_summaries_and_verdicts() {
+        let mut run = sample_run();
+        run.finish();
+        let k = &run.contenders[0];
+        let s = k.summary.unwrap();
+        // The zero second is skipped: run 0 is median(449k, 451k, 452k).
+        assert_eq!(k.runs[0].forwarding_pps, 451_000);
+        assert_eq!(
+            (s.n, s.median, s.min, s.max),
+            (5, 451_000.0, 419_000.0, 513_000.0)
+        );
+        assert!((s.spread_pct - 94_000.0 / 451_000.0 * 100.0).abs() < 1e-9);
+        assert!(k.verdict.is_none(), "the baseline has no verdict");
+
+        let x = &run.contenders[1];
+        let v = x.verdict.as_ref().unwrap();
+        assert!((v.ratio - 605_000.0 / 451_000.0).abs() < 1e-12);
+        let c = v.comparison.unwrap();
+        // By hand: averages 605000 and 458600, d = 146400; variances
+        // 1.25e8 and 1.2653e9, pooled s = sqrt(6.9515e8) = 26365.7;
+        // t(0.975, 8) = 2.306004 gives e = 2.306004 * 26365.7 * sqrt(0.4)
+        // = 38452.9, that is 31.92% +/- 8.385% of 458600.
+        assert!((c.difference - 146_400.0).abs() < 1e-6);
+        assert!((c.pooled_s - 26_365.7).abs() < 0.1, "{}", c.pooled_s);
+        assert!((c.error - 38_452.9).abs() < 0.1, "{}", c.error);
+        assert!(c.proven);
+        assert_eq!(v.short(), "+31.9% ± 8.4% (95%)");
+
+        let few = run.contenders[2].verdict.as_ref().unwrap();
+        assert!(few.comparison.is_none());
+        assert_eq!(few.short(), "too few runs for a t-test");
+    }
+
+    #[test]
+    fn tables_list_every_contender() {
+        let mut run = sample_run();
+        run.finish();
+        let md = comparison_table_markdown(&run);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert!(lines[0].starts_with("| contender | runs | median Kpps"));
+        assert_eq!(
+            lines[2],
+            "| kernel | 5 | 451.0 | 419.0-513.0 | 20.8% | 1.00x | baseline |"
+        );
+        assert!(lines[3].starts_with(
+            "| fastfwd-afxdp | 5 | 605.0 | 590.0-620.0 | 5.0% | 1.34x | +31.9% ± 8.4% (95%) |"
+        ));
+        let text = comparison_table_text(&run);
+        let tl: Vec<&str> = text.lines().collect();
+        assert_eq!(tl.len(), 5);
+        // Columns line up: "runs" header and values end in the same column.
+        let end = tl[0].find("runs").unwrap() + 4;
+        for row in [tl[2], tl[3], tl[4]] {
+            assert!(row[..end].ends_with(|c: char| c.is_ascii_digit()), "{row}");
+        }
+    }
+
+    #[test]
+    fn markdown_report_has_setup_results_and_raw_readings() {
+        let mut run = sample_run();
+        run.finish();
+        let figures = ReportFigures {
+            rate_vs_load: Some("rate-vs-load.svg".into()),
+            latency: None,
+            repeated_runs: Some("runs.svg".into()),
+        };
+        let md = render_markdown(&run, &figures);
+        for needle in [
+            "# fastfwd vs kernel forwarding",
+            "- fastfwd 0.1.0 (commit abc1234)",
+            "- kernel 6.12.0-test",
+            "- CPU 2 x Example CPU @ 2.0GHz",
+            "60-byte frames (without FCS), 1000 flows",
+            "- 901899 routes in the device under test",
+            "- generator's own maximum: 650.0 Kpps",
+            "| generator | fastfwd lab gen | 0 | 99% |",
+            "![Forwarding rate vs offered load](rate-vs-load.svg)",
+            "![Repeated runs](runs.svg)",
+            "Difference at 95.0% confidence",
+            "| 0 | 1000.0 | 640.0 | 451.0 |",
+            "451 449 0 452",
+            "### fastfwd-afpacket",
+        ] {
+            assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+        assert!(!md.contains("Latency distribution"));
+    }
+
+    #[test]
+    fn generator_limited_contenders_are_named() {
+        let mut run = sample_run();
+        run.contenders[1].runs[0].generator_limited = true;
+        run.finish();
+        let md = render_markdown(&run, &ReportFigures::default());
+        assert!(md.contains("Limited by generator (at or near its own maximum): fastfwd-afxdp."));
+        assert!(md.contains("(gen-limited)"));
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let mut run = sample_run();
+        run.finish();
+        let j = run.to_json().unwrap();
+        let back = LabRun::from_json(&j).unwrap();
+        // Floats may come back one ulp off, nothing else may change.
+        fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+            use serde_json::Value::*;
+            match (a, b) {
+                (Number(x), Number(y)) => {
+                    let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+                }
+                (Array(x), Array(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+                }
+                (Object(x), Object(y)) => {
+                    x.len() == y.len()
+                        && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+                }
+                _ => a == b,
+            }
+        }
+        let again: serde_json::Value = serde_json::from_str(&back.to_json().unwrap()).unwrap();
+        let first: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert!(same(&first, &again));
+        assert_eq!(back.contenders[1].runs, run.contenders[1].runs);
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(v["host"]["kernel"], "6.12.0-test");
+        assert_eq!(v["contenders"][0]["runs"][0]["rx_per_second"][2], 0);
+        assert_eq!(v["config"]["confidence"], "95");
+    }
+
+    #[test]
+    fn rfc2544_table() {
+        use crate::rfc2544::{FoundRate, FrameSizeResult, Rfc2544Config, Rfc2544Result};
+        let r = Rfc2544Result {
+            config: Rfc2544Config {
+                loss_ratio: 0.005,
+                ..Rfc2544Config::default()
+            },
+            frames: vec![
+                FrameSizeResult {
+                    frame_size: 64,
+                    theoretical_max_pps: 14_880_952,
+                    found: Some(FoundRate {
+                        offered_pps: 450_000,
+                        sent_pps: 449_000,
+                        received_pps: 447_500.0,
+                        lost: 15_000,
+                        loss_ratio: 0.0033,
+                        latency: Some(LatencySummary {
+                            min_ns: 8_000,
+                            median_ns: 20_000,
+                            p999_ns: 90_000,
+                            ..LatencySummary::default()
+                        }),
+                        pdv_ns: Some(82_000),
+                        generator_limited: false,
+                    }),
+                    trials: vec![],
+                    trial_s: 10.0,
+                },
+                FrameSizeResult {
+                    frame_size: 1518,
+                    theoretical_max_pps: 812_743,
+                    found: None,
+                    trials: vec![],
+                    trial_s: 10.0,
+                },
+            ],
+        };
+        let t = rfc2544_table_markdown(&r);
+        assert!(
+            t.contains(
+                "| 64 | 14881.0 | 450.0 | 449.0 | 447.5 | 15000 | 20.0 / 90.0 | 82.0 | 0 x 10 s |"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("| 1518 | 812.7 | no rate met the loss ratio |"));
+    }
+
+    #[test]
+    fn charts_from_the_record() {
+        let mut run = sample_run();
+        run.contenders[0].load_curve = vec![
+            LoadPoint {
+                offered_pps: 100_000,
+                forwarding_pps: 100_000,
+                loss_ratio: 0.0,
+            },
+            LoadPoint {
+                offered_pps: 600_000,
+                forwarding_pps: 451_000,
+                loss_ratio: 0.25,
+            },
+        ];
+        run.finish();
+        let c = charts(&run);
+        let line = c.rate_vs_load.unwrap();
+        assert_eq!(line.series.len(), 1);
+        assert_eq!(
+            line.series[0].points,
+            vec![(100_000.0, 100_000.0), (600_000.0, 451_000.0)]
+        );
+        let lat = c.latency.unwrap();
+        assert_eq!(lat.series.len(), 3);
+        // Five runs' histograms summed, bounds in µs.
+        assert_eq!(lat.series[0].buckets[1], (20.0, 250));
+        assert_eq!(c.repeated_runs.groups[1].values.len(), 5);
+        for svg in [line.to_svg(), lat.to_svg(), c.repeated_runs.to_svg()] {
+            assert!(svg.starts_with("<?xml") && svg.ends_with("</svg>\n"));
+        }
+    }
+
+    /// Writes the sample report, JSON and charts to `$FASTFWD_PLOT_DIR`
+    /// for a look; does nothing without it.
+    #[test]
+    fn write_sample_report_when_asked() {
+        let Some(dir) = std::env::var_os("FASTFWD_PLOT_DIR") else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut run = sample_run();
+        run.contenders[0].load_curve = vec![
+            LoadPoint {
+                offered_pps: 100_000,
+                forwarding_pps: 100_000,
+                loss_ratio: 0.0,
+            },
+            LoadPoint {
+                offered_pps: 300_000,
+                forwarding_pps: 299_000,
+                loss_ratio: 0.003,
+            },
+            LoadPoint {
+                offered_pps: 600_000,
+                forwarding_pps: 451_000,
+                loss_ratio: 0.25,
+            },
+        ];
+        run.finish();
+        let c = charts(&run);
+        let figures = ReportFigures {
+            rate_vs_load: Some("report-rate.svg".into()),
+            latency: Some("report-latency.svg".into()),
+            repeated_runs: Some("report-runs.svg".into()),
+        };
+        std::fs::write(
+            dir.join("report-rate.svg"),
+            c.rate_vs_load.unwrap().to_svg(),
+        )
+        .unwrap();
+        std::fs::write(dir.join("report-latency.svg"), c.latency.unwrap().to_svg()).unwrap();
+        std::fs::write(dir.join("report-runs.svg"), c.repeated_runs.to_svg()).unwrap();
+        std::fs::write(dir.join("report.md"), render_markdown(&run, &figures)).unwrap();
+        std::fs::write(dir.join("report.txt"), comparison_table_text(&run)).unwrap();
+        std::fs::write(dir.join("report.json"), run.to_json().unwrap()).unwrap();
+    }
 }
