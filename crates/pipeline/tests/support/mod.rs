@@ -184,6 +184,7 @@ pub fn csum(data: &[u8]) -> u16 {
     !(s as u16)
 }
 
+#[derive(Debug, Clone)]
 pub struct Ipv4Spec {
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
