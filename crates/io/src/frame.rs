@@ -1,15 +1,24 @@
 //! Fixed-capacity batches of frames: one allocation when a worker starts,
 //! none per packet.
 
-/// Bytes reserved for each frame (room for a 1518-byte frame plus headers
-/// the pipeline may add, such as an ICMP error quoting the original).
+use pipeline::Frame;
+
+/// Bytes reserved for each frame slot (headroom, a 1518-byte frame plus
+/// tags the pipeline may add).
 pub const FRAME_CAP: usize = 2048;
+/// Bytes kept free before each received frame so the pipeline can push
+/// VLAN tags in place (at least `pipeline::HEADROOM`).
+pub const HEADROOM: usize = 64;
+/// The largest frame a slot takes.
+pub const MAX_FRAME: usize = FRAME_CAP - HEADROOM;
 /// Frames per batch.
 pub const BATCH: usize = 64;
 
-/// Up to [`BATCH`] frames, each in its own [`FRAME_CAP`]-byte slot.
+/// Up to [`BATCH`] frames, each in its own [`FRAME_CAP`]-byte slot,
+/// starting [`HEADROOM`] bytes in (the pipeline may move the start).
 pub struct FrameBatch {
     buf: Box<[u8]>,
+    starts: [u16; BATCH],
     lens: [u16; BATCH],
     count: usize,
 }
@@ -33,6 +42,7 @@ impl FrameBatch {
     pub fn new() -> FrameBatch {
         FrameBatch {
             buf: vec![0u8; FRAME_CAP * BATCH].into_boxed_slice(),
+            starts: [HEADROOM as u16; BATCH],
             lens: [0; BATCH],
             count: 0,
         }
@@ -61,11 +71,12 @@ impl FrameBatch {
     /// Appends a copy of `bytes`; false if the batch is full or the frame
     /// is larger than a slot.
     pub fn push(&mut self, bytes: &[u8]) -> bool {
-        if self.count == BATCH || bytes.len() > FRAME_CAP {
+        if self.count == BATCH || bytes.len() > MAX_FRAME {
             return false;
         }
-        let at = self.count * FRAME_CAP;
+        let at = self.count * FRAME_CAP + HEADROOM;
         self.buf[at..at + bytes.len()].copy_from_slice(bytes);
+        self.starts[self.count] = HEADROOM as u16;
         self.lens[self.count] = bytes.len() as u16;
         self.count += 1;
         true
@@ -74,15 +85,16 @@ impl FrameBatch {
     /// Appends `bytes` with an 802.1Q tag (`tpid`, `tci`) inserted after the
     /// MAC addresses (AF_PACKET hands over tags the device stripped).
     pub fn push_tagged(&mut self, bytes: &[u8], tpid: u16, tci: u16) -> bool {
-        if self.count == BATCH || bytes.len() < 12 || bytes.len() + 4 > FRAME_CAP {
+        if self.count == BATCH || bytes.len() < 12 || bytes.len() + 4 > MAX_FRAME {
             return false;
         }
-        let at = self.count * FRAME_CAP;
+        let at = self.count * FRAME_CAP + HEADROOM;
         let slot = &mut self.buf[at..at + bytes.len() + 4];
         slot[..12].copy_from_slice(&bytes[..12]);
         slot[12..14].copy_from_slice(&tpid.to_be_bytes());
         slot[14..16].copy_from_slice(&tci.to_be_bytes());
         slot[16..].copy_from_slice(&bytes[12..]);
+        self.starts[self.count] = HEADROOM as u16;
         self.lens[self.count] = (bytes.len() + 4) as u16;
         self.count += 1;
         true
@@ -93,24 +105,25 @@ impl FrameBatch {
         if i >= self.count {
             return &[];
         }
-        &self.buf[i * FRAME_CAP..i * FRAME_CAP + self.lens[i] as usize]
+        let at = i * FRAME_CAP + self.starts[i] as usize;
+        self.buf.get(at..at + self.lens[i] as usize).unwrap_or(&[])
     }
 
-    /// The whole slot of frame `i` and its length, for rewriting in place
-    /// (a frame may grow up to [`FRAME_CAP`]). `None` if out of range.
-    pub fn slot_mut(&mut self, i: usize) -> Option<(&mut [u8], &mut u16)> {
-        if i >= self.count {
-            return None;
+    /// Runs `f` over the frames as pipeline [`Frame`]s (rewritable in
+    /// place, windows movable), then keeps the windows `f` left.
+    pub fn with_frames<R>(&mut self, f: impl FnOnce(&mut [Frame<'_>]) -> R) -> R {
+        let n = self.count;
+        let mut slots = self.buf.chunks_exact_mut(FRAME_CAP);
+        let mut frames: [Frame<'_>; BATCH] = std::array::from_fn(|i| match slots.next() {
+            Some(slot) => Frame::new(slot, self.starts[i] as usize, self.lens[i] as usize),
+            None => Frame::new(&mut [], 0, 0),
+        });
+        let r = f(&mut frames[..n]);
+        for (i, fr) in frames[..n].iter().enumerate() {
+            self.starts[i] = fr.start() as u16;
+            self.lens[i] = fr.len() as u16;
         }
-        Some((
-            &mut self.buf[i * FRAME_CAP..(i + 1) * FRAME_CAP],
-            &mut self.lens[i],
-        ))
-    }
-
-    /// The backing buffer, slot stride and lengths (for vectored sends).
-    pub fn raw(&self) -> (&[u8], usize, &[u16]) {
-        (&self.buf, FRAME_CAP, &self.lens[..self.count])
+        r
     }
 }
 
@@ -156,13 +169,19 @@ mod tests {
     }
 
     #[test]
-    fn slot_can_grow_a_frame() {
+    fn pipeline_windows_are_kept() {
         let mut b = FrameBatch::new();
         b.push(&[9; 10]);
-        let (slot, len) = b.slot_mut(0).unwrap();
-        slot[10..20].fill(7);
-        *len = 20;
-        assert_eq!(b.frame(0).len(), 20);
-        assert!(b.slot_mut(1).is_none());
+        b.push(&[8; 10]);
+        let seen = b.with_frames(|frames| {
+            assert_eq!(frames.len(), 2);
+            assert_eq!(frames[0].start(), HEADROOM);
+            assert_eq!(frames[1].data(), &[8; 10]);
+            frames[0] = Frame::new(&mut [], 0, 0);
+            frames.len()
+        });
+        assert_eq!(seen, 2);
+        assert_eq!(b.frame(0), &[] as &[u8]);
+        assert_eq!(b.frame(1), &[8; 10]);
     }
 }

@@ -18,6 +18,7 @@ pub use crate::sys::packet::PacketConfig;
 pub struct PacketPort {
     sock: PacketSocket,
     stats: PortStats,
+    txbuf: FrameBatch,
 }
 
 impl PacketPort {
@@ -30,6 +31,7 @@ impl PacketPort {
         Ok(PacketPort {
             sock,
             stats: PortStats::default(),
+            txbuf: FrameBatch::new(),
         })
     }
 }
@@ -50,16 +52,36 @@ impl Port for PacketPort {
         n
     }
 
-    fn tx_batch(&mut self, batch: &FrameBatch) -> usize {
-        let (buf, stride, lens) = batch.raw();
-        let sent = self.sock.send_batch(buf, stride, lens).unwrap_or(0);
-        self.stats.tx_packets += sent as u64;
-        self.stats.tx_bytes += lens[..sent].iter().map(|&l| l as u64).sum::<u64>();
-        self.stats.tx_dropped += (lens.len() - sent) as u64;
-        sent
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        if self.txbuf.is_full() {
+            self.flush();
+        }
+        let ok = self.txbuf.push(frame);
+        if !ok {
+            self.stats.tx_dropped += 1;
+        }
+        ok
     }
 
-    fn flush(&mut self) {}
+    fn flush(&mut self) {
+        let n = self.txbuf.len();
+        if n == 0 {
+            return;
+        }
+        let mut frames: [&[u8]; crate::frame::BATCH] = [&[]; crate::frame::BATCH];
+        for (i, f) in frames.iter_mut().enumerate().take(n) {
+            *f = self.txbuf.frame(i);
+        }
+        let sent = self.sock.send_batch(&frames[..n]).unwrap_or(0);
+        self.stats.tx_packets += sent as u64;
+        self.stats.tx_bytes += frames[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
+        self.stats.tx_dropped += (n - sent) as u64;
+        self.txbuf.clear();
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.txbuf.len()
+    }
 
     fn poll_fd(&self) -> i32 {
         self.sock.fd()

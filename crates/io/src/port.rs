@@ -43,12 +43,21 @@ pub trait Port: Send {
     /// Appends received frames to `batch` until it is full or nothing is
     /// waiting; returns how many were added. Never blocks.
     fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize;
-    /// Queues every frame of `batch` for sending; returns how many were
-    /// queued (the rest are counted as `tx_dropped`). Frames become
-    /// visible to the kernel at the latest at the next [`flush`](Port::flush).
-    fn tx_batch(&mut self, batch: &FrameBatch) -> usize;
+    /// Queues one frame for sending in the port's TX buffer (sending the
+    /// buffer when it fills); false when it could not be queued (counted
+    /// as `tx_dropped`). Frames reach the kernel at the latest at the next
+    /// [`flush`](Port::flush).
+    fn tx(&mut self, frame: &[u8]) -> bool;
+    /// Queues every frame of `batch`; returns how many were queued.
+    fn tx_batch(&mut self, batch: &FrameBatch) -> usize {
+        (0..batch.len())
+            .filter(|&i| self.tx(batch.frame(i)))
+            .count()
+    }
     /// Pushes queued frames to the kernel and reclaims finished ones.
     fn flush(&mut self);
+    /// Frames queued in the TX buffer and not yet handed to the kernel.
+    fn tx_pending(&self) -> usize;
     /// The descriptor to poll for readability when idle.
     fn poll_fd(&self) -> i32;
     /// Counters so far.

@@ -232,29 +232,27 @@ impl Port for XdpPort {
         n
     }
 
-    fn tx_batch(&mut self, batch: &FrameBatch) -> usize {
-        let mut sent = 0;
-        for i in 0..batch.len() {
-            let f = batch.frame(i);
-            if self.sock.send(f) {
-                sent += 1;
-                self.stats.tx_bytes += f.len() as u64;
-            } else {
-                // Make room by pushing what is queued, then retry once.
-                self.sock.flush();
-                if self.sock.send(f) {
-                    sent += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-            }
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        // On a full ring, push what is queued and retry once.
+        let ok = self.sock.send(frame) || {
+            self.sock.flush();
+            self.sock.send(frame)
+        };
+        if ok {
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += frame.len() as u64;
+        } else {
+            self.stats.tx_dropped += 1;
         }
-        self.stats.tx_packets += sent as u64;
-        self.stats.tx_dropped += (batch.len() - sent) as u64;
-        sent
+        ok
     }
 
     fn flush(&mut self) {
         self.sock.flush();
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.sock.tx_unpublished()
     }
 
     fn poll_fd(&self) -> i32 {

@@ -245,31 +245,26 @@ impl PacketSocket {
         done
     }
 
-    /// Sends `lens.len()` frames stored back to back in `buf`, one every
-    /// `stride` bytes, with as few `sendmmsg` calls as the kernel allows.
-    /// Returns how many were sent.
-    pub fn send_batch(&self, buf: &[u8], stride: usize, lens: &[u16]) -> io::Result<usize> {
+    /// Sends up to 64 frames with as few `sendmmsg` calls as the kernel
+    /// allows. Returns how many were sent.
+    pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
         const MAX: usize = 64;
-        let n = lens
-            .len()
-            .min(MAX)
-            .min(buf.len().checked_div(stride).unwrap_or(0));
+        let n = frames.len().min(MAX);
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; MAX];
         // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
         let mut msgs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
-        for i in 0..n {
-            let len = (lens[i] as usize).min(stride);
-            iov[i] = libc::iovec {
-                iov_base: buf[i * stride..].as_ptr() as *mut libc::c_void,
-                iov_len: len,
+        for (v, f) in iov.iter_mut().zip(frames.iter().take(n)) {
+            *v = libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
             };
         }
-        for i in 0..n {
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
         }
         let mut sent = 0;
         while sent < n {

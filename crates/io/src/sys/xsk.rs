@@ -527,6 +527,11 @@ impl XskSocket {
         self.reclaim();
     }
 
+    /// Frames queued with [`send`](Self::send) and not yet published.
+    pub fn tx_unpublished(&self) -> usize {
+        self.tx_pending as usize
+    }
+
     /// Frames queued or in flight that the kernel has not completed.
     pub fn tx_outstanding(&self) -> usize {
         self.tx.size as usize - self.tx_free.len()
