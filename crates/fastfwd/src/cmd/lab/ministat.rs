@@ -42,6 +42,12 @@ fn read_sample(path: &PathBuf) -> anyhow::Result<Sample> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    print!("{}", output(&args)?);
+    Ok(())
+}
+
+/// What `run` prints.
+fn output(args: &Args) -> anyhow::Result<String> {
     if !(2..=1000).contains(&args.width) {
         anyhow::bail!("plot width {} is outside 2..=1000", args.width);
     }
@@ -52,12 +58,79 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     if args.json {
         let report = ministat::analyze(&samples, args.confidence)?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        Ok(serde_json::to_string_pretty(&report)? + "\n")
     } else {
-        print!(
-            "{}",
-            ministat::render(&samples, args.confidence, args.width)?
-        );
+        Ok(ministat::render(&samples, args.confidence, args.width)?)
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn files(contents: &[&str]) -> (PathBuf, Vec<String>) {
+        let dir = std::env::temp_dir().join(format!(
+            "fastfwd-ministat-{}-{}",
+            std::process::id(),
+            contents.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = contents
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let p = dir.join(format!("s{i}.txt"));
+                std::fs::write(&p, c).unwrap();
+                p.display().to_string()
+            })
+            .collect();
+        (dir, paths)
+    }
+
+    fn cli(argv: &[&str]) -> Args {
+        Cli::try_parse_from(std::iter::once("ministat").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn text_and_json() {
+        let (dir, p) = files(&["1\n2\n3\n4\n5\n", "# runs\n6\n7\n8\n9\n10\n"]);
+        let text = output(&cli(&[&p[0], &p[1]])).unwrap();
+        assert!(
+            text.starts_with(&format!("x {}\n+ {}\n+---", p[0], p[1])),
+            "{text}"
+        );
+        assert!(text.contains("Difference at 95.0% confidence\n\t5 +/- 2.306\n"));
+        let text = output(&cli(&["-c", "99.5", &p[0], &p[1]])).unwrap();
+        assert!(text.contains("Difference at 99.5% confidence"));
+        let json = output(&cli(&["--json", &p[0], &p[1]])).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["samples"][1]["comparison"]["difference"], 5.0);
+        assert_eq!(v["samples"][1]["summary"]["n"], 5);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_file_and_line() {
+        let (dir, p) = files(&["1\n2\n3\n", "1\n2\nthree\n"]);
+        let e = output(&cli(&[&p[0], &p[1]])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}:3: invalid number \"three\"", p[1])
+        );
+        let e = output(&cli(&[&p[0], "/nonexistent/file"])).unwrap_err();
+        assert!(e.to_string().contains("cannot read /nonexistent/file"));
+        assert!(Cli::try_parse_from(["ministat", "-c", "97", &p[0]]).is_err());
+        let e = output(&cli(&["-w", "1", &p[0]])).unwrap_err();
+        assert!(e.to_string().contains("width"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
