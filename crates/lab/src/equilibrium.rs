@@ -920,4 +920,50 @@ Estimated Equilibrium Ethernet throughput= 2679 Kpps (maximum value seen: 2682 K
         let back: EquilibriumResult = serde_json::from_str(&j).unwrap();
         assert_eq!(back, r);
     }
+
+    proptest::proptest! {
+        /// On any fixed-capacity device below the link rate the search
+        /// converges within 16 iterations to a rate within a few steps
+        /// below the capacity, and every move follows the rules: the step
+        /// is fixed until the first change of direction, then halves.
+        #[test]
+        fn converges_on_any_fixed_capacity(
+            link_kpps in 100u64..20_000,
+            share in 0.02f64..0.9,
+        ) {
+            let capacity_kpps = ((link_kpps as f64 * share) as u64).max(10);
+            let mut dev = SimDevice::fixed(capacity_kpps * 1000);
+            let r = search(&cfg(link_kpps), &mut dev, |_| {}).unwrap();
+            proptest::prop_assert_eq!(r.stop, StopReason::Converged);
+            proptest::prop_assert!(r.iterations.len() <= 16);
+            proptest::prop_assert!(r.estimated_kpps <= capacity_kpps);
+            proptest::prop_assert!(
+                r.estimated_kpps as f64 >= capacity_kpps as f64 * 0.95,
+                "capacity {} estimated {}\n{}", capacity_kpps, r.estimated_kpps, r.render()
+            );
+            let mut changed = false;
+            for w in r.iterations.windows(2) {
+                let (a, b) = (&w[0], &w[1]);
+                if a.trend.is_some() && b.trend != a.trend {
+                    changed = true;
+                }
+                let forced = a.lines.iter().any(|l| l.contains("forcing OLOAD"));
+                if forced {
+                    proptest::prop_assert_eq!(b.offered_kpps, a.forwarding_kpps);
+                    continue;
+                }
+                if changed {
+                    proptest::prop_assert_eq!(b.step_kpps, a.step_kpps / 2);
+                } else {
+                    proptest::prop_assert_eq!(b.step_kpps, a.step_kpps);
+                }
+                let expected = if a.passed {
+                    a.offered_kpps + b.step_kpps
+                } else {
+                    a.offered_kpps - b.step_kpps
+                };
+                proptest::prop_assert_eq!(b.offered_kpps, expected);
+            }
+        }
+    }
 }

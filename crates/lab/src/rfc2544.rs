@@ -544,4 +544,28 @@ mod tests {
         assert_eq!(dup.loss_ratio(), 0.0);
         assert_eq!(TrialOutcome::default().loss_ratio(), 0.0);
     }
+
+    proptest::proptest! {
+        /// With enough trials the search ends within the resolution below
+        /// a lossless capacity, having offered only rates up to the top.
+        #[test]
+        fn finds_any_capacity_within_resolution(
+            capacity in 1_000u64..1_488_095,
+            resolution in 1u64..5_000,
+        ) {
+            thread_local!(static CAP: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+            CAP.with(|c| c.set(capacity));
+            let mut dev = SimDevice::new(|_| CAP.with(|c| c.get()));
+            let c = Rfc2544Config { resolution_pps: resolution, max_trials: 64, ..cfg() };
+            let r = search(&c, &mut dev, |_| {}).unwrap();
+            let f = &r.frames[0];
+            let found = f.found.as_ref().map_or(0, |x| x.offered_pps);
+            proptest::prop_assert!(found <= capacity);
+            proptest::prop_assert!(capacity - found <= resolution.max(1), "capacity {} found {}", capacity, found);
+            proptest::prop_assert!(dev.specs.iter().all(|s| s.offered_pps <= 1_488_095));
+            // Binary search: about log2(top / resolution) trials, plus one.
+            let bound = (1_488_095f64 / resolution as f64).log2().ceil() as usize + 2;
+            proptest::prop_assert!(f.trials.len() <= bound, "{} trials > {}", f.trials.len(), bound);
+        }
+    }
 }
