@@ -75,12 +75,11 @@ impl Config {
                 let (line, column) = lines.line_col(offset);
                 // Valid TOML that does not fit the schema: find the field
                 // the error points at. Invalid TOML: a syntax error.
+                // One line per problem: the parser's messages may span several.
+                let message = e.message().trim().replace('\n', "; ");
                 let (field, kind) = match toml::from_str::<raw::Node>(text) {
-                    Ok(root) => (
-                        root.path_at(offset),
-                        ErrorKind::Schema(e.message().to_owned()),
-                    ),
-                    Err(_) => (String::new(), ErrorKind::Syntax(e.message().to_owned())),
+                    Ok(root) => (root.path_at(offset), ErrorKind::Schema(message)),
+                    Err(_) => (String::new(), ErrorKind::Syntax(message)),
                 };
                 return Err(ConfigError::Invalid(vec![Diagnostic {
                     file: file.to_owned(),

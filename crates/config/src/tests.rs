@@ -121,6 +121,7 @@ fn syntax_error_names_line() {
     assert!(d
         .to_string()
         .starts_with(&format!("router.toml:{}: syntax error", LAB_LINES + 2)));
+    assert_eq!(d.to_string().lines().count(), 1, "{d}");
 }
 
 #[test]
