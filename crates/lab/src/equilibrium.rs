@@ -302,6 +302,10 @@ pub fn header_lines(cfg: &EquilibriumConfig) -> Vec<String> {
     ]
 }
 
+/// Highest link rate accepted, Kpps (a trillion packets per second keeps
+/// every offered load, in pps, far from overflow).
+pub const MAX_LINK_KPPS: u64 = 1_000_000_000;
+
 /// `value * (1 - tol)` and `value * tol`, rounded down, in exact decimal
 /// arithmetic on parts per million so that 5000 x 0.99 is 4950, not 4949.
 fn tol_ppm(tol: f64) -> u64 {
@@ -322,9 +326,9 @@ pub fn search<R: TrialRunner>(
     runner: &mut R,
     mut out: impl FnMut(&str),
 ) -> Result<EquilibriumResult, EquilibriumError<R::Error>> {
-    if cfg.link_kpps < 4 {
+    if !(4..=MAX_LINK_KPPS).contains(&cfg.link_kpps) {
         return Err(EquilibriumError::InvalidConfig(format!(
-            "link rate {} Kpps is below 4 Kpps",
+            "link rate {} Kpps is outside 4..={MAX_LINK_KPPS} Kpps",
             cfg.link_kpps
         )));
     }
@@ -873,6 +877,7 @@ Estimated Equilibrium Ethernet throughput= 2679 Kpps (maximum value seen: 2682 K
                 link_kpps: 3,
                 ..cfg(3)
             },
+            cfg(u64::MAX),
             EquilibriumConfig {
                 tolerance: 0.0,
                 ..cfg(1000)

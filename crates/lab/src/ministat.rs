@@ -932,4 +932,35 @@ No difference proven at 95.0% confidence
             MinistatError::TooManySamples(8)
         );
     }
+
+    proptest::proptest! {
+        /// Any text parses or fails with an error, never a panic.
+        #[test]
+        fn parse_never_panics(text in "\\PC{0,200}") {
+            let _ = Sample::parse("t", &text);
+        }
+
+        /// Any finite samples render, with every plot line the same width.
+        #[test]
+        fn render_any_samples(
+            sets in proptest::collection::vec(
+                proptest::collection::vec(-1e12f64..1e12, 3..30), 1..=7),
+            width in 2usize..120,
+        ) {
+            let samples: Vec<Sample> = sets
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| Sample::new(format!("s{i}"), v).unwrap())
+                .collect();
+            let out = render(&samples, Confidence::P95, width).unwrap();
+            for line in out.lines().filter(|l| l.starts_with('|') || l.starts_with("+-")) {
+                proptest::prop_assert_eq!(line.chars().count(), width + 2, "{}", line);
+            }
+            let report = analyze(&samples, Confidence::P99).unwrap();
+            for r in &report.samples[1..] {
+                let c = r.comparison.unwrap();
+                proptest::prop_assert_eq!(c.proven, c.difference.abs() > c.error);
+            }
+        }
+    }
 }

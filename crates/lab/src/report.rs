@@ -330,7 +330,8 @@ fn table_rows(run: &LabRun) -> Vec<[String; 7]> {
                 None => ("-".into(), "-".into(), "-".into()),
             };
             let (ratio, verdict) = match &c.verdict {
-                Some(v) => (format!("{:.2}x", v.ratio), v.short()),
+                Some(v) if v.ratio.is_finite() => (format!("{:.2}x", v.ratio), v.short()),
+                Some(v) => ("-".into(), v.short()),
                 None if c.name == run.baseline => ("1.00x".into(), "baseline".into()),
                 None => ("-".into(), "-".into()),
             };
