@@ -871,6 +871,119 @@ fn build_cases() -> Vec<Case> {
         Expect::Punt("neighbour_miss"),
     );
 
+    // Transport header cut short inside a complete IP packet: a router does
+    // not need it (ECMP falls back to addresses); forwarded as it is.
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [198, 19, 7, 2], id, 1025, 0);
+    p.payload.truncate(4);
+    c.push(
+        "ipv4 carrying half a UDP header",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        fwd("d1", R_D1, &sinks, None),
+    );
+    // Ethernet padding after a short IP packet is not part of it.
+    let id = c.id();
+    let mut f = eth(
+        R_D0,
+        GEN,
+        0x0800,
+        &V4::udp(GEN4, [100, 64, 3, 6], id, 1026, 0).bytes(),
+    );
+    f.resize(60, 0xee);
+    c.push(
+        "ipv4 in a padded minimum frame",
+        f,
+        Some(Key::V4(id)),
+        fwd("d2", R_D2, &[NARROW], None),
+    );
+    // IPv6 with a fragment header (a first fragment) in transit: forwarded.
+    let id = c.id();
+    let inner = v6_udp(v6("2001:2::108"), v6("2001:2:0:8001::7"), 64, 1027, id, 48);
+    let mut ext = vec![17, 0, 0, 1, 0, 0, 0x12, 0x34]; // next UDP, offset 0, M=1, id 0x1234
+    ext.extend_from_slice(&inner[40..]);
+    c.push(
+        "ipv6 first fragment (fragment header) in transit",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::7"), 64, 44, &ext),
+        ),
+        Some(Key::V6(id)),
+        fwd("d1", R_D1, &sinks, None),
+    );
+
+    // Broadcast and multicast.
+    let id = c.id();
+    c.push(
+        "ipv4 limited broadcast",
+        eth(
+            [0xff; 6],
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [255, 255, 255, 255], id, 1028, 20).bytes(),
+        ),
+        None,
+        Expect::Punt("broadcast"),
+    );
+    let id = c.id();
+    c.push(
+        "ipv4 directed broadcast of a connected subnet",
+        eth(
+            [0xff; 6],
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [198, 18, 0, 255], id, 1029, 20).bytes(),
+        ),
+        None,
+        Expect::Punt("broadcast"),
+    );
+    let id = c.id();
+    c.push(
+        "ipv4 unicast to forward inside an L2 broadcast frame",
+        eth(
+            [0xff; 6],
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [198, 19, 7, 1], id, 1030, 20).bytes(),
+        ),
+        None,
+        Expect::Drop("l2_broadcast_not_forwarded"),
+    );
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [224, 0, 0, 5], id, 1031, 20);
+    p.ttl = 1;
+    c.push(
+        "ipv4 link-local multicast (OSPF group)",
+        eth([1, 0, 0x5e, 0, 0, 5], GEN, 0x0800, &p.bytes()),
+        None,
+        Expect::Punt("multicast"),
+    );
+    let id = c.id();
+    c.push(
+        "ipv4 multicast beyond the link",
+        eth(
+            [1, 0, 0x5e, 1, 1, 1],
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [239, 1, 1, 1], id, 1032, 20).bytes(),
+        ),
+        None,
+        Expect::Drop("multicast_not_routed"),
+    );
+    c.push(
+        "ipv6 all-nodes multicast",
+        eth(
+            [0x33, 0x33, 0, 0, 0, 1],
+            GEN,
+            0x86dd,
+            &v6_udp(v6("fe80::8"), v6("ff02::1"), 1, 1033, 0, 20),
+        ),
+        None,
+        Expect::Punt("multicast"),
+    );
+
     // Truncated at every header boundary (and inside each header).
     let id = c.id();
     let full4 = eth(
@@ -1629,6 +1742,47 @@ fn demo_runs_in_one_command() {
     for f in &d1 {
         let d = decode(f);
         assert_eq!((d.src, d.dst), (R_D1, SINK_A));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn icmp_errors_are_rate_limited_by_pcap_time() {
+    // 150 packets with TTL 1 within one millisecond: the worker's bucket
+    // (burst 100, 1000 per second) lets the first 100 errors through.
+    let dir = tmpdir("rate");
+    let input = dir.join("ttl1.pcap");
+    let frames: Vec<Vec<u8>> = (0..150u16)
+        .map(|i| {
+            let mut p = V4::udp(GEN4, [198, 19, 7, 1], 0x7000 + i, 1, 20);
+            p.ttl = 1;
+            eth(R_D0, GEN, 0x0800, &p.bytes())
+        })
+        .collect();
+    let mut b = Vec::new();
+    for w in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 262144, 1] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    for (i, f) in frames.iter().enumerate() {
+        // 5000 s + i microseconds: all inside one millisecond.
+        for w in [5000u32, i as u32, f.len() as u32, f.len() as u32] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(f);
+    }
+    std::fs::write(&input, b).unwrap();
+    let run = run_replay(&dir, &input, 32);
+    let c = &run.json["counters"];
+    assert_eq!(c["drops"]["ttl_expired"].as_u64(), Some(150));
+    assert_eq!(c["icmp_sent"].as_u64(), Some(100));
+    assert_eq!(c["icmp_rate_limited"].as_u64(), Some(50));
+    assert_eq!(run.outputs["d0"].len(), 100);
+    // The errors answer the first 100 packets, in order.
+    for (i, f) in run.outputs["d0"].iter().enumerate() {
+        let d = decode(f);
+        let (t, _, _, quoted) = router_icmp_error(&d).expect("ICMP error");
+        assert_eq!(t, 11);
+        assert_eq!(key_of(&quoted), Some(Key::V4(0x7000 + i as u16)));
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
