@@ -119,18 +119,30 @@ pub fn ipv4(data: &[u8]) {
         assert_eq!(ttl, p.ttl() - 1);
         assert_eq!(m.verify_checksum(), valid);
     }
-    if let Ok(r) = Ipv4Repr::parse(&p) {
-        assert!(valid);
-        let mut out = vec![0u8; r.total_len()];
-        r.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
-            .unwrap();
-        let back = Ipv4Packet::new_checked(&out[..]).unwrap();
-        assert!(back.verify_checksum());
-        assert_eq!(Ipv4Repr::parse(&back), Ok(r));
+    match Ipv4Repr::parse(&p) {
+        Ok(r) => {
+            assert!(valid);
+            ipv4_repr_round_trip(&r);
+        }
+        Err(e) => assert!(!valid && e == Error::BadChecksum),
     }
+    // The repr path again with the checksum made valid, so that fuzzed
+    // headers reach it too.
+    let mut m = Ipv4Packet::new_checked(&mut copy[..]).unwrap();
+    m.fill_checksum();
+    ipv4_repr_round_trip(&Ipv4Repr::parse(&m).unwrap());
     if p.frag_offset() == 0 {
         transport(p.protocol(), p.payload(), true);
     }
+}
+
+fn ipv4_repr_round_trip(r: &Ipv4Repr) {
+    let mut out = vec![0u8; r.total_len()];
+    r.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]))
+        .unwrap();
+    let back = Ipv4Packet::new_checked(&out[..]).unwrap();
+    assert!(back.verify_checksum());
+    assert_eq!(Ipv4Repr::parse(&back).as_ref(), Ok(r));
 }
 
 /// IPv6 header, extension-header walk, repr round trip, transport header.
@@ -260,21 +272,35 @@ pub fn icmpv4(data: &[u8]) {
         p.pointer(),
     ));
     black_box((p.gateway(), p.data(), p.verify_checksum()));
+    let valid = p.verify_checksum();
     if let Ok(r) = Icmpv4Repr::parse(&p) {
-        assert_eq!(r.buffer_len(), data.len());
-        let mut out = vec![0u8; r.buffer_len()];
-        r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..]))
-            .unwrap();
-        let back = Icmpv4Packet::new_checked(&out[..]).unwrap();
-        assert!(back.verify_checksum());
-        assert_eq!(Icmpv4Repr::parse(&back), Ok(r));
-        // The invoking packet of an error is a (truncated) IPv4 packet.
-        if let Icmpv4Repr::DestUnreachable { invoking, .. }
-        | Icmpv4Repr::TimeExceeded { invoking, .. }
-        | Icmpv4Repr::ParamProblem { invoking, .. } = r
-        {
-            black_box(Ipv4Packet::new_checked(invoking).is_ok());
-        }
+        assert!(valid);
+        icmpv4_repr_round_trip(&r, data.len());
+    }
+    let mut copy = data.to_vec();
+    let mut m = Icmpv4Packet::new_checked(&mut copy[..]).unwrap();
+    m.fill_checksum();
+    let m = Icmpv4Packet::new_checked(&copy[..]).unwrap();
+    assert!(m.verify_checksum());
+    if let Ok(r) = Icmpv4Repr::parse(&m) {
+        icmpv4_repr_round_trip(&r, data.len());
+    }
+}
+
+fn icmpv4_repr_round_trip(r: &Icmpv4Repr<'_>, len: usize) {
+    assert_eq!(r.buffer_len(), len);
+    let mut out = vec![0u8; r.buffer_len()];
+    r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..]))
+        .unwrap();
+    let back = Icmpv4Packet::new_checked(&out[..]).unwrap();
+    assert!(back.verify_checksum());
+    assert_eq!(Icmpv4Repr::parse(&back).as_ref(), Ok(r));
+    // The invoking packet of an error is a (truncated) IPv4 packet.
+    if let Icmpv4Repr::DestUnreachable { invoking, .. }
+    | Icmpv4Repr::TimeExceeded { invoking, .. }
+    | Icmpv4Repr::ParamProblem { invoking, .. } = *r
+    {
+        black_box(Ipv4Packet::new_checked(invoking).is_ok());
     }
 }
 
@@ -310,12 +336,27 @@ pub fn icmpv6(data: &[u8]) {
         assert_eq!(NdpRepr::parse(&back), Ok(n));
     }
     if let Ok(r) = Icmpv6Repr::parse(&SRC6, &DST6, &p) {
-        let mut out = vec![0u8; r.buffer_len()];
-        r.emit(&SRC6, &DST6, &mut Icmpv6Packet::new_unchecked(&mut out[..]))
-            .unwrap();
-        let back = Icmpv6Packet::new_checked(&out[..]).unwrap();
-        assert_eq!(Icmpv6Repr::parse(&SRC6, &DST6, &back), Ok(r));
+        icmpv6_repr_round_trip(&r);
     }
+    // Again with a valid checksum so that fuzzed messages reach the repr.
+    let mut copy = data.to_vec();
+    Icmpv6Packet::new_checked(&mut copy[..])
+        .unwrap()
+        .fill_checksum(&SRC6, &DST6);
+    let m = Icmpv6Packet::new_checked(&copy[..]).unwrap();
+    assert!(m.verify_checksum(&SRC6, &DST6));
+    if let Ok(r) = Icmpv6Repr::parse(&SRC6, &DST6, &m) {
+        icmpv6_repr_round_trip(&r);
+    }
+}
+
+fn icmpv6_repr_round_trip(r: &Icmpv6Repr<'_>) {
+    let mut out = vec![0u8; r.buffer_len()];
+    r.emit(&SRC6, &DST6, &mut Icmpv6Packet::new_unchecked(&mut out[..]))
+        .unwrap();
+    let back = Icmpv6Packet::new_checked(&out[..]).unwrap();
+    assert!(back.verify_checksum(&SRC6, &DST6));
+    assert_eq!(Icmpv6Repr::parse(&SRC6, &DST6, &back).as_ref(), Ok(r));
 }
 
 #[cfg(test)]
