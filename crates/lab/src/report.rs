@@ -633,12 +633,21 @@ pub fn rfc2544_table_markdown(r: &Rfc2544Result) -> String {
                     trials
                 ));
             }
-            None => s.push_str(&format!(
-                "| {} | {} | no rate met the loss ratio | | | | | | {} |\n",
-                f.frame_size,
-                kpps(f.theoretical_max_pps as f64),
-                trials
-            )),
+            None => {
+                let lowest = crate::rfc2544::lowest_loss(&f.trials).map_or(String::new(), |t| {
+                    format!(
+                        " (lowest loss {:.3}% at {} Kpps)",
+                        t.loss_ratio * 100.0,
+                        kpps(t.offered_pps as f64)
+                    )
+                });
+                s.push_str(&format!(
+                    "| {} | {} | no rate met the loss ratio{lowest} | | | | | | {} |\n",
+                    f.frame_size,
+                    kpps(f.theoretical_max_pps as f64),
+                    trials
+                ))
+            }
         }
     }
     s
@@ -1001,7 +1010,16 @@ mod tests {
                     frame_size: 1518,
                     theoretical_max_pps: 812_743,
                     found: None,
-                    trials: vec![],
+                    trials: [(800_000, 0.02), (400_000, 0.004), (200_000, 0.004)]
+                        .into_iter()
+                        .map(|(offered_pps, loss_ratio)| crate::rfc2544::SearchTrial {
+                            offered_pps,
+                            outcome: crate::equilibrium::TrialOutcome::default(),
+                            loss_ratio,
+                            passed: false,
+                            generator_limited: false,
+                        })
+                        .collect(),
                     trial_s: 10.0,
                 },
             ],
@@ -1013,7 +1031,9 @@ mod tests {
             ),
             "{t}"
         );
-        assert!(t.contains("| 1518 | 812.7 | no rate met the loss ratio |"));
+        assert!(t.contains(
+            "| 1518 | 812.7 | no rate met the loss ratio (lowest loss 0.400% at 200.0 Kpps) |"
+        ));
     }
 
     #[test]

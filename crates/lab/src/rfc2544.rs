@@ -168,6 +168,16 @@ fn validate<E: std::error::Error>(cfg: &Rfc2544Config) -> Result<(), Rfc2544Erro
     Ok(())
 }
 
+/// The trial with the lowest loss ratio (the lowest rate among equals):
+/// what to quote when no rate met the allowed ratio.
+pub fn lowest_loss(trials: &[SearchTrial]) -> Option<&SearchTrial> {
+    trials.iter().min_by(|a, b| {
+        a.loss_ratio
+            .total_cmp(&b.loss_ratio)
+            .then(a.offered_pps.cmp(&b.offered_pps))
+    })
+}
+
 /// Run the binary search for one frame size.
 pub fn search_frame_size<R: TrialRunner>(
     cfg: &Rfc2544Config,
@@ -250,11 +260,20 @@ pub fn search_frame_size<R: TrialRunner>(
             cfg.loss_ratio,
             trials.len()
         )),
-        None => out(&format!(
-            "{frame_size} B: no rate met loss ratio <= {} ({} trials)",
-            cfg.loss_ratio,
-            trials.len()
-        )),
+        None => {
+            let lowest = lowest_loss(&trials).map_or(String::new(), |t| {
+                format!(
+                    ", lowest loss {:.3}% at {} pps",
+                    t.loss_ratio * 100.0,
+                    t.offered_pps
+                )
+            });
+            out(&format!(
+                "{frame_size} B: no rate met loss ratio <= {} ({} trials{lowest})",
+                cfg.loss_ratio,
+                trials.len()
+            ))
+        }
     }
     Ok(FrameSizeResult {
         frame_size,
@@ -406,6 +425,18 @@ mod tests {
             .last()
             .unwrap()
             .contains("no rate met loss ratio <= 0"));
+        // The line quotes the trial with the least loss.
+        let trials = &r.frames[0].trials;
+        let lowest = lowest_loss(trials).unwrap();
+        assert!(trials.iter().all(|t| t.loss_ratio >= lowest.loss_ratio));
+        assert!(lowest.loss_ratio >= 0.001 - 1e-9);
+        let last = lines.last().unwrap();
+        let want = format!(
+            "lowest loss {:.3}% at {} pps",
+            lowest.loss_ratio * 100.0,
+            lowest.offered_pps
+        );
+        assert!(last.contains(&want), "{last}");
         // A 0.5% allowance finds a rate.
         let c = Rfc2544Config {
             loss_ratio: 0.005,
