@@ -112,6 +112,15 @@ pub fn ipv4(data: &[u8]) {
     ));
     black_box((p.options(), p.payload(), p.packet(), p.pseudo_header_sum()));
     assert_eq!(p.header_len() + p.payload().len(), p.total_len());
+    for opt in p.option_iter() {
+        match opt {
+            Ok(o) => assert!(o.data.len() <= p.options().len()),
+            Err(at) => assert!(at < p.options().len()),
+        }
+    }
+    let mut copied = [0u8; 40];
+    let n = ipv4::copy_options_for_fragment(p.options(), &mut copied);
+    assert!(n <= p.options().len() && n.is_multiple_of(4));
     let valid = p.verify_checksum();
     let mut copy = p.packet().to_vec();
     let mut m = Ipv4Packet::new_checked(&mut copy[..]).unwrap();

@@ -183,6 +183,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         &self.buffer.as_ref()[MIN_HEADER_LEN..self.header_len()]
     }
 
+    /// The options, one by one.
+    #[inline]
+    pub fn option_iter(&self) -> Ipv4OptionIter<'_> {
+        Ipv4OptionIter::new(self.options())
+    }
+
     /// Whether the header checksum verifies (RFC 1812 §5.2.2).
     #[inline]
     pub fn verify_checksum(&self) -> bool {
@@ -315,6 +321,113 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let (hl, tl) = (self.header_len(), self.total_len());
         &mut self.buffer.as_mut()[hl..tl]
     }
+}
+
+/// IPv4 option types used by fastfwd (RFC 791 §3.1, RFC 2113).
+pub mod option {
+    /// End of option list.
+    pub const EOL: u8 = 0;
+    /// No operation (padding between options).
+    pub const NOP: u8 = 1;
+    pub const RECORD_ROUTE: u8 = 7;
+    pub const TIMESTAMP: u8 = 68;
+    pub const LOOSE_SOURCE_ROUTE: u8 = 131;
+    pub const STRICT_SOURCE_ROUTE: u8 = 137;
+    pub const ROUTER_ALERT: u8 = 148;
+
+    /// The "copied" flag: the option is repeated in every fragment.
+    #[inline]
+    pub const fn is_copied(kind: u8) -> bool {
+        kind & 0x80 != 0
+    }
+}
+
+/// One IPv4 option: its type byte and the bytes after type and length
+/// (empty for NOP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Option<'a> {
+    pub kind: u8,
+    pub data: &'a [u8],
+}
+
+/// Walks the option bytes of a header. Stops at EOL; yields
+/// `Err(Malformed)` with the offset (within the options) of a bad length
+/// and then stops, so a router can answer with a parameter problem
+/// pointing at it (RFC 1812 §5.2.5).
+#[derive(Debug, Clone)]
+pub struct Ipv4OptionIter<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Ipv4OptionIter<'a> {
+    #[inline]
+    pub fn new(options: &'a [u8]) -> Self {
+        Ipv4OptionIter {
+            bytes: options,
+            at: 0,
+        }
+    }
+}
+
+impl<'a> Iterator for Ipv4OptionIter<'a> {
+    /// The option, or the offset of the malformed one.
+    type Item = core::result::Result<Ipv4Option<'a>, usize>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let at = self.at;
+        let kind = *self.bytes.get(at)?;
+        match kind {
+            option::EOL => {
+                self.at = self.bytes.len();
+                None
+            }
+            option::NOP => {
+                self.at += 1;
+                Some(Ok(Ipv4Option { kind, data: &[] }))
+            }
+            _ => {
+                let len = self.bytes.get(at + 1).map_or(0, |&l| usize::from(l));
+                if len < 2 || at + len > self.bytes.len() {
+                    self.at = self.bytes.len();
+                    return Some(Err(at));
+                }
+                self.at += len;
+                Some(Ok(Ipv4Option {
+                    kind,
+                    data: &self.bytes[at + 2..at + len],
+                }))
+            }
+        }
+    }
+}
+
+/// Writes the options that must be repeated in every fragment after the
+/// first (RFC 791 §3.2: those with the copied flag) into `out`, padded with
+/// EOL to a multiple of 4, and returns the length written. Malformed option
+/// bytes end the copy. `out` of 40 bytes always suffices.
+pub fn copy_options_for_fragment(options: &[u8], out: &mut [u8]) -> usize {
+    let mut n = 0;
+    for opt in Ipv4OptionIter::new(options) {
+        let Ok(opt) = opt else { break };
+        if !option::is_copied(opt.kind) {
+            continue;
+        }
+        let len = 2 + opt.data.len();
+        if n + len > out.len() {
+            break;
+        }
+        out[n] = opt.kind;
+        out[n + 1] = len as u8;
+        out[n + 2..n + len].copy_from_slice(opt.data);
+        n += len;
+    }
+    while !n.is_multiple_of(4) && n < out.len() {
+        out[n] = option::EOL;
+        n += 1;
+    }
+    n
 }
 
 /// An owned IPv4 header.
@@ -630,6 +743,43 @@ pub(crate) mod tests {
             assert_eq!(ours.protocol(), theirs.protocol.0);
             assert_eq!(ours.checksum(), theirs.calc_header_checksum());
         }
+    }
+
+    #[test]
+    fn option_walk_and_fragment_copy() {
+        let p = Ipv4Packet::new_checked(&IPV4_RA_ICMP_ECHO[..]).unwrap();
+        let opts: Vec<_> = p.option_iter().collect();
+        assert_eq!(
+            opts,
+            vec![Ok(Ipv4Option {
+                kind: option::ROUTER_ALERT,
+                data: &[0, 0]
+            })]
+        );
+        // NOP, record route (not copied), loose source route (copied), EOL.
+        let raw = [
+            1, 7, 7, 4, 0, 0, 0, 0, 131, 7, 4, 10, 0, 0, 1, 0, 0, 0, 0, 0,
+        ];
+        let kinds: Vec<_> = Ipv4OptionIter::new(&raw).map(|o| o.unwrap().kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                option::NOP,
+                option::RECORD_ROUTE,
+                option::LOOSE_SOURCE_ROUTE
+            ]
+        );
+        let mut out = [0xaa; 40];
+        let n = copy_options_for_fragment(&raw, &mut out);
+        assert_eq!(n, 8);
+        assert_eq!(&out[..8], &[131, 7, 4, 10, 0, 0, 1, 0]);
+        // Bad lengths report where they are.
+        assert_eq!(Ipv4OptionIter::new(&[1, 7, 1, 0]).nth(1), Some(Err(1)));
+        assert_eq!(
+            Ipv4OptionIter::new(&[1, 1, 68, 12, 0, 0]).nth(2),
+            Some(Err(2))
+        );
+        assert_eq!(Ipv4OptionIter::new(&[148]).next(), Some(Err(0)));
     }
 
     fn arb_repr() -> impl Strategy<Value = Ipv4Repr> {

@@ -31,7 +31,7 @@ pub use cidr::{Cidr, Ipv4Cidr, Ipv6Cidr, ParseCidrError};
 pub use ethernet::{EthernetFrame, EthernetRepr, L2Header, MacAddr, VlanTag, VlanTci};
 pub use icmpv4::{Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Message, Icmpv6Packet, Icmpv6Repr};
-pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv4::{Ipv4Option, Ipv4OptionIter, Ipv4Options, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6ExtWalk, Ipv6FragmentInfo, Ipv6Packet, Ipv6Repr};
 pub use ndp::{NdpOption, NdpOptionIter, NdpRepr};
 pub use tcp::{TcpPacket, TcpRepr};
