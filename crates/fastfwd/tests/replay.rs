@@ -1786,3 +1786,76 @@ fn icmp_errors_are_rate_limited_by_pcap_time() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn replay_reads_pcapng_input() {
+    // Little-endian pcapng: section header, one Ethernet interface with
+    // nanosecond timestamps, two enhanced packet blocks.
+    fn block(t: u32, body: &[u8]) -> Vec<u8> {
+        let total = (12 + body.len().div_ceil(4) * 4) as u32;
+        let mut b = Vec::new();
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(&total.to_le_bytes());
+        b.extend_from_slice(body);
+        b.resize(total as usize - 4, 0);
+        b.extend_from_slice(&total.to_le_bytes());
+        b
+    }
+    let frames = [
+        eth(
+            R_D0,
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [198, 19, 7, 1], 1, 1, 20).bytes(),
+        ),
+        eth(
+            R_D0,
+            GEN,
+            0x0800,
+            &V4::udp(GEN4, [100, 64, 0, 1], 2, 1, 20).bytes(),
+        ),
+    ];
+    let mut file = block(
+        0x0a0d0d0a,
+        &[
+            0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ],
+    );
+    file.extend(block(
+        1,
+        &[1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0],
+    ));
+    for (i, f) in frames.iter().enumerate() {
+        let ts: u64 = 1_000_000_000_000 + i as u64;
+        let mut epb = Vec::new();
+        for w in [
+            0,
+            (ts >> 32) as u32,
+            ts as u32,
+            f.len() as u32,
+            f.len() as u32,
+        ] {
+            epb.extend_from_slice(&w.to_le_bytes());
+        }
+        epb.extend_from_slice(f);
+        file.extend(block(6, &epb));
+    }
+    let dir = tmpdir("pcapng");
+    let input = dir.join("in.pcapng");
+    std::fs::write(&input, file).unwrap();
+    let run = run_replay(&dir, &input, 32);
+    assert_eq!(run.json["counters"]["rx_frames"].as_u64(), Some(2));
+    assert_eq!(run.outputs["d1"].len(), 1);
+    assert_eq!(run.outputs["d2"].len(), 1);
+    assert_forwarded(
+        "pcapng d1",
+        &input_ip(&frames[0]),
+        &decode(&run.outputs["d1"][0]).ip,
+    );
+    assert_forwarded(
+        "pcapng d2",
+        &input_ip(&frames[1]),
+        &decode(&run.outputs["d2"][0]).ip,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,6 +6,10 @@
 //! nanoseconds since the Unix epoch. Only Ethernet (LINKTYPE_ETHERNET, 1) is
 //! accepted by [`Reader::new`], since that is what the pipeline takes.
 //!
+//! [`open`] also reads pcapng (section header, interface description,
+//! enhanced / simple / obsolete packet blocks, any byte order, any
+//! `if_tsresol`), the default format of Wireshark and dumpcap.
+//!
 //! A truncated or garbled file gives a typed [`PcapError`], never a panic; a
 //! record whose declared length is absurd is refused before any buffer is
 //! sized from it.
@@ -88,6 +92,24 @@ pub enum PcapError {
     /// A packet too long to be written as one record.
     #[error("packet of {0} bytes is too long for a pcap record")]
     PacketTooLong(usize),
+    /// The file ended inside a pcapng block.
+    #[error("pcapng block {index}: truncated ({got} of {expected} bytes)")]
+    TruncatedBlock {
+        /// 0-based block number.
+        index: u64,
+        /// Bytes present.
+        got: usize,
+        /// Bytes declared (or needed).
+        expected: usize,
+    },
+    /// A pcapng block that does not follow the format.
+    #[error("pcapng block {index}: {reason}")]
+    BadBlock {
+        /// 0-based block number.
+        index: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }
 
 /// Timestamp resolution of a file.
@@ -149,13 +171,21 @@ impl<R: Read> Reader<R> {
 
     /// Reads the file header, whatever the link type.
     pub fn new_any_linktype(mut inner: R) -> Result<Self, PcapError> {
-        let mut h = [0u8; FILE_HEADER_LEN];
-        let got = read_full(&mut inner, &mut h)?;
+        let mut first = [0u8; 4];
+        let got = read_full(&mut inner, &mut first)?;
         if got < 4 {
             return Err(PcapError::TruncatedFileHeader(got));
         }
-        let magic_le = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let magic_be = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        Self::after_magic(inner, first)
+    }
+
+    /// Reads the rest of the file header once its first four bytes are known.
+    fn after_magic(mut inner: R, first: [u8; 4]) -> Result<Self, PcapError> {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        h[..4].copy_from_slice(&first);
+        let got = 4 + read_full(&mut inner, &mut h[4..])?;
+        let magic_le = u32::from_le_bytes(first);
+        let magic_be = u32::from_be_bytes(first);
         let (swapped_from_le, resolution) = match (magic_le, magic_be) {
             (MAGIC_MICROS, _) => (false, Resolution::Micros),
             (MAGIC_NANOS, _) => (false, Resolution::Nanos),
@@ -372,6 +402,337 @@ impl<W: Write> Writer<W> {
     }
 }
 
+const PCAPNG_SHB: u32 = 0x0a0d_0d0a;
+const PCAPNG_BOM: u32 = 0x1a2b_3c4d;
+/// Largest pcapng block accepted: a maximal record plus room for options.
+const MAX_BLOCK_LEN: usize = MAX_RECORD_LEN as usize + 65_536;
+
+/// An interface of a pcapng section.
+#[derive(Debug, Clone, Copy)]
+struct NgInterface {
+    linktype: u16,
+    snaplen: u32,
+    /// `if_tsresol`: bit 7 clear: 10^-n seconds; set: 2^-n seconds.
+    tsresol: u8,
+}
+
+impl NgInterface {
+    fn nanos_of(&self, ts: u64) -> u64 {
+        let n = u32::from(self.tsresol & 0x7f);
+        if self.tsresol & 0x80 == 0 {
+            if n <= 9 {
+                ts.saturating_mul(10u64.pow(9 - n))
+            } else {
+                ts / 10u64.checked_pow(n - 9).unwrap_or(u64::MAX)
+            }
+        } else {
+            let scaled = u128::from(ts) * 1_000_000_000;
+            u64::try_from(scaled.checked_shr(n).unwrap_or(0)).unwrap_or(u64::MAX)
+        }
+    }
+}
+
+/// A streaming reader of pcapng files (Ethernet interfaces only).
+#[derive(Debug)]
+pub struct NgReader<R> {
+    inner: R,
+    big_endian: bool,
+    interfaces: Vec<NgInterface>,
+    /// Bytes of a block's first 4 bytes already consumed (only at start).
+    pending_type: Option<u32>,
+    index: u64,
+    failed: bool,
+    block: Vec<u8>,
+}
+
+impl<R: Read> NgReader<R> {
+    /// Starts reading a pcapng file whose first four bytes (the section
+    /// header block type) were already read.
+    fn after_magic(inner: R) -> Self {
+        NgReader {
+            inner,
+            big_endian: false,
+            interfaces: Vec::new(),
+            pending_type: Some(PCAPNG_SHB),
+            index: 0,
+            failed: false,
+            block: Vec::new(),
+        }
+    }
+
+    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
+        let x = [b[at], b[at + 1]];
+        if self.big_endian {
+            u16::from_be_bytes(x)
+        } else {
+            u16::from_le_bytes(x)
+        }
+    }
+
+    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
+        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if self.big_endian {
+            u32::from_be_bytes(x)
+        } else {
+            u32::from_le_bytes(x)
+        }
+    }
+
+    fn bad(&self, reason: &'static str) -> PcapError {
+        PcapError::BadBlock {
+            index: self.index,
+            reason,
+        }
+    }
+
+    /// Reads the next block into `self.block` (body only); returns its type,
+    /// or `None` at a clean end of file.
+    fn next_block(&mut self) -> Result<Option<u32>, PcapError> {
+        let index = self.index;
+        let mut head = [0u8; 8];
+        let (btype_raw, got) = match self.pending_type.take() {
+            Some(t) => {
+                head[..4].copy_from_slice(&t.to_le_bytes());
+                (Some(t), 4 + read_full(&mut self.inner, &mut head[4..])?)
+            }
+            None => (None, read_full(&mut self.inner, &mut head)?),
+        };
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < 8 {
+            return Err(PcapError::TruncatedBlock {
+                index,
+                got,
+                expected: 8,
+            });
+        }
+        let raw_type =
+            btype_raw.unwrap_or_else(|| u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+        if raw_type == PCAPNG_SHB {
+            // The byte order of this section is in its byte-order magic.
+            let mut bom = [0u8; 4];
+            let n = read_full(&mut self.inner, &mut bom)?;
+            if n < 4 {
+                return Err(PcapError::TruncatedBlock {
+                    index,
+                    got: 8 + n,
+                    expected: 12,
+                });
+            }
+            self.big_endian = match (u32::from_le_bytes(bom), u32::from_be_bytes(bom)) {
+                (PCAPNG_BOM, _) => false,
+                (_, PCAPNG_BOM) => true,
+                _ => return Err(self.bad("section header without byte-order magic")),
+            };
+            let total = self.u32_at(&head, 4) as usize;
+            if total < 28 || total & 3 != 0 || total > MAX_BLOCK_LEN {
+                return Err(self.bad("section header length out of range"));
+            }
+            self.block.clear();
+            self.block.extend_from_slice(&bom);
+            self.read_rest(total, 12)?;
+            self.interfaces.clear();
+            self.index += 1;
+            return Ok(Some(PCAPNG_SHB));
+        }
+        let btype = self.u32_at(&head, 0);
+        let total = self.u32_at(&head, 4) as usize;
+        if total < 12 || total & 3 != 0 || total > MAX_BLOCK_LEN {
+            return Err(self.bad("block length out of range"));
+        }
+        self.block.clear();
+        self.read_rest(total, 8)?;
+        self.index += 1;
+        Ok(Some(btype))
+    }
+
+    /// Reads the rest of a block of `total` bytes of which `done` were read,
+    /// leaving the body (without the trailing length) in `self.block`.
+    fn read_rest(&mut self, total: usize, done: usize) -> Result<(), PcapError> {
+        let have = self.block.len();
+        let need = total - done;
+        self.block.resize(have + need, 0);
+        let got = read_full(&mut self.inner, &mut self.block[have..])?;
+        if got < need {
+            return Err(PcapError::TruncatedBlock {
+                index: self.index,
+                got: done + got,
+                expected: total,
+            });
+        }
+        let body_len = self.block.len() - 4;
+        let trailer = self.u32_at(&self.block, body_len) as usize;
+        if trailer != total {
+            return Err(self.bad("trailing block length differs from the leading one"));
+        }
+        self.block.truncate(body_len);
+        Ok(())
+    }
+
+    fn interface(&self, id: usize) -> Result<NgInterface, PcapError> {
+        let i = *self
+            .interfaces
+            .get(id)
+            .ok_or_else(|| self.bad("packet of an undeclared interface"))?;
+        if u32::from(i.linktype) != LINKTYPE_ETHERNET {
+            return Err(PcapError::UnsupportedLinkType(u32::from(i.linktype)));
+        }
+        Ok(i)
+    }
+
+    /// Reads the next packet into `buf`. `None` at a clean end of file;
+    /// after an error, every later call returns `None`.
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<Record>, PcapError> {
+        if self.failed {
+            return Ok(None);
+        }
+        let res = self.next_inner(buf);
+        if res.is_err() {
+            self.failed = true;
+        }
+        res
+    }
+
+    fn next_inner(&mut self, buf: &mut Vec<u8>) -> Result<Option<Record>, PcapError> {
+        loop {
+            let Some(btype) = self.next_block()? else {
+                return Ok(None);
+            };
+            let b = &self.block;
+            match btype {
+                PCAPNG_SHB => {
+                    if b.len() < 16 {
+                        return Err(self.bad("section header too short"));
+                    }
+                    if self.u16_at(b, 4) != 1 {
+                        return Err(self.bad("unsupported pcapng major version"));
+                    }
+                }
+                // Interface description.
+                1 => {
+                    if b.len() < 8 {
+                        return Err(self.bad("interface description too short"));
+                    }
+                    let mut iface = NgInterface {
+                        linktype: self.u16_at(b, 0),
+                        snaplen: self.u32_at(b, 4),
+                        tsresol: 6,
+                    };
+                    let mut at = 8;
+                    while at + 4 <= b.len() {
+                        let code = self.u16_at(b, at);
+                        let len = usize::from(self.u16_at(b, at + 2));
+                        if code == 0 {
+                            break;
+                        }
+                        if at + 4 + len > b.len() {
+                            return Err(self.bad("interface option past the block"));
+                        }
+                        if code == 9 && len >= 1 {
+                            iface.tsresol = b[at + 4];
+                        }
+                        at += 4 + len.div_ceil(4) * 4;
+                    }
+                    self.interfaces.push(iface);
+                }
+                // Enhanced packet (6) and the obsolete packet block (2).
+                6 | 2 => {
+                    if b.len() < 20 {
+                        return Err(self.bad("packet block too short"));
+                    }
+                    let id = if btype == 6 {
+                        self.u32_at(b, 0) as usize
+                    } else {
+                        usize::from(self.u16_at(b, 0))
+                    };
+                    let ts = (u64::from(self.u32_at(b, 4)) << 32) | u64::from(self.u32_at(b, 8));
+                    let caplen = self.u32_at(b, 12);
+                    let origlen = self.u32_at(b, 16);
+                    if caplen > MAX_RECORD_LEN || 20 + caplen as usize > b.len() {
+                        return Err(self.bad("captured length past the block"));
+                    }
+                    let iface = self.interface(id)?;
+                    buf.clear();
+                    buf.extend_from_slice(&self.block[20..20 + caplen as usize]);
+                    return Ok(Some(Record {
+                        ts_nanos: iface.nanos_of(ts),
+                        caplen,
+                        origlen,
+                    }));
+                }
+                // Simple packet: no timestamp, interface 0.
+                3 => {
+                    if b.len() < 4 {
+                        return Err(self.bad("simple packet block too short"));
+                    }
+                    let origlen = self.u32_at(b, 0);
+                    let iface = self.interface(0)?;
+                    let mut caplen = (b.len() - 4).min(origlen as usize);
+                    if iface.snaplen != 0 {
+                        caplen = caplen.min(iface.snaplen as usize);
+                    }
+                    buf.clear();
+                    buf.extend_from_slice(&self.block[4..4 + caplen]);
+                    return Ok(Some(Record {
+                        ts_nanos: 0,
+                        caplen: caplen as u32,
+                        origlen,
+                    }));
+                }
+                // Name resolution, statistics, custom blocks...: skipped.
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A reader of either format, chosen by the file's first bytes.
+#[derive(Debug)]
+pub enum AnyReader<R> {
+    /// Classic pcap.
+    Classic(Reader<R>),
+    /// pcapng.
+    Ng(NgReader<R>),
+}
+
+impl<R: Read> AnyReader<R> {
+    /// Reads the next packet into `buf`; `None` at the end of the file.
+    pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<Record>, PcapError> {
+        match self {
+            AnyReader::Classic(r) => r.next_into(buf),
+            AnyReader::Ng(r) => r.next_into(buf),
+        }
+    }
+
+    /// Reads every remaining packet: `(timestamp in ns, frame)`.
+    pub fn read_all(&mut self) -> Result<Vec<(u64, Vec<u8>)>, PcapError> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(rec) = self.next_into(&mut buf)? {
+            out.push((rec.ts_nanos, buf.clone()));
+        }
+        Ok(out)
+    }
+}
+
+/// Opens a classic pcap (Ethernet) or pcapng file.
+pub fn open<R: Read>(mut inner: R) -> Result<AnyReader<R>, PcapError> {
+    let mut first = [0u8; 4];
+    let got = read_full(&mut inner, &mut first)?;
+    if got < 4 {
+        return Err(PcapError::TruncatedFileHeader(got));
+    }
+    if u32::from_le_bytes(first) == PCAPNG_SHB {
+        return Ok(AnyReader::Ng(NgReader::after_magic(inner)));
+    }
+    let r = Reader::after_magic(inner, first)?;
+    if r.linktype != LINKTYPE_ETHERNET {
+        return Err(PcapError::UnsupportedLinkType(r.linktype));
+    }
+    Ok(AnyReader::Classic(r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,5 +907,153 @@ mod tests {
         let mut w = Writer::new(Vec::new()).unwrap();
         let big = vec![0u8; MAX_RECORD_LEN as usize + 1];
         assert!(matches!(w.write(0, &big), Err(PcapError::PacketTooLong(_))));
+    }
+
+    /// A pcapng file built by hand: SHB, IDB (Ethernet, given tsresol),
+    /// a name-resolution block to skip, then one EPB per frame and one SPB.
+    fn pcapng(big: bool, tsresol: Option<u8>, frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let block = |t: u32, body: &[u8]| {
+            let total = (12 + body.len().div_ceil(4) * 4) as u32;
+            let mut b = Vec::new();
+            b.extend(w32(t));
+            b.extend(w32(total));
+            b.extend_from_slice(body);
+            b.resize(total as usize - 4, 0);
+            b.extend(w32(total));
+            b
+        };
+        let mut out = Vec::new();
+        let mut shb = Vec::new();
+        shb.extend(w32(PCAPNG_BOM));
+        shb.extend(w16(1));
+        shb.extend(w16(0));
+        shb.extend([0xff; 8]);
+        out.extend(block(PCAPNG_SHB, &shb));
+        let mut idb = Vec::new();
+        idb.extend(w16(1));
+        idb.extend(w16(0));
+        idb.extend(w32(0));
+        if let Some(r) = tsresol {
+            idb.extend(w16(9));
+            idb.extend(w16(1));
+            idb.extend([r, 0, 0, 0]);
+            idb.extend(w16(0));
+            idb.extend(w16(0));
+        }
+        out.extend(block(1, &idb));
+        out.extend(block(4, &[0, 0, 0, 0]));
+        let units = |ns: u64| match tsresol {
+            None => ns / 1_000,
+            Some(9) => ns,
+            Some(0x9e) => ((u128::from(ns) << 30) / 1_000_000_000) as u64,
+            Some(r) => panic!("test resolution {r}"),
+        };
+        for (ts, f) in frames {
+            let t = units(*ts);
+            let mut epb = Vec::new();
+            epb.extend(w32(0));
+            epb.extend(w32((t >> 32) as u32));
+            epb.extend(w32(t as u32));
+            epb.extend(w32(f.len() as u32));
+            epb.extend(w32(f.len() as u32));
+            epb.extend_from_slice(f);
+            out.extend(block(6, &epb));
+        }
+        let mut spb = Vec::new();
+        spb.extend(w32(3));
+        spb.extend([7, 8, 9]);
+        out.extend(block(3, &spb));
+        out
+    }
+
+    #[test]
+    fn pcapng_both_byte_orders_and_resolutions() {
+        let frames = vec![
+            (1_700_000_000_123_456_000u64, vec![1u8; 61]),
+            (1_700_000_001_000_000_000, vec![2u8; 64]),
+        ];
+        for big in [false, true] {
+            // 0x9e: bit 7 set, 2^-30 s units.
+            for res in [None, Some(9), Some(0x9e)] {
+                let bytes = pcapng(big, res, &frames);
+                let mut r = open(&bytes[..]).unwrap();
+                assert!(matches!(r, AnyReader::Ng(_)));
+                let got = r.read_all().unwrap();
+                assert_eq!(got.len(), 3, "big {big} res {res:?}");
+                for (g, w) in got.iter().zip(&frames) {
+                    assert_eq!(g.1, w.1);
+                    // 2^-30 s units lose under a nanosecond.
+                    assert!(g.0.abs_diff(w.0) <= 1, "{} vs {}", g.0, w.0);
+                }
+                assert_eq!(got[2], (0, vec![7, 8, 9]));
+            }
+        }
+    }
+
+    #[test]
+    fn open_reads_classic_files_too() {
+        let bytes = written(Resolution::Nanos);
+        let mut r = open(&bytes[..]).unwrap();
+        assert!(matches!(r, AnyReader::Classic(_)));
+        assert_eq!(r.read_all().unwrap(), frames());
+    }
+
+    #[test]
+    fn pcapng_truncation_and_garbage_are_typed_errors() {
+        let bytes = pcapng(false, None, &[(5_000, vec![3u8; 60])]);
+        // Block ends: after SHB (28), IDB (+20), name resolution (+16), EPB (+92).
+        let ends = [28, 48, 64, 156];
+        for cut in 0..bytes.len() {
+            match open(&bytes[..cut]).and_then(|mut r| r.read_all()) {
+                Ok(v) if ends.contains(&cut) => {
+                    assert_eq!(v.len(), usize::from(cut == 156), "cut {cut}")
+                }
+                Ok(v) => panic!("cut {cut}: read {} packets from a truncated file", v.len()),
+                Err(
+                    PcapError::TruncatedFileHeader(_)
+                    | PcapError::TruncatedBlock { .. }
+                    | PcapError::BadBlock { .. },
+                ) => {}
+                Err(e) => panic!("cut {cut}: {e}"),
+            }
+        }
+        // A packet of an undeclared interface.
+        let mut bad = bytes.clone();
+        let epb = bytes.len() - 16 - 20 - 60 - 16;
+        assert_eq!(&bad[epb..epb + 4], &6u32.to_le_bytes());
+        bad[epb + 8] = 3;
+        let e = open(&bad[..]).unwrap().read_all().unwrap_err();
+        assert!(matches!(e, PcapError::BadBlock { .. }), "{e}");
+        // Mismatched trailing length.
+        let mut bad = bytes.clone();
+        let n = bad.len();
+        bad[n - 1] = 0x55;
+        assert!(open(&bad[..]).unwrap().read_all().is_err());
+        // Pseudo-random garbage after the section header never panics.
+        let mut x: u32 = 0x9e37_79b9;
+        for len in 0..400 {
+            let mut b = bytes[..28].to_vec();
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                b.push(x as u8);
+            }
+            let _ = open(&b[..]).and_then(|mut r| r.read_all());
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! `fastfwd replay`: runs the real forwarding pipeline over pcap files.
 //!
-//! Each input pcap is tagged with the port it arrives on
+//! Each input (classic pcap or pcapng, Ethernet) is tagged with the port it arrives on
 //! (`--in d0=gen.pcap`, or `--in gen.pcap --port d0`); inputs are merged by
 //! timestamp and fed to one worker in batches of consecutive frames from the
 //! same port, each batch with the pcap timestamp of its first frame as
@@ -118,7 +118,7 @@ pub struct Report {
 struct Input {
     port: PortId,
     path: PathBuf,
-    reader: pcap::Reader<BufReader<File>>,
+    reader: pcap::AnyReader<BufReader<File>>,
     next: Option<(u64, Vec<u8>)>,
 }
 
@@ -203,7 +203,7 @@ pub fn replay(
         let port = resolve_port(cfg, &rt.ports, port)?;
         let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let reader =
-            pcap::Reader::new(BufReader::new(f)).with_context(|| format!("{}", path.display()))?;
+            pcap::open(BufReader::new(f)).with_context(|| format!("{}", path.display()))?;
         let mut s = Input {
             port,
             path: path.clone(),
