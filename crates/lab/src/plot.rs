@@ -93,6 +93,9 @@ pub enum DistributionKind {
     Cdf,
     /// Share of packets in each bucket, drawn as outlined steps.
     Histogram,
+    /// Share of packets above each latency on a log scale, so the tail
+    /// (p99 at 1%, p99.9 at 0.1%) stays visible.
+    Tail,
 }
 
 /// Latency distribution per contender.
@@ -130,6 +133,8 @@ struct Scale {
     log: bool,
     px0: f64,
     px1: f64,
+    /// Label ticks as percentages of 1 (0.01 is "1%").
+    percent: bool,
 }
 
 impl Scale {
@@ -264,6 +269,13 @@ pub fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// A share as a percentage: 0.001 is "0.1%".
+pub fn fmt_percent(v: f64) -> String {
+    let s = format!("{:.4}", v * 100.0);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
 /// Text made safe for SVG content and attribute values.
 pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -373,7 +385,7 @@ fn draw_axes(
             x0 - 5.0,
             x0 - 8.0,
             y + 4.5,
-            escape(&fmt_tick(t))
+            escape(&if ys.percent { fmt_percent(t) } else { fmt_tick(t) })
         );
     }
     let _ = writeln!(s, "</g>");
@@ -520,6 +532,7 @@ impl LineChart {
             log: self.x.log,
             px0: x0,
             px1: x1,
+            percent: false,
         };
         let ys = Scale {
             lo: ylo,
@@ -527,6 +540,7 @@ impl LineChart {
             log: self.y.log,
             px0: y1,
             px1: y0,
+            percent: false,
         };
         draw_axes(
             &mut s,
@@ -677,8 +691,20 @@ impl LatencyChart {
                     .collect()
             })
             .collect();
+        // The tail's floor: the smallest share above any bound, as a power of ten.
+        let tail_floor = {
+            let smallest = self
+                .series
+                .iter()
+                .flat_map(|d| d.cdf())
+                .map(|(_, f)| 1.0 - f)
+                .filter(|r| *r > 1e-12)
+                .fold(1.0f64, f64::min);
+            10f64.powf(smallest.log10().floor()).min(0.1)
+        };
         let (y_label, yhi) = match self.kind {
             DistributionKind::Cdf => ("packets at or below (share)".to_string(), 1.0),
+            DistributionKind::Tail => ("packets above (share, log scale)".to_string(), 1.0),
             DistributionKind::Histogram => {
                 let m = shares.iter().flatten().map(|t| t.2).fold(0.0f64, f64::max);
                 let step = nice_step(m.max(1e-9) / 5.0);
@@ -695,13 +721,16 @@ impl LatencyChart {
             log: self.log_x,
             px0: x0,
             px1: x1,
+            percent: false,
         };
+        let tail = self.kind == DistributionKind::Tail;
         let ys = Scale {
-            lo: 0.0,
+            lo: if tail { tail_floor } else { 0.0 },
             hi: yhi,
-            log: false,
+            log: tail,
             px0: y1,
             px1: y0,
+            percent: tail,
         };
         draw_axes(
             &mut s,
@@ -734,6 +763,20 @@ impl LatencyChart {
                         pts.push(format!("{:.1},{:.1}", xs.map(xhi), ys.map(last)));
                     }
                 }
+                DistributionKind::Tail => {
+                    // A step function falling at each bound; a share of 0
+                    // is drawn down to the floor.
+                    let above = |f: f64| ys.map((1.0 - f).max(tail_floor));
+                    let mut last = 1.0;
+                    if let Some(first) = d.cdf().first() {
+                        pts.push(format!("{:.1},{:.1}", clamp_x(first.0), ys.map(1.0)));
+                    }
+                    for (v, f) in d.cdf() {
+                        pts.push(format!("{:.1},{:.1}", clamp_x(v), ys.map(last)));
+                        pts.push(format!("{:.1},{:.1}", clamp_x(v), above(f)));
+                        last = (1.0 - f).max(tail_floor);
+                    }
+                }
                 DistributionKind::Histogram => {
                     for &(lo, hi, f) in &shares[i] {
                         pts.push(format!("{:.1},{:.1}", clamp_x(lo), ys.map(0.0)));
@@ -744,7 +787,7 @@ impl LatencyChart {
                 }
             }
             let fill = match self.kind {
-                DistributionKind::Cdf => "none".to_string(),
+                DistributionKind::Cdf | DistributionKind::Tail => "none".to_string(),
                 DistributionKind::Histogram => color.to_string(),
             };
             let _ = writeln!(
@@ -793,6 +836,7 @@ impl BoxChart {
             log: self.y.log,
             px0: y1,
             px1: y0,
+            percent: false,
         };
         draw_axes(&mut s, (x0, x1, y0, y1), None, &ys, "", &self.y.label);
         if self.groups.iter().all(|g| g.values.is_empty()) {
@@ -1086,7 +1130,11 @@ mod tests {
 
     #[test]
     fn latency_charts_are_well_formed() {
-        for kind in [DistributionKind::Cdf, DistributionKind::Histogram] {
+        for kind in [
+            DistributionKind::Cdf,
+            DistributionKind::Histogram,
+            DistributionKind::Tail,
+        ] {
             for log_x in [false, true] {
                 let svg = latency_chart(kind, log_x).to_svg();
                 check_xml(&svg).unwrap_or_else(|e| panic!("{kind:?} {log_x}: {e}"));
@@ -1099,6 +1147,18 @@ mod tests {
         // Log ticks at powers of ten, the CDF reaches 1.
         assert!(svg.contains(">10</text>") && svg.contains(">100</text>"));
         assert!(svg.contains(">1</text>"));
+    }
+
+    #[test]
+    fn tail_chart_uses_a_percent_log_scale() {
+        let svg = latency_chart(DistributionKind::Tail, true).to_svg();
+        check_xml(&svg).unwrap();
+        for tick in [">100%</text>", ">10%</text>", ">1%</text>", ">0.1%</text>"] {
+            assert!(svg.contains(tick), "missing {tick}");
+        }
+        assert!(svg.contains("packets above (share, log scale)"));
+        assert_eq!(fmt_percent(0.001), "0.1%");
+        assert_eq!(fmt_percent(1.0), "100%");
     }
 
     #[test]
@@ -1208,6 +1268,10 @@ mod tests {
                 latency_chart(DistributionKind::Cdf, false).to_svg(),
             ),
             ("repeated-runs.svg", box_chart().to_svg()),
+            (
+                "latency-tail-log.svg",
+                latency_chart(DistributionKind::Tail, true).to_svg(),
+            ),
         ];
         for (name, svg) in files {
             std::fs::write(dir.join(name), svg).unwrap();

@@ -547,6 +547,9 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
                 e.max_seen_kpps,
                 e.iterations.len()
             ));
+            s.push_str("\n<details><summary>equilibrium search</summary>\n\n```\n");
+            s.push_str(&e.render());
+            s.push_str("```\n\n</details>\n");
         }
         if let Some(r) = &k.rfc2544 {
             s.push_str(&rfc2544_table_markdown(r));
@@ -721,7 +724,8 @@ pub fn charts(run: &LabRun) -> RunCharts {
         title: format!("Latency distribution ({frame})"),
         x_label: "latency (µs)".into(),
         log_x: true,
-        kind: DistributionKind::Cdf,
+        // The tail view keeps p99 and p99.9 readable next to the median.
+        kind: DistributionKind::Tail,
         series: dists,
     });
     let repeated_runs = BoxChart::repeated_rates(
@@ -903,6 +907,13 @@ mod tests {
     #[test]
     fn markdown_report_has_setup_results_and_raw_readings() {
         let mut run = sample_run();
+        run.contenders[0].equilibrium = Some(EquilibriumResult {
+            config: crate::equilibrium::EquilibriumConfig::default(),
+            iterations: vec![],
+            estimated_kpps: 451,
+            max_seen_kpps: 460,
+            stop: crate::equilibrium::StopReason::Converged,
+        });
         run.finish();
         let figures = ReportFigures {
             rate_vs_load: Some("rate-vs-load.svg".into()),
@@ -925,6 +936,9 @@ mod tests {
             "| 0 | 1000.0 | 640.0 | 451.0 |",
             "451 449 0 452",
             "### fastfwd-afpacket",
+            "Equilibrium: 451 Kpps (maximum seen 460 Kpps, 0 iterations)",
+            "- Link rate = 1488 Kpps\n",
+            "Estimated Equilibrium Ethernet throughput= 451 Kpps (maximum value seen: 460 Kpps)\n```",
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");
         }
@@ -1061,6 +1075,7 @@ mod tests {
         );
         let lat = c.latency.unwrap();
         assert_eq!(lat.series.len(), 3);
+        assert_eq!(lat.kind, DistributionKind::Tail);
         // Five runs' histograms summed, bounds in µs.
         assert_eq!(lat.series[0].buckets[1], (20.0, 250));
         assert_eq!(c.repeated_runs.groups[1].values.len(), 5);
