@@ -370,7 +370,65 @@ fn icmpv6_repr_round_trip(r: &Icmpv6Repr<'_>) {
 
 #[cfg(test)]
 mod tests {
+    use crate::*;
     use proptest::prelude::*;
+
+    /// The fuzz seeds are valid packets of their target's format, and the
+    /// drivers accept them.
+    #[test]
+    fn fuzz_seeds_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+        type Driver = fn(&[u8]);
+        type Check = fn(&[u8]) -> bool;
+        let targets: [(&str, Driver, Check); 8] = [
+            ("ethernet", super::ethernet, |b| {
+                EthernetFrame::new_checked(b)
+                    .and_then(|f| EthernetRepr::parse(&f))
+                    .is_ok()
+            }),
+            ("arp", super::arp, |b| {
+                ArpPacket::new_checked(b)
+                    .and_then(|p| ArpRepr::parse(&p))
+                    .is_ok()
+            }),
+            ("ipv4", super::ipv4, |b| {
+                Ipv4Packet::new_checked(b)
+                    .and_then(|p| Ipv4Repr::parse(&p))
+                    .is_ok()
+            }),
+            ("ipv6", super::ipv6, |b| {
+                Ipv6Packet::new_checked(b)
+                    .and_then(|p| p.walk_ext_headers())
+                    .is_ok()
+            }),
+            ("udp", super::udp, |b| UdpPacket::new_checked(b).is_ok()),
+            ("tcp", super::tcp, |b| TcpPacket::new_checked(b).is_ok()),
+            ("icmpv4", super::icmpv4, |b| {
+                Icmpv4Packet::new_checked(b).map(|p| p.verify_checksum()) == Ok(true)
+            }),
+            ("icmpv6", super::icmpv6, |b| {
+                Icmpv6Packet::new_checked(b).is_ok()
+            }),
+        ];
+        let mut seen = 0;
+        for (name, drive, valid) in targets {
+            let Ok(entries) = std::fs::read_dir(dir.join(name)) else {
+                panic!("no seeds for {name} in {}", dir.display())
+            };
+            for e in entries {
+                let path = e.unwrap().path();
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    valid(&bytes),
+                    "{} is not a valid {name} packet",
+                    path.display()
+                );
+                drive(&bytes);
+                seen += 1;
+            }
+        }
+        assert!(seen >= 30, "only {seen} seeds");
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
