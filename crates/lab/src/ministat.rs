@@ -150,11 +150,35 @@ impl Sample {
     /// line, split on blanks); blank lines and lines starting with `#`
     /// are skipped, as is anything after a `#`.
     pub fn parse(name: impl Into<String>, text: &str) -> Result<Self, MinistatError> {
+        Sample::parse_column(name, text, 1, " \t")
+    }
+
+    /// Parse the `column`-th field (1-based) of each line, fields split on
+    /// any of the `delimiters` characters (runs of them count as one; blanks
+    /// when empty). Anything after a `#` is a comment; lines with fewer
+    /// fields are skipped. The field must be a number.
+    pub fn parse_column(
+        name: impl Into<String>,
+        text: &str,
+        column: usize,
+        delimiters: &str,
+    ) -> Result<Self, MinistatError> {
         let name = name.into();
+        let is_delim = |c: char| {
+            if delimiters.is_empty() {
+                c == ' ' || c == '\t'
+            } else {
+                delimiters.contains(c)
+            }
+        };
         let mut values = Vec::new();
         for (i, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            let Some(field) = line.split_whitespace().next() else {
+            let line = raw.split('#').next().unwrap_or("");
+            let mut fields = line
+                .split(is_delim)
+                .map(str::trim)
+                .filter(|f| !f.is_empty());
+            let Some(field) = fields.nth(column.max(1) - 1) else {
                 continue;
             };
             let v: f64 = field.parse().map_err(|_| MinistatError::InvalidNumber {
@@ -364,6 +388,18 @@ pub fn render(
         let _ = writeln!(s, "{} {}", r.symbol, r.name);
     }
     s.push_str(&plot(samples, width));
+    s.push_str(&render_table(&report));
+    Ok(s)
+}
+
+/// The legend and statistics table only: no plot, no t-test (`ministat -n`).
+pub fn render_summary(samples: &[Sample]) -> Result<String, MinistatError> {
+    let mut report = analyze(samples, Confidence::default())?;
+    let mut s = String::new();
+    for r in &mut report.samples {
+        let _ = writeln!(s, "{} {}", r.symbol, r.name);
+        r.comparison = None;
+    }
     s.push_str(&render_table(&report));
     Ok(s)
 }
@@ -751,6 +787,29 @@ mod tests {
     }
 
     #[test]
+    fn parse_a_column() {
+        // The input packets column of `netstat -iw 1`-like lines.
+        let text = "  452001 0 0 27120060\n  449870 0 0 26992200\n\n  451200 0 0 27072000 # warm\n";
+        let s = Sample::parse_column("netstat", text, 1, "").unwrap();
+        assert_eq!(s.values(), &[449870.0, 451200.0, 452001.0]);
+        let s = Sample::parse_column("bytes", text, 4, " ").unwrap();
+        assert_eq!(s.values()[0], 26992200.0);
+        let csv = "a,1.5,x\nb,,2.5\nc,3.5\nd\n";
+        // Runs of delimiters count as one (so "b,,2.5" has 2.5 second), short lines are skipped.
+        let s = Sample::parse_column("csv", csv, 2, ",").unwrap();
+        assert_eq!(s.values(), &[1.5, 2.5, 3.5]);
+        let e = Sample::parse_column("csv", csv, 3, ",").unwrap_err();
+        assert_eq!(
+            e,
+            MinistatError::InvalidNumber {
+                name: "csv".into(),
+                line: 1,
+                text: "x".into()
+            }
+        );
+    }
+
+    #[test]
     fn parse_errors_name_file_and_line() {
         let e = Sample::parse("runs.txt", "1\n2\nabc\n4\n").unwrap_err();
         assert_eq!(
@@ -910,6 +969,21 @@ No difference proven at 95.0% confidence
         assert_eq!(column, "+xxx", "{p}");
         assert!(rows.iter().all(|r| r.chars().count() == 22));
         assert!(rows[5].contains('A') && rows[6].contains('A'));
+    }
+
+    #[test]
+    fn summary_only() {
+        let got = render_summary(&seed_samples()).unwrap();
+        let want = "\
+x pps.qsize1024
++ pps.qsize2048
+* pps.qsize4096
+    N           Min           Max        Median           Avg        Stddev
+x   5       2148318       2492921       2333251     2321334.2     154688.45
++   5       2328049       2596042       2525599       2484254     120543.04
+*   5       2325210       2581890       2452394     2442485.8     94913.584
+";
+        assert_eq!(got, want);
     }
 
     #[test]

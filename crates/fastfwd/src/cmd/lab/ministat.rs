@@ -1,4 +1,4 @@
-//! `fastfwd lab ministat FILE… [-c CONFIDENCE] [--json]`: summary
+//! `fastfwd lab ministat FILE… [-c CONFIDENCE] [-C COLUMN] [-d DELIMS] [-n] [--json]`: summary
 //! statistics of each file's numbers and Student's t-test of each later
 //! file against the first, in FreeBSD ministat's output form.
 
@@ -21,12 +21,22 @@ pub struct Args {
     #[arg(short = 'w', long, default_value_t = ministat::DEFAULT_WIDTH,
           value_parser = clap::value_parser!(usize))]
     width: usize,
+    /// Take the numbers from this column of each line (1-based).
+    #[arg(short = 'C', long, default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    column: u16,
+    /// Characters that separate columns (runs count as one); blanks by default.
+    #[arg(short = 'd', long, default_value = " \t")]
+    delimiters: String,
+    /// Print the statistics only: no plot, no t-test.
+    #[arg(short = 'n', long)]
+    summary_only: bool,
     /// Print the statistics as JSON instead of text.
     #[arg(long)]
     json: bool,
 }
 
-fn read_sample(path: &PathBuf) -> anyhow::Result<Sample> {
+fn read_sample(path: &PathBuf, args: &Args) -> anyhow::Result<Sample> {
     let (name, text) = if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -38,7 +48,12 @@ fn read_sample(path: &PathBuf) -> anyhow::Result<Sample> {
             .with_context(|| format!("cannot read {}", path.display()))?;
         (path.display().to_string(), text)
     };
-    Ok(Sample::parse(name, &text)?)
+    Ok(Sample::parse_column(
+        name,
+        &text,
+        args.column.into(),
+        &args.delimiters,
+    )?)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -54,11 +69,16 @@ fn output(args: &Args) -> anyhow::Result<String> {
     let samples = args
         .files
         .iter()
-        .map(read_sample)
+        .map(|f| read_sample(f, args))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if args.json {
-        let report = ministat::analyze(&samples, args.confidence)?;
+        let mut report = ministat::analyze(&samples, args.confidence)?;
+        if args.summary_only {
+            report.samples.iter_mut().for_each(|r| r.comparison = None);
+        }
         Ok(serde_json::to_string_pretty(&report)? + "\n")
+    } else if args.summary_only {
+        Ok(ministat::render_summary(&samples)?)
     } else {
         Ok(ministat::render(&samples, args.confidence, args.width)?)
     }
@@ -76,11 +96,10 @@ mod tests {
     }
 
     fn files(contents: &[&str]) -> (PathBuf, Vec<String>) {
-        let dir = std::env::temp_dir().join(format!(
-            "fastfwd-ministat-{}-{}",
-            std::process::id(),
-            contents.len()
-        ));
+        // One directory per call: tests run in parallel.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("fastfwd-ministat-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let paths = contents
             .iter()
@@ -115,6 +134,22 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["samples"][1]["comparison"]["difference"], 5.0);
         assert_eq!(v["samples"][1]["summary"]["n"], 5);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn columns_and_summary_only() {
+        let (dir, p) = files(&["a;10;x\nb;11;x\nc;12;x\n", "a;20\nb;21\nc;22\nd\n", "a 1\n"]);
+        let text = output(&cli(&["-C", "2", "-d", ";", "-n", &p[0], &p[1]])).unwrap();
+        assert_eq!(text.lines().count(), 5, "{text}");
+        assert!(text.contains(
+            "x   3            10            12            11            11             1\n"
+        ));
+        assert!(!text.contains("confidence"));
+        let json = output(&cli(&["-C", "2", "-d", ";", "--json", &p[0], &p[1]])).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["samples"][1]["comparison"]["difference"], 10.0);
+        assert!(Cli::try_parse_from(["ministat", "-C", "0", &p[0]]).is_err());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
