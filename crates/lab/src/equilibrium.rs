@@ -60,9 +60,13 @@ pub struct TrialOutcome {
     pub attempted: u64,
     /// Packets the generator's transmit path accepted.
     pub sent: u64,
-    /// The generator's own achieved send rate, packets per second.
+    /// The generator's own achieved send rate, packets per second. Must be
+    /// filled: the searches compare it with the offered load to tell a
+    /// generator-limited result (0 reads as "the generator sent nothing").
     pub generator_pps: u64,
-    /// The receiver's packet count for each second of the trial, in order.
+    /// The receiver's packet count for each second of the trial, in order,
+    /// without the warm-up and cool-down seconds the runner skips. Zero
+    /// readings (the trial's edges) are left out of the median.
     pub rx_per_second: Vec<u64>,
     /// Packets the receiver counted over the trial, late packets included.
     pub received: u64,
