@@ -14,6 +14,7 @@
 pub mod poptrie;
 pub mod reference;
 pub mod shared;
+pub mod table;
 
 pub use wire::{Ipv4Cidr, Ipv6Cidr};
 

@@ -26,7 +26,7 @@
 //! and rebuilds only the chunks under them. The structure itself is
 //! single-writer; [`crate::shared`] publishes it to readers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::{Address, Lookup, NextHopId, RouteTable};
 
@@ -55,6 +55,8 @@ pub trait TrieKey: Address + Ord {
     fn stride_bits(self, offset: u8) -> u32;
     /// The first address of top-level entry `i`.
     fn from_top_index(i: usize) -> Self;
+    /// The last address of the prefix `first/len` (`first` masked).
+    fn last_of(first: Self, len: u8) -> Self;
 }
 
 impl TrieKey for u32 {
@@ -69,6 +71,9 @@ impl TrieKey for u32 {
     }
     fn from_top_index(i: usize) -> Self {
         (i as u32) << (32 - Self::DIRECT_BITS)
+    }
+    fn last_of(first: Self, len: u8) -> Self {
+        first | !u32::MAX.masked(len)
     }
 }
 
@@ -86,6 +91,9 @@ impl TrieKey for u128 {
     fn from_top_index(i: usize) -> Self {
         (i as u128) << (128 - Self::DIRECT_BITS)
     }
+    fn last_of(first: Self, len: u8) -> Self {
+        first | !u128::MAX.masked(len)
+    }
 }
 
 /// One trie node: 6 address bits.
@@ -101,18 +109,6 @@ struct Node {
 #[inline(always)]
 fn rank(v: u64, s: u32) -> u32 {
     (v << (63 - s)).count_ones()
-}
-
-/// Routes longer than the direct bits under one top-level entry, and where
-/// their compiled nodes and leaves live.
-#[derive(Debug, Clone)]
-struct Chunk<A> {
-    /// Sorted by (address, length): covering prefixes precede covered ones.
-    routes: Vec<(A, u8, NextHopId)>,
-    node_start: u32,
-    node_len: u32,
-    leaf_start: u32,
-    leaf_len: u32,
 }
 
 /// Memory use of a trie, in bytes.
@@ -141,17 +137,20 @@ pub struct Poptrie<A: TrieKey> {
     short: Vec<HashMap<A, NextHopId>>,
     /// Per top-level entry: length of the longest short route covering it.
     best_short_len: Vec<u8>,
-    chunks: HashMap<u32, Chunk<A>>,
-    free_nodes: HashMap<u32, Vec<u32>>,
-    free_leaves: HashMap<u32, Vec<u32>>,
+    /// Routes longer than the direct bits, ordered by (address, length):
+    /// the routes under any prefix form one range.
+    deep: BTreeMap<(A, u8), NextHopId>,
+    /// Number of deep routes per length, to skip absent lengths.
+    deep_lens: Vec<u32>,
+    /// Free node and leaf blocks by size (1 to 64).
+    free_nodes: Vec<Vec<u32>>,
+    free_leaves: Vec<Vec<u32>>,
     free_node_count: usize,
     free_leaf_count: usize,
-    count: usize,
     /// Next-hop ids refused by [`RouteTable::insert`] for being above
     /// [`MAX_NEXT_HOP`].
     refused: u64,
-    scratch_nodes: Vec<Node>,
-    scratch_leaves: Vec<u32>,
+    scratch: Vec<(A, u8, NextHopId)>,
 }
 
 /// IPv4 trie.
@@ -192,21 +191,21 @@ impl<A: TrieKey> Poptrie<A> {
             leaves: Vec::new(),
             short: (0..=A::DIRECT_BITS).map(|_| HashMap::new()).collect(),
             best_short_len: vec![NO_LEN; top_len],
-            chunks: HashMap::new(),
-            free_nodes: HashMap::new(),
-            free_leaves: HashMap::new(),
+            deep: BTreeMap::new(),
+            deep_lens: vec![0; A::BITS as usize + 1],
+            free_nodes: vec![Vec::new(); 65],
+            free_leaves: vec![Vec::new(); 65],
             free_node_count: 0,
             free_leaf_count: 0,
-            count: 0,
             refused: 0,
-            scratch_nodes: Vec::new(),
-            scratch_leaves: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
-    /// Builds a trie from a whole table at once (faster than inserting the
-    /// routes one by one). Later duplicates of a prefix replace earlier ones;
-    /// routes with a next hop above [`MAX_NEXT_HOP`] are refused and counted.
+    /// Builds a trie from a whole table at once (much faster than inserting
+    /// the routes one by one). Later duplicates of a prefix replace earlier
+    /// ones; routes with a next hop above [`MAX_NEXT_HOP`] are refused and
+    /// counted.
     pub fn from_routes<I: IntoIterator<Item = (A::Prefix, NextHopId)>>(routes: I) -> Self {
         let mut t = Self::new();
         let d = A::DIRECT_BITS;
@@ -234,22 +233,18 @@ impl<A: TrieKey> Poptrie<A> {
         }
         // Short routes, shortest first, fill the top level.
         for len in 0..=d {
-            let mut rs: Vec<(A, NextHopId)> = t.short[len as usize]
+            let rs: Vec<(A, NextHopId)> = t.short[len as usize]
                 .iter()
                 .map(|(&a, &n)| (a, n))
                 .collect();
-            rs.sort_unstable_by_key(|r| r.0);
             for (addr, nh) in rs {
-                let first = addr.top_index();
-                let n = 1usize << (d - len);
-                for s in first..first + n {
+                for s in Self::short_range(addr, len) {
                     t.best_short_len[s] = len;
                     t.top[s] = nh;
                 }
             }
         }
-        t.count = t.short.iter().map(HashMap::len).sum::<usize>() + dedup.len();
-        // Group deep routes per top-level entry and compile each chunk.
+        // Compile one chunk per top-level entry holding deep routes.
         let mut i = 0;
         while i < dedup.len() {
             let slot = dedup[i].0.top_index();
@@ -257,19 +252,17 @@ impl<A: TrieKey> Poptrie<A> {
             while j < dedup.len() && dedup[j].0.top_index() == slot {
                 j += 1;
             }
-            t.chunks.insert(
-                slot as u32,
-                Chunk {
-                    routes: dedup[i..j].to_vec(),
-                    node_start: 0,
-                    node_len: 0,
-                    leaf_start: 0,
-                    leaf_len: 0,
-                },
-            );
-            t.rebuild_chunk(slot);
+            let default = t.slot_default(slot);
+            let root = t.alloc_nodes(1);
+            let node = t.build(&dedup[i..j], A::DIRECT_BITS, default);
+            t.nodes[root as usize] = node;
+            t.top[slot] = NODE_FLAG | root;
             i = j;
         }
+        for r in &dedup {
+            t.deep_lens[r.1 as usize] += 1;
+        }
+        t.deep = dedup.into_iter().map(|(a, l, n)| ((a, l), n)).collect();
         t
     }
 
@@ -293,16 +286,15 @@ impl<A: TrieKey> Poptrie<A> {
     /// Memory used by the lookup structure and by the route copy.
     pub fn memory(&self) -> MemoryUse {
         let node_sz = core::mem::size_of::<Node>();
-        let route_sz = core::mem::size_of::<(A, u8, NextHopId)>();
-        let chunk_routes: usize = self.chunks.values().map(|c| c.routes.capacity()).sum();
+        // A B-tree entry plus its share of node overhead, roughly.
+        let deep_sz = core::mem::size_of::<((A, u8), NextHopId)>() + 8;
         let short_routes: usize = self.short.iter().map(HashMap::capacity).sum();
         MemoryUse {
             lookup_bytes: self.top.len() * 4 + self.nodes.len() * node_sz + self.leaves.len() * 4,
             free_bytes: self.free_node_count * node_sz + self.free_leaf_count * 4,
             nodes: self.nodes.len() - self.free_node_count,
             leaves: self.leaves.len() - self.free_leaf_count,
-            control_bytes: chunk_routes * route_sz
-                + self.chunks.len() * (core::mem::size_of::<Chunk<A>>() + 16)
+            control_bytes: self.deep.len() * deep_sz
                 + short_routes * (core::mem::size_of::<A>() + 8)
                 + self.best_short_len.len(),
         }
@@ -315,10 +307,7 @@ impl<A: TrieKey> Poptrie<A> {
             .iter()
             .enumerate()
             .flat_map(|(len, m)| m.iter().map(move |(&a, &nh)| (A::prefix(a, len as u8), nh)));
-        let deep = self
-            .chunks
-            .values()
-            .flat_map(|c| c.routes.iter().map(|&(a, l, nh)| (A::prefix(a, l), nh)));
+        let deep = self.deep.iter().map(|(&(a, l), &nh)| (A::prefix(a, l), nh));
         short.chain(deep)
     }
 
@@ -364,8 +353,31 @@ impl<A: TrieKey> Poptrie<A> {
             .unwrap_or(NO_ROUTE)
     }
 
+    /// The next hop of the longest route of length `<= len` covering `addr`.
+    fn covering_default(&self, addr: A, len: u8) -> u32 {
+        for l in (A::DIRECT_BITS + 1..=len).rev() {
+            if self.deep_lens[l as usize] == 0 {
+                continue;
+            }
+            if let Some(&nh) = self.deep.get(&(addr.masked(l), l)) {
+                return nh;
+            }
+        }
+        self.slot_default(addr.top_index())
+    }
+
+    /// Whether any route longer than `len` lies under `addr/len`.
+    fn has_longer(&self, addr: A, len: u8) -> bool {
+        let first = addr.masked(len);
+        let last = A::last_of(first, len);
+        self.deep
+            .range((first, len + 1)..=(last, u8::MAX))
+            .next()
+            .is_some()
+    }
+
     fn alloc_nodes(&mut self, n: u32) -> u32 {
-        if let Some(start) = self.free_nodes.get_mut(&n).and_then(Vec::pop) {
+        if let Some(start) = self.free_nodes[n as usize].pop() {
             self.free_node_count -= n as usize;
             return start;
         }
@@ -376,7 +388,7 @@ impl<A: TrieKey> Poptrie<A> {
     }
 
     fn alloc_leaves(&mut self, n: u32) -> u32 {
-        if let Some(start) = self.free_leaves.get_mut(&n).and_then(Vec::pop) {
+        if let Some(start) = self.free_leaves[n as usize].pop() {
             self.free_leaf_count -= n as usize;
             return start;
         }
@@ -385,99 +397,191 @@ impl<A: TrieKey> Poptrie<A> {
         start
     }
 
-    fn free_blocks(&mut self, node_start: u32, node_len: u32, leaf_start: u32, leaf_len: u32) {
-        if node_len > 0 {
-            self.free_nodes
-                .entry(node_len)
-                .or_default()
-                .push(node_start);
-            self.free_node_count += node_len as usize;
+    /// Frees the blocks below `node` (its children, recursively, and its
+    /// leaves), not the slot `node` itself sits in.
+    fn free_below(&mut self, node: Node) {
+        let nc = node.children.count_ones();
+        for k in 0..nc {
+            let child = self.nodes[(node.child_base + k) as usize];
+            self.free_below(child);
         }
-        if leaf_len > 0 {
-            self.free_leaves
-                .entry(leaf_len)
-                .or_default()
-                .push(leaf_start);
-            self.free_leaf_count += leaf_len as usize;
+        if nc > 0 {
+            self.free_nodes[nc as usize].push(node.child_base);
+            self.free_node_count += nc as usize;
+        }
+        let nl = node.leafvec.count_ones();
+        if nl > 0 {
+            self.free_leaves[nl as usize].push(node.leaf_base);
+            self.free_leaf_count += nl as usize;
         }
     }
 
-    /// Recompiles the chunk of top-level entry `slot` from its routes and the
-    /// entry's default, or turns the entry back into a leaf when the chunk
-    /// has no routes left.
-    fn rebuild_chunk(&mut self, slot: usize) {
-        let default = self.slot_default(slot);
-        let key = slot as u32;
-        let Some(chunk) = self.chunks.get(&key) else {
-            self.top[slot] = default;
-            return;
+    /// Compiles a node for `routes` (sorted by address then length, all
+    /// under the node's prefix; those of length `<= offset` are ignored),
+    /// consuming bits `offset..offset + 6`. `default` is the next hop of the
+    /// longest route of length `<= offset` covering the node. Children and
+    /// leaves get blocks of their own.
+    fn build(&mut self, routes: &[(A, u8, NextHopId)], offset: u8, default: u32) -> Node {
+        let end = offset + STRIDE;
+        let mut values = [default; 64];
+        let mut children = 0u64;
+        // Covering routes come before covered ones, so later fills are longer.
+        for &(addr, len, nh) in routes {
+            if len <= offset {
+                continue;
+            }
+            let slot = addr.stride_bits(offset) as usize;
+            if len <= end {
+                let n = 1usize << (end - len);
+                values[slot..slot + n].fill(nh);
+            } else {
+                children |= 1u64 << slot;
+            }
+        }
+        let mut leafvec = 0u64;
+        let mut runs = [0u32; 64];
+        let mut nl = 0usize;
+        let mut prev = None;
+        for (s, &v) in values.iter().enumerate() {
+            if (children >> s) & 1 != 0 {
+                continue;
+            }
+            if prev != Some(v) {
+                leafvec |= 1u64 << s;
+                runs[nl] = v;
+                nl += 1;
+                prev = Some(v);
+            }
+        }
+        let leaf_base = if nl > 0 {
+            let b = self.alloc_leaves(nl as u32);
+            self.leaves[b as usize..b as usize + nl].copy_from_slice(&runs[..nl]);
+            b
+        } else {
+            0
         };
-        let (ns, nl, ls, ll, empty) = (
-            chunk.node_start,
-            chunk.node_len,
-            chunk.leaf_start,
-            chunk.leaf_len,
-            chunk.routes.is_empty(),
+        let nc = children.count_ones();
+        let child_base = if nc > 0 { self.alloc_nodes(nc) } else { 0 };
+        // Deep routes of one 6-bit value are contiguous in address order.
+        let mut k = 0;
+        let mut i = 0;
+        while i < routes.len() {
+            let slot = routes[i].0.stride_bits(offset);
+            let mut j = i + 1;
+            while j < routes.len() && routes[j].0.stride_bits(offset) == slot {
+                j += 1;
+            }
+            if (children >> slot) & 1 != 0 {
+                let child = self.build(&routes[i..j], end, values[slot as usize]);
+                self.nodes[(child_base + k) as usize] = child;
+                k += 1;
+            }
+            i = j;
+        }
+        Node {
+            children,
+            leafvec,
+            child_base,
+            leaf_base,
+        }
+    }
+
+    /// Recompiles, in place, the node at `idx` whose prefix is
+    /// `addr/offset`, and everything below it.
+    fn rebuild_at(&mut self, idx: u32, addr: A, offset: u8, default: u32) {
+        let old = self.nodes[idx as usize];
+        // This copy has no readers (see `shared`): blocks are reused at once.
+        self.free_below(old);
+        let first = addr.masked(offset);
+        let last = A::last_of(first, offset);
+        let mut routes = core::mem::take(&mut self.scratch);
+        routes.clear();
+        routes.extend(
+            self.deep
+                .range((first, offset + 1)..=(last, u8::MAX))
+                .map(|(&(a, l), &n)| (a, l, n)),
         );
-        // This copy has no readers (see `shared`), so the old blocks can be
-        // reused right away.
-        self.free_blocks(ns, nl, ls, ll);
-        if empty {
-            self.chunks.remove(&key);
+        let node = self.build(&routes, offset, default);
+        self.nodes[idx as usize] = node;
+        self.scratch = routes;
+    }
+
+    /// Recompiles the whole chunk of top-level entry `slot` (after its
+    /// default changed), creating or deleting the chunk as needed.
+    fn rebuild_slot(&mut self, slot: usize) {
+        let default = self.slot_default(slot);
+        let e = self.top[slot];
+        let base = A::from_top_index(slot);
+        let wanted = self.has_longer(base, A::DIRECT_BITS);
+        if e & NODE_FLAG != 0 {
+            let root = e & !NODE_FLAG;
+            if wanted {
+                self.rebuild_at(root, base, A::DIRECT_BITS, default);
+                return;
+            }
+            let node = self.nodes[root as usize];
+            self.free_below(node);
+            self.free_nodes[1].push(root);
+            self.free_node_count += 1;
             self.top[slot] = default;
+        } else if wanted {
+            let root = self.alloc_nodes(1);
+            self.nodes[root as usize] = Node::default();
+            self.rebuild_at(root, base, A::DIRECT_BITS, default);
+            self.top[slot] = NODE_FLAG | root;
+        } else {
+            self.top[slot] = default;
+        }
+    }
+
+    /// Brings the compiled trie up to date after the route `addr/len`
+    /// (longer than the direct bits) was added, changed or removed: only
+    /// the subtree of the deepest node on its path that must still exist
+    /// is recompiled.
+    fn update_deep(&mut self, addr: A, len: u8) {
+        let slot = addr.top_index();
+        let e = self.top[slot];
+        if e & NODE_FLAG == 0 {
+            self.rebuild_slot(slot);
             return;
         }
-        let mut nodes = core::mem::take(&mut self.scratch_nodes);
-        let mut leaves = core::mem::take(&mut self.scratch_leaves);
-        nodes.clear();
-        leaves.clear();
-        nodes.push(Node::default());
-        if let Some(chunk) = self.chunks.get(&key) {
-            build_node(
-                &chunk.routes,
-                A::DIRECT_BITS,
-                default,
-                0,
-                &mut nodes,
-                &mut leaves,
-            );
+        // Walk down to the node the route ends in, or to the deepest node
+        // on its path.
+        let mut path = [(0u32, 0u8); 24];
+        let mut depth = 0;
+        let mut idx = e & !NODE_FLAG;
+        let mut off = A::DIRECT_BITS;
+        loop {
+            path[depth] = (idx, off);
+            depth += 1;
+            if len <= off + STRIDE || depth == path.len() {
+                break;
+            }
+            let node = self.nodes[idx as usize];
+            let s = addr.stride_bits(off);
+            if (node.children >> s) & 1 == 0 {
+                break;
+            }
+            idx = node.child_base + rank(node.children, s) - 1;
+            off += STRIDE;
         }
-        let node_start = self.alloc_nodes(nodes.len() as u32);
-        let leaf_start = self.alloc_leaves(leaves.len() as u32);
-        for (dst, n) in self.nodes[node_start as usize..].iter_mut().zip(&nodes) {
-            *dst = Node {
-                children: n.children,
-                leafvec: n.leafvec,
-                child_base: n.child_base + node_start,
-                leaf_base: n.leaf_base + leaf_start,
-            };
+        // The root exists while the slot has deep routes; a deeper node while
+        // routes longer than its offset remain under it.
+        for d in (1..depth).rev() {
+            let (idx, off) = path[d];
+            if self.has_longer(addr, off) {
+                let default = self.covering_default(addr, off);
+                self.rebuild_at(idx, addr, off, default);
+                return;
+            }
         }
-        self.leaves[leaf_start as usize..leaf_start as usize + leaves.len()]
-            .copy_from_slice(&leaves);
-        if let Some(chunk) = self.chunks.get_mut(&key) {
-            chunk.node_start = node_start;
-            chunk.node_len = nodes.len() as u32;
-            chunk.leaf_start = leaf_start;
-            chunk.leaf_len = leaves.len() as u32;
-        }
-        self.top[slot] = NODE_FLAG | node_start;
-        self.scratch_nodes = nodes;
-        self.scratch_leaves = leaves;
+        self.rebuild_slot(slot);
     }
 
     /// The range of top-level entries a short prefix covers.
     fn short_range(addr: A, len: u8) -> core::ops::Range<usize> {
         let first = addr.top_index();
         first..first + (1usize << (A::DIRECT_BITS - len))
-    }
-
-    /// Points top-level entry `slot` at its new default.
-    fn refresh_slot(&mut self, slot: usize) {
-        if self.chunks.contains_key(&(slot as u32)) {
-            self.rebuild_chunk(slot);
-        } else {
-            self.top[slot] = self.slot_default(slot);
-        }
     }
 
     fn insert_checked(&mut self, prefix: A::Prefix, nh: NextHopId) -> Option<NextHopId> {
@@ -487,47 +591,22 @@ impl<A: TrieKey> Poptrie<A> {
             if old == Some(nh) {
                 return old;
             }
-            if old.is_none() {
-                self.count += 1;
-            }
             for s in Self::short_range(addr, len) {
                 let b = self.best_short_len[s];
                 if b == NO_LEN || b <= len {
                     self.best_short_len[s] = len;
-                    self.refresh_slot(s);
+                    self.rebuild_slot(s);
                 }
             }
             old
         } else {
-            let slot = addr.top_index();
-            let chunk = self.chunks.entry(slot as u32).or_insert_with(|| Chunk {
-                routes: Vec::new(),
-                node_start: 0,
-                node_len: 0,
-                leaf_start: 0,
-                leaf_len: 0,
-            });
-            let old = match chunk
-                .routes
-                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
-            {
-                Ok(i) => {
-                    let old = chunk.routes[i].2;
-                    if old == nh {
-                        return Some(old);
-                    }
-                    chunk.routes[i].2 = nh;
-                    Some(old)
-                }
-                Err(i) => {
-                    chunk.routes.insert(i, (addr, len, nh));
-                    None
-                }
-            };
-            if old.is_none() {
-                self.count += 1;
+            let old = self.deep.insert((addr, len), nh);
+            match old {
+                Some(o) if o == nh => return old,
+                Some(_) => {}
+                None => self.deep_lens[len as usize] += 1,
             }
-            self.rebuild_chunk(slot);
+            self.update_deep(addr, len);
             old
         }
     }
@@ -536,7 +615,6 @@ impl<A: TrieKey> Poptrie<A> {
         let (addr, len) = A::split(prefix);
         if len <= A::DIRECT_BITS {
             let old = self.short[len as usize].remove(&addr)?;
-            self.count -= 1;
             // The covering routes shorter than `len` are the same for every
             // entry in the range: find the longest one once.
             let repl = (0..len)
@@ -546,95 +624,16 @@ impl<A: TrieKey> Poptrie<A> {
             for s in Self::short_range(addr, len) {
                 if self.best_short_len[s] == len {
                     self.best_short_len[s] = repl;
-                    self.refresh_slot(s);
+                    self.rebuild_slot(s);
                 }
             }
             Some(old)
         } else {
-            let slot = addr.top_index();
-            let chunk = self.chunks.get_mut(&(slot as u32))?;
-            let i = chunk
-                .routes
-                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
-                .ok()?;
-            let (_, _, old) = chunk.routes.remove(i);
-            self.count -= 1;
-            self.rebuild_chunk(slot);
+            let old = self.deep.remove(&(addr, len))?;
+            self.deep_lens[len as usize] -= 1;
+            self.update_deep(addr, len);
             Some(old)
         }
-    }
-}
-
-/// Compiles the node at `nodes[idx]` for the routes under it (sorted by
-/// address then length; those of length `<= offset` are ignored), consuming
-/// bits `offset..offset + 6`. `default` is the next hop of the longest route
-/// of length `<= offset` covering the node.
-fn build_node<A: TrieKey>(
-    routes: &[(A, u8, NextHopId)],
-    offset: u8,
-    default: u32,
-    idx: usize,
-    nodes: &mut Vec<Node>,
-    leaves: &mut Vec<u32>,
-) {
-    let end = offset + STRIDE;
-    let mut values = [default; 64];
-    let mut children = 0u64;
-    // Covering routes come before covered ones, so later fills are longer.
-    for &(addr, len, nh) in routes {
-        if len <= offset {
-            continue;
-        }
-        let slot = addr.stride_bits(offset) as usize;
-        if len <= end {
-            let n = 1usize << (end - len);
-            values[slot..slot + n].fill(nh);
-        } else {
-            children |= 1u64 << slot;
-        }
-    }
-    let child_base = nodes.len();
-    nodes.resize(child_base + children.count_ones() as usize, Node::default());
-    let leaf_base = leaves.len();
-    let mut leafvec = 0u64;
-    let mut prev = None;
-    for (s, &v) in values.iter().enumerate() {
-        if (children >> s) & 1 != 0 {
-            continue;
-        }
-        if prev != Some(v) {
-            leafvec |= 1u64 << s;
-            leaves.push(v);
-            prev = Some(v);
-        }
-    }
-    nodes[idx] = Node {
-        children,
-        leafvec,
-        child_base: child_base as u32,
-        leaf_base: leaf_base as u32,
-    };
-    // Deep routes of one 6-bit value are contiguous in address order.
-    let mut next_child = child_base;
-    let mut i = 0;
-    while i < routes.len() {
-        let slot = routes[i].0.stride_bits(offset);
-        let mut j = i + 1;
-        while j < routes.len() && routes[j].0.stride_bits(offset) == slot {
-            j += 1;
-        }
-        if (children >> slot) & 1 != 0 {
-            build_node(
-                &routes[i..j],
-                end,
-                values[slot as usize],
-                next_child,
-                nodes,
-                leaves,
-            );
-            next_child += 1;
-        }
-        i = j;
     }
 }
 
@@ -749,17 +748,12 @@ impl<A: TrieKey> RouteTable<A> for Poptrie<A> {
         if len <= A::DIRECT_BITS {
             self.short[len as usize].get(&addr).copied()
         } else {
-            let chunk = self.chunks.get(&(addr.top_index() as u32))?;
-            chunk
-                .routes
-                .binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
-                .ok()
-                .map(|i| chunk.routes[i].2)
+            self.deep.get(&(addr, len)).copied()
         }
     }
 
     fn len(&self) -> usize {
-        self.count
+        self.short.iter().map(HashMap::len).sum::<usize>() + self.deep.len()
     }
 }
 

@@ -179,6 +179,10 @@ where
     for (p, nh) in r.iter() {
         prop_assert_eq!(t.get(&p), Some(nh));
     }
+    // Incremental updates leave the same shape as a fresh build: no node or
+    // leaf is left behind by deletes.
+    let (mt, mb) = (t.memory(), bulk.memory());
+    prop_assert_eq!((mt.nodes, mt.leaves), (mb.nodes, mb.leaves));
     Ok(())
 }
 
