@@ -11,9 +11,10 @@
 //!
 //! A trial passes when the forwarding rate is at least the offered load
 //! less the tolerance (both rounded down to whole Kpps). The seed's IPv6
-//! run follows this rule line for line (see the tests); its IPv4 run was
-//! made by an older version of the tool that required the full offered
-//! load (5434 Kpps at 5469 offered counted as a failure there).
+//! run follows this rule line for line (see the tests); its IPv4 run
+//! matches a comparison against the full offered load instead (5434 Kpps
+//! forwarded at 5469 offered counted as a failure there), as the tool's
+//! versions before the tolerance was added to this test did.
 //!
 //! This module does no I/O: the lab drives real trials through
 //! [`TrialRunner`]; tests drive simulated devices.
