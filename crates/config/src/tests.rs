@@ -489,3 +489,70 @@ fn load_names_the_file_and_reports_io_errors() {
     assert!(matches!(e, ConfigError::Io { .. }));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Edits of the lab config: replace a byte range with a short string.
+    fn mutated() -> impl Strategy<Value = String> {
+        (
+            0..LAB.len(),
+            0..12usize,
+            "[\\[\\]\"=,.:/a-z0-9 \n{}#-]{0,12}",
+        )
+            .prop_map(|(at, len, ins)| {
+                let mut b = LAB.as_bytes().to_vec();
+                let end = (at + len).min(b.len());
+                b.splice(at..end, ins.bytes());
+                String::from_utf8_lossy(&b).into_owned()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any edit of a valid file either loads or names problems on
+        /// lines that exist; never a panic.
+        #[test]
+        fn edits_load_or_point_inside_the_file(text in mutated()) {
+            let lines = text.lines().count().max(1);
+            match Config::parse("router.toml", &text) {
+                Ok(c) => {
+                    // What loads once loads again to the same thing.
+                    prop_assert_eq!(Config::parse("router.toml", &text).unwrap(), c);
+                }
+                Err(e) => {
+                    prop_assert!(!e.diagnostics().is_empty());
+                    for d in e.diagnostics() {
+                        prop_assert!(d.line >= 1 && d.line <= lines + 1, "{} of {}", d, lines);
+                        prop_assert!(d.to_string().starts_with("router.toml:"));
+                    }
+                }
+            }
+        }
+
+        /// Arbitrary text never panics the loader.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = Config::parse("x.toml", &text);
+        }
+
+        /// A valid config builds pipeline tables; every route's next hops
+        /// resolve to interfaces that exist.
+        #[test]
+        fn valid_edits_build_tables(text in mutated()) {
+            if let Ok(c) = Config::parse("router.toml", &text) {
+                let rt = c
+                    .build_tables(fib::reference::ReferenceFib4::new(), fib::reference::ReferenceFib6::new())
+                    .unwrap();
+                prop_assert_eq!(rt.tables.interfaces().len(), c.interfaces.len());
+                for r in &c.routes {
+                    for h in &r.next_hops {
+                        prop_assert!(c.interface(&h.interface).is_some());
+                    }
+                }
+            }
+        }
+    }
+}
