@@ -316,47 +316,74 @@ impl LabRun {
     }
 }
 
-/// Column values of the comparison table, one row per contender.
-fn table_rows(run: &LabRun) -> Vec<[String; 7]> {
-    run.contenders
+/// The comparison table's header and rows, one row per contender. The
+/// equilibrium and latency columns appear when some contender has them.
+fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
+    let with_eq = run.contenders.iter().any(|c| c.equilibrium.is_some());
+    let with_lat = run
+        .contenders
+        .iter()
+        .any(|c| c.runs.iter().any(|r| r.latency.is_some()));
+    let mut head: Vec<String> = ["contender", "runs", "median Kpps", "min-max Kpps", "spread"]
+        .map(String::from)
+        .to_vec();
+    if with_eq {
+        head.push("equilibrium Kpps".into());
+    }
+    if with_lat {
+        head.push("p50 / p99.9 µs".into());
+    }
+    head.extend(["vs baseline", "verdict"].map(String::from));
+    let rows = run
+        .contenders
         .iter()
         .map(|c| {
-            let (median, range, spread) = match &c.summary {
-                Some(s) => (
+            let mut row = vec![c.name.clone(), c.runs.len().to_string()];
+            match &c.summary {
+                Some(s) => row.extend([
                     kpps(s.median),
                     format!("{}-{}", kpps(s.min), kpps(s.max)),
                     format!("{:.1}%", s.spread_pct),
-                ),
-                None => ("-".into(), "-".into(), "-".into()),
-            };
+                ]),
+                None => row.extend(["-", "-", "-"].map(String::from)),
+            }
+            if with_eq {
+                row.push(c.equilibrium.as_ref().map_or("-".into(), |e| {
+                    let limited = if e.stop == crate::equilibrium::StopReason::GeneratorLimited {
+                        " (gen-limited)"
+                    } else {
+                        ""
+                    };
+                    format!("{}{limited}", e.estimated_kpps)
+                }));
+            }
+            if with_lat {
+                // Medians over the runs of each run's p50 and p99.9.
+                let med = |f: fn(&LatencySummary) -> u64| -> Option<f64> {
+                    let v: Vec<f64> = c
+                        .runs
+                        .iter()
+                        .filter_map(|r| r.latency.as_ref().map(|l| f(l) as f64))
+                        .collect();
+                    RateSummary::of(&v).map(|s| s.median / 1e3)
+                };
+                row.push(match (med(|l| l.median_ns), med(|l| l.p999_ns)) {
+                    (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+                    _ => "-".into(),
+                });
+            }
             let (ratio, verdict) = match &c.verdict {
                 Some(v) if v.ratio.is_finite() => (format!("{:.2}x", v.ratio), v.short()),
                 Some(v) => ("-".into(), v.short()),
                 None if c.name == run.baseline => ("1.00x".into(), "baseline".into()),
                 None => ("-".into(), "-".into()),
             };
-            [
-                c.name.clone(),
-                c.runs.len().to_string(),
-                median,
-                range,
-                spread,
-                ratio,
-                verdict,
-            ]
+            row.extend([ratio, verdict]);
+            row
         })
-        .collect()
+        .collect();
+    (head, rows)
 }
-
-const TABLE_HEAD: [&str; 7] = [
-    "contender",
-    "runs",
-    "median Kpps",
-    "min-max Kpps",
-    "spread",
-    "vs baseline",
-    "verdict",
-];
 
 fn kpps(pps: f64) -> String {
     format!("{:.1}", pps / 1000.0)
@@ -364,9 +391,18 @@ fn kpps(pps: f64) -> String {
 
 /// The comparison table in Markdown.
 pub fn comparison_table_markdown(run: &LabRun) -> String {
-    let mut s = format!("| {} |\n", TABLE_HEAD.join(" | "));
-    s.push_str("|---|---:|---:|---:|---:|---:|---|\n");
-    for row in table_rows(run) {
+    let (head, rows) = table(run);
+    let mut s = format!("| {} |\n|", head.join(" | "));
+    for i in 0..head.len() {
+        // Names and verdicts left-aligned, numbers right-aligned.
+        s.push_str(if i == 0 || i + 1 == head.len() {
+            "---|"
+        } else {
+            "---:|"
+        });
+    }
+    s.push('\n');
+    for row in rows {
         let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
         s.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
@@ -375,8 +411,8 @@ pub fn comparison_table_markdown(run: &LabRun) -> String {
 
 /// The comparison table in plain text, columns aligned.
 pub fn comparison_table_text(run: &LabRun) -> String {
-    let rows = table_rows(run);
-    let mut widths: Vec<usize> = TABLE_HEAD.iter().map(|h| h.chars().count()).collect();
+    let (head, rows) = table(run);
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row.iter()) {
             *w = (*w).max(cell.chars().count());
@@ -400,7 +436,6 @@ pub fn comparison_table_text(run: &LabRun) -> String {
         }
         l.trim_end().to_string() + "\n"
     };
-    let head: Vec<String> = TABLE_HEAD.iter().map(|h| h.to_string()).collect();
     let mut s = line(&head);
     let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
     s.push_str(&"-".repeat(total));
@@ -886,14 +921,19 @@ mod tests {
         let md = comparison_table_markdown(&run);
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(lines.len(), 5);
-        assert!(lines[0].starts_with("| contender | runs | median Kpps"));
+        assert_eq!(
+            lines[0],
+            "| contender | runs | median Kpps | min-max Kpps | spread | p50 / p99.9 µs | vs baseline | verdict |"
+        );
+        assert_eq!(lines[1], "|---|---:|---:|---:|---:|---:|---:|---|");
         assert_eq!(
             lines[2],
-            "| kernel | 5 | 451.0 | 419.0-513.0 | 20.8% | 1.00x | baseline |"
+            "| kernel | 5 | 451.0 | 419.0-513.0 | 20.8% | 20.0 / 90.0 | 1.00x | baseline |"
         );
-        assert!(lines[3].starts_with(
-            "| fastfwd-afxdp | 5 | 605.0 | 590.0-620.0 | 5.0% | 1.34x | +31.9% ± 8.4% (95%) |"
-        ));
+        assert_eq!(
+            lines[3],
+            "| fastfwd-afxdp | 5 | 605.0 | 590.0-620.0 | 5.0% | 20.0 / 90.0 | 1.34x | +31.9% ± 8.4% (95%) |"
+        );
         let text = comparison_table_text(&run);
         let tl: Vec<&str> = text.lines().collect();
         assert_eq!(tl.len(), 5);
@@ -902,6 +942,36 @@ mod tests {
         for row in [tl[2], tl[3], tl[4]] {
             assert!(row[..end].ends_with(|c: char| c.is_ascii_digit()), "{row}");
         }
+    }
+
+    #[test]
+    fn optional_columns_follow_the_data() {
+        let mut run = sample_run();
+        for c in &mut run.contenders {
+            for r in &mut c.runs {
+                r.latency = None;
+            }
+        }
+        run.contenders[1].equilibrium = Some(EquilibriumResult {
+            config: crate::equilibrium::EquilibriumConfig::default(),
+            iterations: vec![],
+            estimated_kpps: 640,
+            max_seen_kpps: 640,
+            stop: crate::equilibrium::StopReason::GeneratorLimited,
+        });
+        run.finish();
+        let md = comparison_table_markdown(&run);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| contender | runs | median Kpps | min-max Kpps | spread | equilibrium Kpps | vs baseline | verdict |"
+        );
+        assert!(lines[2].contains("| 20.8% | - | 1.00x |"), "{}", lines[2]);
+        assert!(
+            lines[3].contains("| 5.0% | 640 (gen-limited) | 1.34x |"),
+            "{}",
+            lines[3]
+        );
     }
 
     #[test]
