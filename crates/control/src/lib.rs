@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod netlink;
 pub mod protocol;
 pub mod server;
+pub mod snapshot;
 pub mod state;
 
 pub use protocol::{Request, Response};

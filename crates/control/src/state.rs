@@ -107,6 +107,8 @@ impl KernelState {
                     self.routes.remove(&(*prefix, *metric)).is_some()
                 }
             }
+            // Multicast "neighbours" are the kernel's fixed mappings, not next hops.
+            Event::Neigh { ip, .. } if ip.is_multicast() => false,
             Event::Neigh {
                 add,
                 ifindex,
@@ -687,5 +689,13 @@ via = "198.19.0.108"
         );
         assert!(s.kernel.apply(&n(nud::FAILED, None)));
         assert!(s.kernel.neighbours.is_empty());
+        let mcast = Event::Neigh {
+            add: true,
+            ifindex: 6,
+            ip: "ff02::2".parse().unwrap(),
+            mac: Some([0x33, 0x33, 0, 0, 0, 2]),
+            state: nud::NOARP,
+        };
+        assert!(!s.kernel.apply(&mcast), "multicast mappings are not neighbours");
     }
 }

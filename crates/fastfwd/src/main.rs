@@ -28,6 +28,17 @@ enum Command {
     /// The forwarding lab: topology, generator, receivers, searches, statistics, benchmark.
     #[command(subcommand)]
     Lab(cmd::lab::Command),
+    /// Run the router on the interfaces of a config file.
+    Run(cmd::run::Args),
+    /// Ask the running router: interfaces, workers, drops, routes, neighbours.
+    Show(cmd::show::Args),
+    /// Add or delete a route in the running router.
+    Route(cmd::route::Args),
+    /// Add or delete a static neighbour in the running router.
+    #[command(alias = "neighbour", alias = "neigh")]
+    Neighbor(cmd::neighbor::Args),
+    /// Check a config file, or reload the running router's config atomically.
+    Config(cmd::config::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +48,11 @@ fn main() -> std::process::ExitCode {
         Command::Fib(c) => cmd::fib::run(c),
         Command::Firewall(c) => cmd::firewall::run(c),
         Command::Lab(c) => cmd::lab::run(c),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Show(a) => cmd::show::run(a),
+        Command::Route(a) => cmd::route::run(a),
+        Command::Neighbor(a) => cmd::neighbor::run(a),
+        Command::Config(a) => cmd::config::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

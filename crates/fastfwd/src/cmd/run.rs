@@ -1,0 +1,872 @@
+//! `fastfwd run`: the router daemon.
+//!
+//! Threads:
+//! - one worker per configured core, pinned, owning its ports (one AF_XDP
+//!   socket per queue it serves, or one AF_PACKET socket per interface in a
+//!   fanout group) and their TX buffers. It polls while traffic flows and
+//!   sleeps in `poll(2)` on its sockets when idle;
+//! - the control thread (this one): follows the kernel over netlink,
+//!   rebuilds and publishes the tables, asks the kernel to resolve missed
+//!   neighbours, serves the control socket and sums the workers' counters.
+//!
+//! See docs/router.md.
+
+use anyhow::{bail, Context, Result};
+use control::kernel::KernelLink;
+use control::protocol::{HopSpec, Request, Response, DEFAULT_SOCKET};
+use control::server::ControlServer;
+use control::snapshot::Snapshot;
+use control::state::{ApiRoute, Built, RouterState};
+use netio::packet::{PacketConfig, PacketPort};
+use netio::sys::os;
+use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
+use netio::{FrameBatch, Port};
+use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// I/O backend choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// AF_XDP sockets fed by fastfwd's XDP program (transit traffic only).
+    Xdp,
+    /// AF_PACKET TPACKET_V3 rings (every frame; kernel forwarding must be off).
+    Packet,
+}
+
+/// Where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum XdpModeArg {
+    /// Native, falling back to generic.
+    Auto,
+    /// In the driver only.
+    Native,
+    /// Generic (skb) mode only.
+    Generic,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The router's configuration file.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// I/O backend.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: BackendArg,
+    /// CPUs to run workers on, one worker each: `1`, `0,1`, `2-3`
+    /// (default: the first CPU this process may use).
+    #[arg(long)]
+    pub cores: Option<String>,
+    /// Control socket path.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Keep polling when idle instead of sleeping (burns the cores).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// XDP attach mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
+}
+
+/// Parses `1`, `0,2`, `1-3`, `0,2-3`.
+pub fn parse_cores(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse()?, b.parse()?);
+                if a > b {
+                    bail!("--cores: empty range {part}");
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(
+                part.parse()
+                    .with_context(|| format!("--cores: {part} is not a CPU number"))?,
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        bail!("--cores: no CPU given");
+    }
+    Ok(out)
+}
+
+/// Port counters as the control socket reports them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PortCounters {
+    /// Port (kernel interface) name.
+    pub port: String,
+    /// Frames received from the kernel.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames handed to the kernel for sending.
+    pub tx_packets: u64,
+    /// Bytes handed to the kernel.
+    pub tx_bytes: u64,
+    /// Frames that found the TX ring full.
+    pub tx_dropped: u64,
+    /// Frames the kernel dropped before fastfwd saw them.
+    pub rx_dropped: u64,
+}
+
+/// What a worker publishes about itself (about every 100 ms).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerReport {
+    /// Worker number.
+    pub id: usize,
+    /// CPU it is pinned to.
+    pub core: usize,
+    /// Backend.
+    pub backend: String,
+    /// Its ports (socket per port, or per queue of a port).
+    pub ports: Vec<PortCounters>,
+    /// Pipeline counters.
+    #[serde(skip)]
+    pub counters: Counters,
+    /// Loop rounds that found frames.
+    pub busy_rounds: u64,
+    /// Times it went to sleep in poll(2).
+    pub sleeps: u64,
+    /// Frames held while their neighbour was being resolved.
+    pub held: u64,
+    /// Held frames dropped after waiting too long.
+    pub held_expired: u64,
+    /// Frames for the host that reached fastfwd instead (dropped; the
+    /// kernel has or gets its own copy).
+    pub punts_discarded: u64,
+    /// Neighbour misses not reported because the queue to the control thread was full.
+    pub misses_lost: u64,
+}
+
+struct Shared {
+    snapshot: Snapshot,
+    stop: AtomicBool,
+    reports: Vec<Mutex<WorkerReport>>,
+}
+
+/// How long a frame may wait for its neighbour to be resolved.
+const HOLD_NS: u64 = 1_000_000_000;
+/// Empty rounds before a worker sleeps.
+const SPIN_ROUNDS: u32 = 64;
+/// Longest sleep in poll(2), so stop requests are seen promptly.
+const SLEEP_MS: i32 = 50;
+/// How often a worker publishes its counters.
+const REPORT_NS: u64 = 100_000_000;
+
+struct WorkerCtx {
+    id: usize,
+    core: usize,
+    busy_poll: bool,
+    /// Ports by PortId (None: this worker has no socket there).
+    ports: Vec<Option<Box<dyn Port>>>,
+    port_names: Vec<String>,
+    misses: SyncSender<(u16, IpAddr)>,
+    punt_to_kernel_copy: bool,
+}
+
+fn worker_main(ctx: WorkerCtx, shared: Arc<Shared>) {
+    let WorkerCtx {
+        id,
+        core,
+        busy_poll,
+        mut ports,
+        port_names,
+        misses,
+        punt_to_kernel_copy,
+    } = ctx;
+    if let Err(e) = os::pin_current_thread(core) {
+        eprintln!("fastfwd: worker {id}: cannot pin to CPU {core}: {e}");
+    }
+    let mut worker = Worker::new(WorkerConfig {
+        max_batch: netio::BATCH,
+        ..WorkerConfig::default()
+    });
+    let mut batch = FrameBatch::new();
+    let mut held: Vec<FrameBatch> = ports.iter().map(|_| FrameBatch::new()).collect();
+    let mut held_since = vec![0u64; ports.len()];
+    let mut report = WorkerReport {
+        id,
+        core,
+        backend: ports
+            .iter()
+            .flatten()
+            .next()
+            .map(|p| p.backend().to_string())
+            .unwrap_or_default(),
+        ..WorkerReport::default()
+    };
+    // Recently reported misses, so a burst toward one address asks once.
+    let mut recent: [(u16, IpAddr, u64); 16] = [(u16::MAX, IpAddr::from([0u8; 4]), 0); 16];
+    let mut recent_at = 0usize;
+    let fds: Vec<i32> = ports.iter().flatten().map(|p| p.poll_fd()).collect();
+    let start = Instant::now();
+    let mut last_report = 0u64;
+    let mut idle_rounds = 0u32;
+    let mut seen_gen = shared.snapshot.generation();
+
+    while !shared.stop.load(Ordering::Relaxed) {
+        let now = start.elapsed().as_nanos() as u64;
+        let tables = shared.snapshot.load();
+        let gen = shared.snapshot.generation();
+        let mut got = 0usize;
+        for rx in 0..ports.len() {
+            // Frames waiting for a neighbour go again after a table change.
+            let retry_held = gen != seen_gen && !held[rx].is_empty();
+            if retry_held {
+                std::mem::swap(&mut batch, &mut held[rx]);
+                held[rx].clear();
+            } else {
+                let Some(port) = ports[rx].as_mut() else {
+                    continue;
+                };
+                batch.clear();
+                if port.rx_batch(&mut batch) == 0 {
+                    continue;
+                }
+            }
+            got += batch.len();
+            batch.with_frames(|frames| {
+                worker.process(&tables, now, rx as u16, frames);
+            });
+            let out = worker.output();
+            for (p, idx) in out.tx_batches() {
+                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                    for &i in idx {
+                        port.tx(batch.frame(usize::from(i)));
+                    }
+                }
+            }
+            for (p, _iface, bytes) in out.generated() {
+                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                    port.tx(bytes);
+                }
+            }
+            for (i, v) in out.verdicts().iter().enumerate() {
+                match v {
+                    Verdict::Punt(PuntReason::NeighbourMiss) => {
+                        if held[rx].is_empty() {
+                            held_since[rx] = now;
+                        }
+                        if held[rx].push(batch.frame(i)) {
+                            report.held += 1;
+                        } else {
+                            report.held_expired += 1;
+                        }
+                    }
+                    Verdict::Punt(_) if !punt_to_kernel_copy => report.punts_discarded += 1,
+                    _ => {}
+                }
+            }
+            for &(iface, ip) in out.neighbour_misses() {
+                let fresh = !recent
+                    .iter()
+                    .any(|&(i, a, t)| i == iface && a == ip && now.saturating_sub(t) < 100_000_000);
+                if fresh {
+                    recent[recent_at] = (iface, ip, now);
+                    recent_at = (recent_at + 1) % recent.len();
+                    if let Err(TrySendError::Full(_)) = misses.try_send((iface, ip)) {
+                        report.misses_lost += 1;
+                    }
+                }
+            }
+        }
+        seen_gen = gen;
+        for (rx, h) in held.iter_mut().enumerate() {
+            if !h.is_empty() && now.saturating_sub(held_since[rx]) > HOLD_NS {
+                report.held_expired += h.len() as u64;
+                h.clear();
+            }
+        }
+        // TX buffers are flushed at the end of every round: the "timer" is
+        // one pass over the ports, a few microseconds when busy.
+        for p in ports.iter_mut().flatten() {
+            p.flush();
+        }
+        drop(tables);
+        if got > 0 {
+            report.busy_rounds += 1;
+            idle_rounds = 0;
+        } else {
+            idle_rounds = idle_rounds.saturating_add(1);
+        }
+        if now.saturating_sub(last_report) > REPORT_NS {
+            last_report = now;
+            publish(&shared, &mut report, &worker, &ports, &port_names);
+        }
+        if !busy_poll && idle_rounds > SPIN_ROUNDS && held.iter().all(FrameBatch::is_empty) {
+            report.sleeps += 1;
+            // Counters are current whenever the worker sleeps.
+            if now.saturating_sub(last_report) > 10_000_000 {
+                last_report = now;
+                publish(&shared, &mut report, &worker, &ports, &port_names);
+            }
+            let _ = os::poll_readable(&fds, SLEEP_MS);
+        }
+    }
+    publish(&shared, &mut report, &worker, &ports, &port_names);
+}
+
+fn publish(
+    shared: &Shared,
+    report: &mut WorkerReport,
+    worker: &Worker,
+    ports: &[Option<Box<dyn Port>>],
+    names: &[String],
+) {
+    report.counters = worker.counters().clone();
+    report.ports = ports
+        .iter()
+        .zip(names)
+        .filter_map(|(p, name)| {
+            let s = p.as_ref()?.stats();
+            Some(PortCounters {
+                port: name.clone(),
+                rx_packets: s.rx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_packets: s.tx_packets,
+                tx_bytes: s.tx_bytes,
+                tx_dropped: s.tx_dropped,
+                rx_dropped: s.rx_dropped,
+            })
+        })
+        .collect();
+    if let Some(slot) = shared.reports.get(report.id) {
+        if let Ok(mut g) = slot.lock() {
+            *g = report.clone();
+        }
+    }
+}
+
+/// Number of RX queues of a kernel interface.
+fn rx_queues(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Everything the daemon owns while it runs.
+struct Daemon {
+    config_path: PathBuf,
+    state: RouterState,
+    built: Built,
+    kernel: KernelLink,
+    shared: Arc<Shared>,
+    programs: Vec<XdpProgram>,
+    backend: BackendArg,
+    started: Instant,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if !os::is_root() {
+        bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
+    }
+    let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cores = match &args.cores {
+        Some(s) => parse_cores(s)?,
+        None => vec![*os::allowed_cpus()?.first().context("no CPU allowed")?],
+    };
+    let mut kernel = KernelLink::open().context("opening netlink")?;
+    let mut state = RouterState::new(config);
+    kernel
+        .dump(&mut state.kernel)
+        .context("reading the kernel's interfaces and routes")?;
+    let missing = control::state::missing_ports(&state);
+    if !missing.is_empty() {
+        bail!(
+            "{}: interface(s) {} do not exist in this network namespace",
+            args.config.display(),
+            missing.join(", ")
+        );
+    }
+    let built = state.build()?;
+    for w in &built.warnings {
+        eprintln!("fastfwd: {w}");
+    }
+    let port_names = built.ports.clone();
+    let n_ports = port_names.len();
+
+    os::catch_stop_signals().context("installing signal handlers")?;
+    let server = ControlServer::bind(&args.socket)?;
+
+    // I/O: sockets are opened here and moved into the workers.
+    let mut programs = Vec::new();
+    let mut worker_ports: Vec<Vec<Option<Box<dyn Port>>>> = cores
+        .iter()
+        .map(|_| (0..n_ports).map(|_| None).collect())
+        .collect();
+    match args.backend {
+        BackendArg::Xdp => {
+            let mode = match args.xdp_mode {
+                XdpModeArg::Auto => XdpMode::Auto,
+                XdpModeArg::Native => XdpMode::Native,
+                XdpModeArg::Generic => XdpMode::Generic,
+            };
+            for name in &port_names {
+                let prog = XdpProgram::attach(name, mode)?;
+                programs.push(prog);
+            }
+            set_local_addrs(&programs, &built, &[]);
+            for (p, prog) in programs.iter().enumerate() {
+                let queues = rx_queues(&port_names[p]);
+                for (w, ports) in worker_ports.iter_mut().enumerate() {
+                    if (w as u32) < queues {
+                        let port = XdpPort::open(prog, w as u32, SocketConfig::default())?;
+                        ports[p] = Some(Box::new(port));
+                    }
+                }
+            }
+        }
+        BackendArg::Packet => {
+            for (p, name) in port_names.iter().enumerate() {
+                let ifindex = netio::if_index(name)?;
+                let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
+                for ports in worker_ports.iter_mut() {
+                    let port = PacketPort::open(
+                        name,
+                        PacketConfig {
+                            fanout_group: group,
+                            ..PacketConfig::default()
+                        },
+                    )?;
+                    ports[p] = Some(Box::new(port));
+                }
+            }
+        }
+    }
+
+    let shared = Arc::new(Shared {
+        snapshot: Snapshot::new(state.build()?.tables),
+        stop: AtomicBool::new(false),
+        reports: cores
+            .iter()
+            .map(|_| Mutex::new(WorkerReport::default()))
+            .collect(),
+    });
+    let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
+    let mut handles = Vec::new();
+    for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {
+        if ports.iter().all(Option::is_none) {
+            eprintln!("fastfwd: worker {w} on CPU {core} has no queue to serve (the interfaces have fewer RX queues than workers); not started");
+            continue;
+        }
+        let ctx = WorkerCtx {
+            id: w,
+            core,
+            busy_poll: args.busy_poll,
+            ports,
+            port_names: port_names.clone(),
+            misses: miss_tx.clone(),
+            punt_to_kernel_copy: args.backend == BackendArg::Packet,
+        };
+        let sh = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("fastfwd-w{w}"))
+                .spawn(move || worker_main(ctx, sh))
+                .context("starting a worker thread")?,
+        );
+    }
+    drop(miss_tx);
+    eprintln!(
+        "fastfwd: forwarding on {} with {} worker(s) on CPU(s) {:?}, backend {:?}; control socket {}",
+        port_names.join(", "),
+        handles.len(),
+        cores,
+        args.backend,
+        args.socket.display()
+    );
+
+    let mut daemon = Daemon {
+        config_path: args.config.clone(),
+        state,
+        built,
+        kernel,
+        shared: shared.clone(),
+        programs,
+        backend: args.backend,
+        started: Instant::now(),
+    };
+    let result = daemon.control_loop(&server, &miss_rx);
+    shared.stop.store(true, Ordering::SeqCst);
+    for h in handles {
+        let _ = h.join();
+    }
+    // Sockets closed with the workers; now detach every XDP program.
+    for mut p in daemon.programs.drain(..) {
+        if let Err(e) = p.detach() {
+            eprintln!("fastfwd: {e}");
+        }
+    }
+    drop(server);
+    eprintln!("fastfwd: stopped");
+    result
+}
+
+/// Keeps every program's local-address map equal to all of the router's
+/// addresses: a packet to d1's address arriving on d0 is for the host too.
+fn set_local_addrs(programs: &[XdpProgram], built: &Built, old: &[(u16, IpAddr)]) {
+    for &(_, addr) in old {
+        if !built.local_addrs.iter().any(|&(_, a)| a == addr) {
+            for p in programs {
+                let _ = p.remove_local(addr);
+            }
+        }
+    }
+    for &(_, addr) in &built.local_addrs {
+        for p in programs {
+            if let Err(e) = p.add_local(addr) {
+                eprintln!("fastfwd: {e}");
+            }
+        }
+    }
+}
+
+impl Daemon {
+    fn control_loop(
+        &mut self,
+        server: &ControlServer,
+        misses: &Receiver<(u16, IpAddr)>,
+    ) -> Result<()> {
+        let mut asked: HashMap<(u32, IpAddr), Instant> = HashMap::new();
+        while !os::stop_requested() {
+            os::poll_readable(&[self.kernel.events_fd(), server.fd()], 10)?;
+            if self.kernel.poll_events(&mut self.state.kernel)? {
+                self.rebuild();
+            }
+            // Neighbour misses: ask the kernel, at most every 300 ms per address.
+            while let Ok((iface, ip)) = misses.try_recv() {
+                let Some(ifindex) = self.iface_ifindex(iface) else {
+                    continue;
+                };
+                let now = Instant::now();
+                let due = asked
+                    .get(&(ifindex, ip))
+                    .is_none_or(|t| now.duration_since(*t) > Duration::from_millis(300));
+                if due {
+                    asked.insert((ifindex, ip), now);
+                    if let Err(e) = self.kernel.resolve(ifindex, ip) {
+                        eprintln!("fastfwd: {e}");
+                    }
+                }
+            }
+            asked.retain(|_, t| t.elapsed() < Duration::from_secs(10));
+            server.serve_pending(|req| self.handle(req));
+        }
+        Ok(())
+    }
+
+    fn iface_ifindex(&self, iface: u16) -> Option<u32> {
+        let tables = self.shared.snapshot.load();
+        let port = tables.interfaces().get(usize::from(iface))?.port;
+        let name = self.built.ports.get(usize::from(port))?;
+        self.state.kernel.ifindex_of(name)
+    }
+
+    /// Rebuilds the tables from the current state and publishes them.
+    fn rebuild(&mut self) -> Option<String> {
+        match self.state.build() {
+            Ok(mut built) => {
+                let tables = std::mem::replace(
+                    &mut built.tables,
+                    pipeline::TablesBuilder::new().build(Default::default(), Default::default()),
+                );
+                self.shared.snapshot.publish(tables);
+                set_local_addrs(&self.programs, &built, &self.built.local_addrs);
+                self.built = built;
+                None
+            }
+            Err(e) => {
+                eprintln!("fastfwd: keeping the previous tables: {e}");
+                Some(e.to_string())
+            }
+        }
+    }
+
+    fn reports(&self) -> Vec<WorkerReport> {
+        self.shared
+            .reports
+            .iter()
+            .filter_map(|m| m.lock().ok().map(|r| r.clone()))
+            .filter(|r| !r.backend.is_empty())
+            .collect()
+    }
+
+    fn handle(&mut self, req: Request) -> Response {
+        match req {
+            Request::ShowInterfaces => Response::ok(self.show_interfaces()),
+            Request::ShowWorkers => Response::ok(self.reports()),
+            Request::ShowDrops => {
+                let total = Counters::sum(self.reports().iter().map(|r| &r.counters));
+                let drops: Vec<_> = pipeline::DropReason::ALL
+                    .iter()
+                    .map(|r| serde_json::json!({"reason": r.name(), "count": total.drop_count(*r), "description": r.description()}))
+                    .collect();
+                let punts: Vec<_> = PuntReason::ALL
+                    .iter()
+                    .map(|r| serde_json::json!({"reason": r.name(), "count": total.punt_count(*r), "description": r.description()}))
+                    .collect();
+                let reps = self.reports();
+                Response::ok(serde_json::json!({
+                    "drops": drops,
+                    "punts": punts,
+                    "held_expired": reps.iter().map(|r| r.held_expired).sum::<u64>(),
+                    "punts_discarded": reps.iter().map(|r| r.punts_discarded).sum::<u64>(),
+                    "tx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.tx_dropped).sum::<u64>(),
+                    "rx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_dropped).sum::<u64>(),
+                }))
+            }
+            Request::ShowRoute { prefix } => match prefix {
+                None => Response::ok(&self.built.routes),
+                Some(p) => match self.match_route(&p) {
+                    Ok(r) => Response::ok(r),
+                    Err(e) => Response::err(e),
+                },
+            },
+            Request::ShowNeighbors => Response::ok(&self.built.neighbours),
+            Request::RouteAdd { prefix, next_hops } => {
+                let r = self.route_add(&prefix, &next_hops);
+                self.reply_after_change(r)
+            }
+            Request::RouteDel { prefix } => {
+                let r = match prefix.parse::<wire::Cidr>() {
+                    Ok(p) if self.state.api_routes.remove(&p).is_some() => Ok(()),
+                    Ok(p) => Err(format!("no route {p} was added through the control socket")),
+                    Err(e) => Err(format!("{prefix}: {e}")),
+                };
+                self.reply_after_change(r)
+            }
+            Request::NeighborAdd { dev, ip, mac } => {
+                let r = (|| {
+                    let ip: IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
+                    let mac: config::MacAddr = mac.parse().map_err(|e| format!("{mac}: {e}"))?;
+                    if self.state.config.interface(&dev).is_none() {
+                        return Err(format!("no interface {dev}"));
+                    }
+                    self.state.api_neighbours.insert((dev.clone(), ip), mac.0);
+                    Ok(())
+                })();
+                self.reply_after_change(r)
+            }
+            Request::NeighborDel { dev, ip } => {
+                let r = match ip.parse::<IpAddr>() {
+                    Ok(a)
+                        if self
+                            .state
+                            .api_neighbours
+                            .remove(&(dev.clone(), a))
+                            .is_some() =>
+                    {
+                        Ok(())
+                    }
+                    Ok(a) => Err(format!(
+                        "no neighbour {a} on {dev} was added through the control socket"
+                    )),
+                    Err(e) => Err(format!("{ip}: {e}")),
+                };
+                self.reply_after_change(r)
+            }
+            Request::ConfigCheck { path } => {
+                let path = path
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.config_path.clone());
+                match self.candidate(&path) {
+                    Ok(_) => Response::ok(
+                        serde_json::json!({"file": path.display().to_string(), "valid": true}),
+                    ),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::ConfigReload { path } => {
+                let path = path
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.config_path.clone());
+                match self.candidate(&path) {
+                    Ok(next) => {
+                        self.state = next;
+                        self.config_path = path.clone();
+                        match self.rebuild() {
+                            None => Response::ok(
+                                serde_json::json!({"file": path.display().to_string(), "applied": true}),
+                            ),
+                            Some(e) => Response::err(e),
+                        }
+                    }
+                    Err(e) => Response::err(e),
+                }
+            }
+        }
+    }
+
+    /// A state with the config at `path`, validated and built but not applied.
+    fn candidate(&self, path: &std::path::Path) -> Result<RouterState, String> {
+        let cfg = config::Config::load(path).map_err(|e| e.to_string())?;
+        if cfg.ports() != self.state.config.ports() {
+            return Err(format!(
+                "{}: the set of interfaces changed ({} -> {}); restart fastfwd to attach to different interfaces",
+                path.display(),
+                self.state.config.ports().join(","),
+                cfg.ports().join(",")
+            ));
+        }
+        let mut next = self.state.clone();
+        next.config = cfg;
+        next.build().map_err(|e| e.to_string())?;
+        Ok(next)
+    }
+
+    fn reply_after_change(&mut self, r: Result<(), String>) -> Response {
+        match r {
+            Ok(()) => match self.rebuild() {
+                None => Response::ok(serde_json::json!({"applied": true})),
+                Some(e) => Response::err(e),
+            },
+            Err(e) => Response::err(e),
+        }
+    }
+
+    fn route_add(&mut self, prefix: &str, hops: &[HopSpec]) -> Result<(), String> {
+        let p: wire::Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
+        if hops.is_empty() {
+            return Err("a route needs at least one next hop (via GW and/or dev IFACE)".into());
+        }
+        let mut next_hops = Vec::new();
+        for h in hops {
+            let via: Option<IpAddr> = match &h.via {
+                Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
+                None => None,
+            };
+            if via.is_some_and(|v| v.is_ipv4() != matches!(p, wire::Cidr::V4(_))) {
+                return Err(format!(
+                    "next hop {} is not of the prefix's family",
+                    h.via.as_deref().unwrap_or("")
+                ));
+            }
+            let dev = match (&h.dev, via) {
+                (Some(d), _) => {
+                    if self.state.config.interface(d).is_none() {
+                        return Err(format!("no interface {d}"));
+                    }
+                    d.clone()
+                }
+                (None, Some(v)) => self
+                    .shared
+                    .snapshot
+                    .load()
+                    .interfaces()
+                    .iter()
+                    .find(|i| match v {
+                        IpAddr::V4(a) => i.ipv4.iter().any(|x| {
+                            wire::Ipv4Cidr::new(u32::from(x.addr), x.prefix_len)
+                                .is_some_and(|c| c.contains(u32::from(a)))
+                        }),
+                        IpAddr::V6(a) => i.ipv6.iter().any(|x| {
+                            wire::Ipv6Cidr::new(u128::from(x.addr), x.prefix_len)
+                                .is_some_and(|c| c.contains(u128::from(a)))
+                        }),
+                    })
+                    .map(|i| i.name.clone())
+                    .ok_or_else(|| {
+                        format!("{v} is not on any connected subnet; name the interface with dev")
+                    })?,
+                (None, None) => return Err("a next hop needs via or dev".into()),
+            };
+            next_hops.push(config::NextHop {
+                interface: dev,
+                via,
+            });
+        }
+        self.state.api_routes.insert(p, ApiRoute { next_hops });
+        Ok(())
+    }
+
+    /// The route a prefix or address selects (longest match).
+    fn match_route(&self, q: &str) -> Result<Vec<control::state::RouteView>, String> {
+        let want: wire::Cidr = q.parse().map_err(|e| format!("{q}: {e}"))?;
+        let addr: IpAddr = match want {
+            wire::Cidr::V4(p) => IpAddr::V4(p.network()),
+            wire::Cidr::V6(p) => IpAddr::V6(p.network()),
+        };
+        let best = self
+            .built
+            .routes
+            .iter()
+            .filter_map(|r| r.prefix.parse::<wire::Cidr>().ok().map(|c| (c, r)))
+            .filter(|(c, _)| c.contains(addr) && c.prefix_len() <= want.prefix_len())
+            .max_by_key(|(c, _)| c.prefix_len())
+            .map(|(_, r)| r.clone());
+        Ok(best.into_iter().collect())
+    }
+
+    fn show_interfaces(&self) -> serde_json::Value {
+        let reps = self.reports();
+        let total = Counters::sum(reps.iter().map(|r| &r.counters));
+        let tables = self.shared.snapshot.load();
+        let ifaces: Vec<_> = tables
+            .interfaces()
+            .iter()
+            .enumerate()
+            .map(|(i, iface)| {
+                let c = total.interfaces.get(i).copied().unwrap_or_default();
+                let port = self
+                    .built
+                    .ports
+                    .get(usize::from(iface.port))
+                    .cloned()
+                    .unwrap_or_default();
+                let tx_dropped: u64 = reps
+                    .iter()
+                    .flat_map(|r| r.ports.iter())
+                    .filter(|p| p.port == port && iface.vlan == pipeline::Vlan::Untagged)
+                    .map(|p| p.tx_dropped)
+                    .sum();
+                serde_json::json!({
+                    "name": iface.name,
+                    "port": port,
+                    "mac": iface.mac.to_string(),
+                    "mtu": iface.mtu,
+                    "rx_packets": c.rx_packets,
+                    "rx_bytes": c.rx_bytes,
+                    "rx_errors": c.rx_dropped,
+                    "tx_packets": c.tx_packets,
+                    "tx_bytes": c.tx_bytes,
+                    "tx_drops": tx_dropped,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "backend": match self.backend { BackendArg::Xdp => "xdp", BackendArg::Packet => "packet" },
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "interfaces": ifaces,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cores_parse() {
+        assert_eq!(parse_cores("1").unwrap(), vec![1]);
+        assert_eq!(parse_cores("0,2-3").unwrap(), vec![0, 2, 3]);
+        assert_eq!(parse_cores("3,1,1").unwrap(), vec![1, 3]);
+        assert!(parse_cores("").is_err());
+        assert!(parse_cores("3-1").is_err());
+        assert!(parse_cores("x").is_err());
+    }
+}

@@ -1,0 +1,14 @@
+//! The router end to end with the AF_PACKET backend in a gen → dut → sink lab
+//! (see router_common). Needs root; skips otherwise.
+
+mod router_common;
+
+#[test]
+fn packet_forwards_answers_icmp_resolves_neighbours_and_idles() {
+    router_common::forwarding_scenario("packet", "pf");
+}
+
+#[test]
+fn packet_uses_kernel_and_cli_routes() {
+    router_common::routes_scenario("packet", "pr");
+}
