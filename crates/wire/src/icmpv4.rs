@@ -8,6 +8,11 @@ use crate::{be16, checksum, put16, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
 
+/// Largest ICMPv4 error datagram a router sends, IP header included: the
+/// error quotes as much of the original as fits in 576 bytes (RFC 1812
+/// §4.3.2.3).
+pub const MAX_ERROR_DATAGRAM_LEN: usize = 576;
+
 /// Message types fastfwd reads or sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Icmpv4Message {

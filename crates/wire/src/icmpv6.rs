@@ -12,6 +12,10 @@ use crate::{be16, be32, checksum, ip_proto, put16, put32, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
 
+/// Largest ICMPv6 error packet, IPv6 header included: the error quotes as
+/// much of the original as fits in the minimum IPv6 MTU (RFC 4443 §2.4 c).
+pub const MAX_ERROR_PACKET_LEN: usize = 1280;
+
 /// Message types fastfwd reads or sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Icmpv6Message {
