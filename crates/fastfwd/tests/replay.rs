@@ -234,6 +234,8 @@ enum Expect {
     /// Dropped under `reason`, and an ICMP error of this type, code and
     /// bytes 5-8 sent back out of d0 to the generator.
     IcmpError {
+        /// Toward the generator on d0, or the host on VLAN 100.
+        via_vlan: bool,
         reason: &'static str,
         icmp_type: u8,
         code: u8,
@@ -460,6 +462,7 @@ fn build_cases() -> Vec<Case> {
         eth(R_D0, GEN, 0x0800, &p.bytes()),
         Some(Key::V4(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "fragmentation_needed",
             icmp_type: 3,
             code: 4,
@@ -502,6 +505,7 @@ fn build_cases() -> Vec<Case> {
         ),
         Some(Key::V6(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "packet_too_big",
             icmp_type: 2,
             code: 0,
@@ -518,6 +522,7 @@ fn build_cases() -> Vec<Case> {
         eth(R_D0, GEN, 0x0800, &p.bytes()),
         Some(Key::V4(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "ttl_expired",
             icmp_type: 11,
             code: 0,
@@ -532,6 +537,7 @@ fn build_cases() -> Vec<Case> {
         eth(R_D0, GEN, 0x0800, &p.bytes()),
         Some(Key::V4(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "ttl_expired",
             icmp_type: 11,
             code: 0,
@@ -549,6 +555,7 @@ fn build_cases() -> Vec<Case> {
         ),
         Some(Key::V6(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "hop_limit_expired",
             icmp_type: 3,
             code: 0,
@@ -609,6 +616,7 @@ fn build_cases() -> Vec<Case> {
         ),
         Some(Key::V4(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "no_route",
             icmp_type: 3,
             code: 0,
@@ -626,6 +634,7 @@ fn build_cases() -> Vec<Case> {
         ),
         Some(Key::V6(id)),
         Expect::IcmpError {
+            via_vlan: false,
             reason: "no_route",
             icmp_type: 1,
             code: 0,
@@ -984,6 +993,176 @@ fn build_cases() -> Vec<Case> {
         Expect::Punt("multicast"),
     );
 
+    // Fragmenting with options: only copied options (type bit 7) repeat.
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [100, 64, 5, 8], id, 1040, 1400);
+    p.options = vec![0x88, 4, 0x12, 0x34, 1, 1, 1, 0]; // stream id (copied), NOPs, EOL
+    c.push(
+        "ipv4 with a copied option, without DF, above egress MTU",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        Expect::Fragments {
+            port: "d2",
+            mtu: NARROW_MTU,
+            mac: NARROW,
+        },
+    );
+    // Fragmenting a fragment: offsets continue from it, MF stays on the
+    // last piece of a middle fragment and off on that of a last one.
+    for (name, frag) in [("middle", 0x2000u16 | 100), ("last", 200)] {
+        let id = c.id();
+        let p = V4 {
+            src: GEN4,
+            dst: [100, 64, 5, 9],
+            ttl: 20,
+            proto: 17,
+            id,
+            frag,
+            options: vec![],
+            payload: (0..1400u32).map(|i| (i * 13 + 7) as u8).collect(),
+        };
+        c.push(
+            format!("ipv4 {name} fragment above egress MTU, refragmented"),
+            eth(R_D0, GEN, 0x0800, &p.bytes()),
+            Some(Key::V4(id)),
+            Expect::Fragments {
+                port: "d2",
+                mtu: NARROW_MTU,
+                mac: NARROW,
+            },
+        );
+    }
+    // Exactly the egress MTU passes; one byte more does not.
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [100, 64, 6, 1], id, 1041, NARROW_MTU - 28);
+    p.frag = 0x4000;
+    c.push(
+        "ipv4 DF exactly at egress MTU",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        fwd("d2", R_D2, &[NARROW], None),
+    );
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [100, 64, 6, 2], id, 1042, NARROW_MTU - 27);
+    p.frag = 0x4000;
+    c.push(
+        "ipv4 DF one byte above egress MTU",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        Expect::IcmpError {
+            via_vlan: false,
+            reason: "fragmentation_needed",
+            icmp_type: 3,
+            code: 4,
+            rest: [0, 0, (NARROW_MTU >> 8) as u8, NARROW_MTU as u8],
+        },
+    );
+    let id = c.id();
+    c.push(
+        "ipv6 exactly at egress MTU",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_udp(
+                v6("2001:2::108"),
+                v6("2001:db8:64::10"),
+                64,
+                1043,
+                id,
+                NARROW_MTU - 48,
+            ),
+        ),
+        Some(Key::V6(id)),
+        fwd("d2", R_D2, &[NARROW], None),
+    );
+    let id = c.id();
+    c.push(
+        "ipv6 one byte above egress MTU",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_udp(
+                v6("2001:2::108"),
+                v6("2001:db8:64::11"),
+                64,
+                1044,
+                id,
+                NARROW_MTU - 47,
+            ),
+        ),
+        Some(Key::V6(id)),
+        Expect::IcmpError {
+            via_vlan: false,
+            reason: "packet_too_big",
+            icmp_type: 2,
+            code: 0,
+            rest: (NARROW_MTU as u32).to_be_bytes(),
+        },
+    );
+    // An error about a packet that came in on the VLAN goes back out of it.
+    let id = c.id();
+    let mut p = V4::udp(VLAN4, [198, 19, 7, 1], id, 1045, 40);
+    p.ttl = 1;
+    c.push(
+        "ipv4 TTL 1 from VLAN 100",
+        eth_vlan(R_D0, VLAN_HOST, 100, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        Expect::IcmpError {
+            via_vlan: true,
+            reason: "ttl_expired",
+            icmp_type: 11,
+            code: 0,
+            rest: [0; 4],
+        },
+    );
+    // TTL 1 for the router itself is delivered, not expired.
+    let id = c.id();
+    let echo = V4 {
+        src: GEN4,
+        dst: R4_D0,
+        ttl: 1,
+        proto: 1,
+        id,
+        frag: 0,
+        options: vec![],
+        payload: icmp4_echo(2),
+    };
+    c.push(
+        "ICMP echo with TTL 1 to the router",
+        eth(R_D0, GEN, 0x0800, &echo.bytes()),
+        None,
+        Expect::Punt("local_address"),
+    );
+    // A header whose checksum after the TTL decrement is 0x0000: the
+    // incremental update (RFC 1624 eqn. 3) must not give 0xffff.
+    let (id, dst) = (3..=250u8)
+        .find_map(|last| {
+            let mut p = V4::udp(GEN4, [198, 19, 8, last], 0, 1046, 20);
+            p.ttl = 63;
+            let mut h = p.bytes()[..20].to_vec();
+            h[10..12].copy_from_slice(&[0, 0]);
+            let id = !(ones_sum(0, &h) as u16);
+            (!(0x5000..=0x5fff).contains(&id) && id != 0).then_some((id, [198, 19, 8, last]))
+        })
+        .unwrap();
+    let p = V4::udp(GEN4, dst, id, 1046, 20);
+    let mut fwd_hdr = p.bytes()[..20].to_vec();
+    fwd_hdr[8] -= 1;
+    fwd_hdr[10..12].copy_from_slice(&[0, 0]);
+    assert_eq!(
+        checksum(&fwd_hdr),
+        0,
+        "test packet must hit checksum 0x0000 after the decrement"
+    );
+    c.push(
+        "ipv4 whose forwarded header checksum is 0x0000",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        Some(Key::V4(id)),
+        fwd("d1", R_D1, &sinks, None),
+    );
+
     // Truncated at every header boundary (and inside each header).
     let id = c.id();
     let full4 = eth(
@@ -1200,7 +1379,7 @@ fn router_icmp_error(d: &Decoded) -> Option<IcmpError> {
         }
         let msg = &rest[..usize::from(h.total_len) - h.header_len()];
         let s = Icmpv4Slice::from_slice(msg).expect("icmpv4");
-        if !matches!(s.type_u8(), 3 | 11 | 12) || h.source != R4_D0 {
+        if !matches!(s.type_u8(), 3 | 11 | 12) || ![R4_D0, R4_VLAN].contains(&h.source) {
             return None;
         }
         assert_eq!(ones_sum(0, msg), 0xffff, "ICMP checksum");
@@ -1263,6 +1442,30 @@ fn run_replay(dir: &Path, input: &Path, batch: u16) -> Run {
         );
     }
     Run { outputs, json }
+}
+
+/// The IPv4 options a later fragment keeps: those with the copied flag
+/// (bit 7 of the type), zero-padded to a multiple of four bytes.
+fn copied_options(opts: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => break,
+            1 => i += 1,
+            t => {
+                let len = usize::from(opts[i + 1]);
+                if t & 0x80 != 0 {
+                    out.extend_from_slice(&opts[i..i + len]);
+                }
+                i += len;
+            }
+        }
+    }
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+    out
 }
 
 /// Checks that `out` is `inp` forwarded: same IP packet except TTL / hop
@@ -1360,6 +1563,11 @@ fn check(cases: &[Case], run: &Run) {
                 );
                 let mut data = vec![None::<u8>; inp.len() - ihl];
                 let mut saw_last = false;
+                // The input may itself be a fragment: pieces start at its
+                // offset and the last keeps its MF flag (RFC 791 3.2).
+                let in_word = u16::from_be_bytes([inp[6], inp[7]]);
+                let in_off = usize::from(in_word & 0x1fff) * 8;
+                let in_mf = in_word & 0x2000 != 0;
                 for (p, d, err) in outs {
                     assert!(err.is_none(), "{name}: got an ICMP error");
                     assert_eq!(p, port, "{name}: egress port");
@@ -1376,27 +1584,27 @@ fn check(cases: &[Case], run: &Run) {
                     assert_eq!(&h.destination, &inp[16..20], "{name}: destination");
                     assert_eq!(h.time_to_live, inp[8] - 1, "{name}: TTL");
                     assert_eq!(h.protocol.0, inp[9], "{name}: protocol");
+                    assert_eq!(f[1], inp[1], "{name}: DSCP/ECN");
                     assert_eq!(
                         h.identification,
                         u16::from_be_bytes([inp[4], inp[5]]),
                         "{name}: id"
                     );
                     assert!(!h.dont_fragment, "{name}: DF set on a fragment");
-                    let off = usize::from(h.fragment_offset.value()) * 8;
+                    let abs = usize::from(h.fragment_offset.value()) * 8;
+                    assert!(abs >= in_off, "{name}: fragment before the input's offset");
+                    let off = abs - in_off;
                     let body = &f[fh..];
-                    if h.more_fragments {
+                    if off + body.len() == data.len() {
+                        assert!(!saw_last, "{name}: two last fragments");
+                        saw_last = true;
+                        assert_eq!(h.more_fragments, in_mf, "{name}: MF of the last piece");
+                    } else {
+                        assert!(h.more_fragments, "{name}: MF clear on a middle piece");
                         assert_eq!(
                             body.len() % 8,
                             0,
                             "{name}: non-last fragment not a multiple of 8"
-                        );
-                    } else {
-                        assert!(!saw_last, "{name}: two last fragments");
-                        saw_last = true;
-                        assert_eq!(
-                            off + body.len(),
-                            data.len(),
-                            "{name}: last fragment does not end the datagram"
                         );
                     }
                     if off == 0 {
@@ -1405,6 +1613,14 @@ fn check(cases: &[Case], run: &Run) {
                             &f[20..fh],
                             &inp[20..ihl],
                             "{name}: options of the first fragment"
+                        );
+                    } else {
+                        // Later fragments carry only the options with the
+                        // copied flag (RFC 791 3.1), padded to 32 bits.
+                        assert_eq!(
+                            &f[20..fh],
+                            &copied_options(&inp[20..ihl])[..],
+                            "{name}: options of a later fragment"
                         );
                     }
                     for (i, &b) in body.iter().enumerate() {
@@ -1430,6 +1646,7 @@ fn check(cases: &[Case], run: &Run) {
                 fwd4 += 1;
             }
             Expect::IcmpError {
+                via_vlan,
                 reason,
                 icmp_type,
                 code,
@@ -1449,9 +1666,14 @@ fn check(cases: &[Case], run: &Run) {
                     *p, "d0",
                     "{name}: ICMP error not sent back toward the source"
                 );
+                let (back_mac, back_vlan, back4) = if *via_vlan {
+                    (VLAN_HOST, Some(100), R4_VLAN)
+                } else {
+                    (GEN, None, R4_D0)
+                };
                 assert_eq!(
                     (d.src, d.dst, d.vlan),
-                    (R_D0, GEN, None),
+                    (R_D0, back_mac, back_vlan),
                     "{name}: ICMP error L2 header"
                 );
                 assert_eq!(
@@ -1470,7 +1692,7 @@ fn check(cases: &[Case], run: &Run) {
                     assert_eq!(quoted, &inp[..want], "{name}: quoted packet");
                 } else {
                     let (h, _) = Ipv4Header::from_slice(&d.ip).unwrap();
-                    assert_eq!(h.source, R4_D0, "{name}: ICMP source");
+                    assert_eq!(h.source, back4, "{name}: ICMP source");
                     assert_eq!(&h.destination, &inp[12..16], "{name}: ICMP destination");
                     assert!(h.time_to_live > 1, "{name}: ICMP TTL");
                     // RFC 1812 4.3.2.3: as much as fits in 576 bytes.
