@@ -1,0 +1,298 @@
+//! The pipeline alone, in memory: ns per packet and packets per second on
+//! one core for minimum-size IPv4 and IPv6 frames, 1,000 flows, batches of
+//! 32 and 64, with
+//! - the reference FIB holding the test router's handful of routes,
+//! - the reference FIB holding a full Internet table (901,899 IPv4 /
+//!   160,147 IPv6 prefixes from data/full-table-prefixes.txt.gz),
+//! - the fast FIB (`fib::poptrie::Poptrie`) holding the same full table;
+//!
+//! and, in the same run, two peers over the same frames:
+//! - `copy`: only the per-batch refill of the frames from their templates
+//!   (every other variant pays it too: forwarding rewrites the frames, so
+//!   each batch starts from fresh copies, as a NIC writes fresh frames);
+//! - `etherparse_verify`: the refill plus parsing each frame with
+//!   etherparse (Ethernet, IP, UDP) and verifying the IPv4 header checksum.
+//!
+//! Run: `cargo bench -p pipeline --bench pipeline`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fib::poptrie::Poptrie;
+use fib::{Lookup, NextHopId, RouteTable};
+use pipeline::*;
+use support::*;
+
+const FLOWS: usize = 1000;
+const BUF: usize = 2048;
+
+/// 1,000 IPv4 flows: 20 sources x 50 destinations (pkt-gen style ranges),
+/// 60-byte frames (64 on the wire with the FCS).
+fn v4_frames(dsts: &[std::net::Ipv4Addr]) -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let mut s = Ipv4Spec::udp("198.18.10.1", "198.19.10.1", 2000, 3000, 18);
+            s.src = std::net::Ipv4Addr::new(198, 18, 10, 1 + (i % 20) as u8);
+            s.dst = dsts[(i / 20) % dsts.len()];
+            s.ttl = 64;
+            let f = eth4(MAC0, &s.bytes());
+            assert_eq!(f.len(), 60);
+            f
+        })
+        .collect()
+}
+
+/// 1,000 IPv6 flows, 64-byte frames (14 + 40 + 8 UDP + 2 payload).
+fn v6_frames(dsts: &[std::net::Ipv6Addr]) -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let src = format!("2001:2::{:x}", 0x100 + i % 20);
+            let dst = dsts[(i / 20) % dsts.len()].to_string();
+            let f = eth6(
+                MAC0,
+                &ipv6(&src, &dst, 64, 17, &udp_payload(2000, 3000, 10)),
+            );
+            assert_eq!(f.len(), 64);
+            f
+        })
+        .collect()
+}
+
+fn small_v4_dsts() -> Vec<std::net::Ipv4Addr> {
+    (0..50)
+        .map(|i| std::net::Ipv4Addr::new(198, 19, 10, 1 + i))
+        .collect()
+}
+
+fn small_v6_dsts() -> Vec<std::net::Ipv6Addr> {
+    (0..50)
+        .map(|i| format!("2001:2:0:9000::{:x}", i + 1).parse().unwrap())
+        .collect()
+}
+
+/// The test router's interfaces and neighbours with a full table on top:
+/// each prefix points to one of four single-hop next-hop sets (eth0, eth1,
+/// eth1.100, eth2), chosen by the table's derived next hop.
+struct FullTable {
+    v4: Vec<(fib::Ipv4Cidr, NextHopId)>,
+    v6: Vec<(fib::Ipv6Cidr, NextHopId)>,
+}
+
+fn full_table(b: &mut TablesBuilder) -> Option<FullTable> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/full-table-prefixes.txt.gz");
+    let rf = fib::table::read_routes(&path).ok()?;
+    let gw = |b: &mut TablesBuilder, i, g: &str| {
+        b.add_next_hops(&[NextHop {
+            interface: i,
+            gateway: Some(g.parse().unwrap()),
+        }])
+        .unwrap()
+    };
+    let sets4 = [
+        gw(b, 0, "198.18.0.108"),
+        gw(b, 1, "198.19.0.108"),
+        gw(b, 2, "10.100.0.2"),
+        gw(b, 3, "10.2.0.2"),
+    ];
+    let sets6 = [
+        gw(b, 0, "2001:2::108"),
+        gw(b, 1, "2001:2:0:8000::108"),
+        gw(b, 2, "2001:db8:100::2"),
+        gw(b, 3, "2001:db8:2::2"),
+    ];
+    Some(FullTable {
+        v4: rf
+            .v4
+            .iter()
+            .map(|&(p, nh)| (p, sets4[nh as usize % 4]))
+            .collect(),
+        v6: rf
+            .v6
+            .iter()
+            .map(|&(p, nh)| (p, sets6[nh as usize % 4]))
+            .collect(),
+    })
+}
+
+/// 50 destinations inside table prefixes (spread over the table).
+fn table_v4_dsts(t: &FullTable) -> Vec<std::net::Ipv4Addr> {
+    let step = t.v4.len() / 50;
+    (0..50)
+        .map(|i| std::net::Ipv4Addr::from(t.v4[i * step].0.addr() | 1))
+        .collect()
+}
+
+fn table_v6_dsts(t: &FullTable) -> Vec<std::net::Ipv6Addr> {
+    let step = t.v6.len() / 50;
+    (0..50)
+        .map(|i| std::net::Ipv6Addr::from(t.v6[i * step].0.addr() | 1))
+        .collect()
+}
+
+/// Refills `N` buffers from the templates (rotating through the flows).
+#[inline(always)]
+fn refill<const N: usize>(bufs: &mut [[u8; BUF]; N], templates: &[Vec<u8>], next: &mut usize) {
+    for b in bufs.iter_mut() {
+        let t = &templates[*next];
+        b[HEADROOM..HEADROOM + t.len()].copy_from_slice(t);
+        *next += 1;
+        if *next == templates.len() {
+            *next = 0;
+        }
+    }
+}
+
+fn run_pipeline<const N: usize, F4: Lookup<u32>, F6: Lookup<u128>>(
+    c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    tables: &Tables<F4, F6>,
+    templates: &[Vec<u8>],
+) {
+    let len = templates[0].len();
+    let mut bufs = Box::new([[0u8; BUF]; N]);
+    let mut w = Worker::new(WorkerConfig::default());
+    let mut next = 0;
+    // Every frame must forward, or the figure would measure drops.
+    refill(&mut bufs, templates, &mut next);
+    {
+        let mut frames = bufs.each_mut().map(|b| Frame::new(b, HEADROOM, len));
+        let out = w.process(tables, 0, 0, &mut frames);
+        assert!(
+            out.verdicts()
+                .iter()
+                .all(|v| matches!(v, Verdict::Forward { .. })),
+            "{:?}",
+            out.verdicts()
+        );
+    }
+    c.bench_function(BenchmarkId::new(name, N), |b| {
+        b.iter(|| {
+            refill(&mut bufs, templates, &mut next);
+            let mut frames = bufs.each_mut().map(|b| Frame::new(b, HEADROOM, len));
+            let out = w.process(tables, 0, 0, &mut frames);
+            black_box(out.verdicts().len());
+        })
+    });
+}
+
+fn run_peers<const N: usize>(
+    c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    templates: &[Vec<u8>],
+) {
+    let len = templates[0].len();
+    let mut bufs = Box::new([[0u8; BUF]; N]);
+    let mut next = 0;
+    c.bench_function(BenchmarkId::new("copy", N), |b| {
+        b.iter(|| {
+            refill(&mut bufs, templates, &mut next);
+            black_box(&mut bufs);
+        })
+    });
+    c.bench_function(BenchmarkId::new("etherparse_verify", N), |b| {
+        b.iter(|| {
+            refill(&mut bufs, templates, &mut next);
+            let mut ok = 0usize;
+            for buf in bufs.iter() {
+                let f = &buf[HEADROOM..HEADROOM + len];
+                if let Ok(p) = etherparse::SlicedPacket::from_ethernet(f) {
+                    match p.net {
+                        Some(etherparse::NetSlice::Ipv4(ip)) => {
+                            let h = ip.header();
+                            if h.header_checksum() == h.to_header().calc_header_checksum() {
+                                ok += 1;
+                            }
+                        }
+                        Some(etherparse::NetSlice::Ipv6(_)) => ok += 1,
+                        None => {}
+                    }
+                }
+            }
+            black_box(ok);
+        })
+    });
+}
+
+fn bench(c: &mut Criterion) {
+    let (b0, f4, f6) = builder();
+    let small = b0.build(f4, f6);
+
+    let (mut b1, mut rf4, mut rf6) = builder();
+    let full = full_table(&mut b1);
+    let (full_ref, full_pop, full_dsts) = match &full {
+        Some(t) => {
+            let mut p4: Poptrie<u32> = Poptrie::new();
+            let mut p6: Poptrie<u128> = Poptrie::new();
+            // Keep the router's own routes (connected, test prefixes) too.
+            for (p, nh) in rf4.iter() {
+                p4.insert(p, nh);
+            }
+            for (p, nh) in rf6.iter() {
+                p6.insert(p, nh);
+            }
+            for &(p, nh) in &t.v4 {
+                rf4.insert(p, nh);
+                p4.insert(p, nh);
+            }
+            for &(p, nh) in &t.v6 {
+                rf6.insert(p, nh);
+                p6.insert(p, nh);
+            }
+            eprintln!(
+                "full table: {} IPv4 / {} IPv6 routes, 4 next-hop sets per family",
+                rf4.len(),
+                rf6.len()
+            );
+            let b2 = b1.clone();
+            (
+                Some(b1.build(rf4, rf6)),
+                Some(b2.build(p4, p6)),
+                Some((table_v4_dsts(t), table_v6_dsts(t))),
+            )
+        }
+        None => {
+            eprintln!("data/full-table-prefixes.txt.gz not found: full-table variants skipped");
+            (None, None, None)
+        }
+    };
+
+    let v4_small = v4_frames(&small_v4_dsts());
+    let v6_small = v6_frames(&small_v6_dsts());
+
+    for (family, small_frames) in [("ipv4", &v4_small), ("ipv6", &v6_small)] {
+        let full_frames = full_dsts.as_ref().map(|(d4, d6)| {
+            if family == "ipv4" {
+                v4_frames(d4)
+            } else {
+                v6_frames(d6)
+            }
+        });
+        let mut g = c.benchmark_group(family);
+        g.warm_up_time(Duration::from_secs(1));
+        g.measurement_time(Duration::from_secs(3));
+        g.sample_size(30);
+        macro_rules! sizes {
+            ($n:literal) => {
+                g.throughput(Throughput::Elements($n));
+                run_peers::<$n>(&mut g, small_frames);
+                run_pipeline::<$n, _, _>(&mut g, "pipeline_ref_small", &small, small_frames);
+                if let (Some(t), Some(f)) = (&full_ref, &full_frames) {
+                    run_pipeline::<$n, _, _>(&mut g, "pipeline_ref_full", t, f);
+                }
+                if let (Some(t), Some(f)) = (&full_pop, &full_frames) {
+                    run_pipeline::<$n, _, _>(&mut g, "pipeline_poptrie_full", t, f);
+                }
+            };
+        }
+        sizes!(32);
+        sizes!(64);
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
