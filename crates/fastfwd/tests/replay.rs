@@ -245,6 +245,10 @@ enum Expect {
     Punt(&'static str),
     /// Dropped under `reason`, nothing sent.
     Drop(&'static str),
+    /// Dropped under `reason`; the ICMP error it would earn is suppressed
+    /// (RFC 1812 4.3.2.7: never about an ICMP error or a non-first
+    /// fragment; or no route back to the source).
+    DropSuppressed(&'static str),
 }
 
 struct Case {
@@ -584,7 +588,7 @@ fn build_cases() -> Vec<Case> {
         "ipv4 TTL 1 carrying an ICMP error (no error about an error)",
         eth(R_D0, GEN, 0x0800, &p.bytes()),
         None,
-        Expect::Drop("ttl_expired"),
+        Expect::DropSuppressed("ttl_expired"),
     );
     let id = c.id();
     let p = V4 {
@@ -601,7 +605,7 @@ fn build_cases() -> Vec<Case> {
         "ipv4 TTL 1 non-first fragment (no error)",
         eth(R_D0, GEN, 0x0800, &p.bytes()),
         None,
-        Expect::Drop("ttl_expired"),
+        Expect::DropSuppressed("ttl_expired"),
     );
 
     // No route.
@@ -1163,6 +1167,35 @@ fn build_cases() -> Vec<Case> {
         fwd("d1", R_D1, &sinks, None),
     );
 
+    // No route back to the source: the error is suppressed.
+    let id = c.id();
+    let mut p = V4::udp([203, 0, 113, 50], [198, 19, 7, 1], id, 1047, 20);
+    p.ttl = 1;
+    c.push(
+        "ipv4 TTL 1 from a source with no route back",
+        eth(R_D0, GEN, 0x0800, &p.bytes()),
+        None,
+        Expect::DropSuppressed("ttl_expired"),
+    );
+    // The quote is of the IP packet, not of the Ethernet padding after it.
+    let id = c.id();
+    let mut p = V4::udp(GEN4, [198, 19, 7, 1], id, 1048, 0);
+    p.ttl = 1;
+    let mut f = eth(R_D0, GEN, 0x0800, &p.bytes());
+    f.resize(60, 0xee);
+    c.push(
+        "ipv4 TTL 1 in a padded minimum frame",
+        f,
+        Some(Key::V4(id)),
+        Expect::IcmpError {
+            via_vlan: false,
+            reason: "ttl_expired",
+            icmp_type: 11,
+            code: 0,
+            rest: [0; 4],
+        },
+    );
+
     // Truncated at every header boundary (and inside each header).
     let id = c.id();
     let full4 = eth(
@@ -1509,7 +1542,7 @@ fn check(cases: &[Case], run: &Run) {
     let mut drop_reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut punt_reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut flows: BTreeMap<(bool, u16), BTreeSet<[u8; 6]>> = BTreeMap::new();
-    let (mut fwd4, mut fwd6, mut icmp, mut frags) = (0u64, 0u64, 0u64, 0u64);
+    let (mut fwd4, mut fwd6, mut icmp, mut frags, mut suppressed) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut used_keys = BTreeSet::new();
 
     for case in cases {
@@ -1714,6 +1747,12 @@ fn check(cases: &[Case], run: &Run) {
                 *drop_reasons.entry(reason).or_default() += 1;
                 expected_drops.push(case.frame.clone());
             }
+            Expect::DropSuppressed(reason) => {
+                assert!(outs.is_empty(), "{name}: dropped packet produced output");
+                *drop_reasons.entry(reason).or_default() += 1;
+                expected_drops.push(case.frame.clone());
+                suppressed += 1;
+            }
         }
     }
     for k in by_key.keys() {
@@ -1783,6 +1822,11 @@ fn check(cases: &[Case], run: &Run) {
         c["icmp_rate_limited"].as_u64(),
         Some(0),
         "icmp_rate_limited"
+    );
+    assert_eq!(
+        c["icmp_suppressed"].as_u64(),
+        Some(suppressed),
+        "icmp_suppressed"
     );
     assert_eq!(c["fragments_sent"].as_u64(), Some(frags), "fragments_sent");
     // Per interface: what each sent equals what its port's pcap holds.
