@@ -1,1 +1,1008 @@
-//! bench
+//! Trials on the lab topology and the side-by-side benchmark.
+//!
+//! [`LabRunner`] runs one trial: the receiver thread enters sink and opens
+//! its ring on s0, the generator thread enters gen and sends on g0 at the
+//! offered load, and the calling thread samples the kernel counters of d0,
+//! d1 and s0 every whole second of the generator's run plus the busy share
+//! of every core (/proc/stat). It implements the searches'
+//! [`TrialRunner`], so `equilibrium::search` and `rfc2544::search` drive
+//! real traffic through it.
+//!
+//! [`run_bench`] brings the topology up, loads the full table into dut,
+//! measures the generator's own maximum, then for each [`Contender`] a
+//! load curve and an equilibrium search, and fixed-load repeats with the
+//! contenders interleaved; it writes report.md, result.json and SVG plots.
+
+use crate::equilibrium::{
+    self, EquilibriumConfig, LatencySummary, TrialOutcome, TrialRunner, TrialSpec,
+};
+use crate::flows::FlowSet;
+use crate::gen::{self, FrameBuilder, GenConfig, GenReport};
+use crate::plot;
+use crate::recv::{NetDevReader, Receiver, RecvConfig, RecvReport};
+use crate::report::{
+    self, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord, VersionInfo,
+};
+use crate::sys;
+use crate::topo::{
+    FibLoad, FirewallPreset, TopoConfig, TopoError, TopoGuard, Topology, DUT_IN_MAC, GEN_MAC,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Lab errors.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// Building or changing the topology failed.
+    #[error(transparent)]
+    Topo(#[from] TopoError),
+    /// The generator failed.
+    #[error("generator: {0}")]
+    Gen(#[from] gen::GenError),
+    /// The receiver failed.
+    #[error("receiver: {0}")]
+    Recv(#[from] crate::recv::RecvError),
+    /// A file or system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// Ctrl-C or SIGTERM.
+    #[error("interrupted")]
+    Interrupted,
+    /// Something else (a thread died, a search failed).
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let what = what.into();
+    move |source| LabError::Io { what, source }
+}
+
+/// Makes Ctrl-C and SIGTERM stop the lab cleanly (namespaces removed).
+pub fn install_interrupt_handler() {
+    sys::install_interrupt_handler();
+}
+
+/// The flag Ctrl-C and SIGTERM set, for loops that take a stop flag.
+pub fn interrupt_flag() -> &'static AtomicBool {
+    sys::interrupted()
+}
+
+/// Has Ctrl-C or SIGTERM arrived?
+pub fn interrupted() -> bool {
+    sys::interrupted().load(Ordering::Relaxed)
+}
+
+/// Per-core CPU time from /proc/stat: (busy, total) jiffies per core.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTimes(Vec<(u64, u64)>);
+
+impl CpuTimes {
+    /// Reads /proc/stat now.
+    pub fn now() -> Self {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        Self(parse_proc_stat(&text))
+    }
+
+    /// Busy percentage of each core between `earlier` and `self`.
+    pub fn busy_pct_since(&self, earlier: &CpuTimes) -> Vec<f64> {
+        self.0
+            .iter()
+            .zip(&earlier.0)
+            .map(|(a, b)| {
+                let total = a.1.saturating_sub(b.1);
+                if total == 0 {
+                    0.0
+                } else {
+                    a.0.saturating_sub(b.0) as f64 * 100.0 / total as f64
+                }
+            })
+            .collect()
+    }
+}
+
+fn parse_proc_stat(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .take(8)
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            let total: u64 = v.iter().sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total - idle.min(total), total)
+        })
+        .collect()
+}
+
+/// The traffic every trial sends.
+#[derive(Debug, Clone)]
+pub struct Traffic {
+    /// Flows.
+    pub flows: FlowSet,
+    /// Frames per `sendmmsg`.
+    pub batch: usize,
+    /// Whole seconds left out of the rates at the start of each trial.
+    pub warmup_s: u32,
+    /// Whole seconds left out at the end.
+    pub cooldown_s: u32,
+    /// Wait for late packets after the generator stops.
+    pub grace: Duration,
+}
+
+impl Traffic {
+    /// The seed's flows (20 sources x 10 destinations), batch 64, one
+    /// warm-up second, 200 ms grace.
+    pub fn default_v4() -> Self {
+        Self {
+            flows: FlowSet::parse(
+                "198.18.10.1:2000-198.18.10.20",
+                "198.19.10.1:2000-198.19.10.10",
+            )
+            .unwrap_or_else(|_| unreachable!("constant ranges parse")),
+            batch: 64,
+            warmup_s: 1,
+            cooldown_s: 0,
+            grace: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Everything measured in one trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialDetail {
+    /// Offered load (pps; 0 = as fast as possible).
+    pub offered_pps: u64,
+    /// Frame length without FCS.
+    pub frame_len: u16,
+    /// The generator's report.
+    pub gen: GenReport,
+    /// The receiver's report.
+    pub recv: RecvReport,
+    /// dut d0 received packets, per whole second of the generator's run.
+    pub dut_in_per_second: Vec<u64>,
+    /// dut d1 transmitted packets, per second.
+    pub dut_out_per_second: Vec<u64>,
+    /// sink s0 received packets, per second (the forwarding rate).
+    pub sink_rx_per_second: Vec<u64>,
+    /// Busy share of each core over the trial, percent.
+    pub cpu_busy_pct: Vec<f64>,
+    /// attempted - received.
+    pub lost: u64,
+}
+
+/// Runs trials on a topology that is up.
+pub struct LabRunner {
+    topo: Topology,
+    traffic: Traffic,
+    d0: NetDevReader,
+    d1: NetDevReader,
+    s0: NetDevReader,
+    /// Every trial run so far, in order.
+    pub trials: Vec<TrialDetail>,
+    /// Print a one-line summary after each trial.
+    pub verbose: bool,
+}
+
+impl std::fmt::Debug for LabRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LabRunner")
+            .field("topo", &self.topo)
+            .field("trials", &self.trials.len())
+            .finish()
+    }
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        // Placement is best effort: a missing core leaves the thread free.
+        let _ = sys::pin_to_cpu(0, c);
+    }
+}
+
+impl LabRunner {
+    /// A runner over `topo` sending `traffic`.
+    pub fn new(topo: &Topology, traffic: Traffic) -> Result<Self, LabError> {
+        Ok(Self {
+            d0: NetDevReader::open(Some(&topo.dut_ns), "d0")?,
+            d1: NetDevReader::open(Some(&topo.dut_ns), "d1")?,
+            s0: NetDevReader::open(Some(&topo.sink_ns), "s0")?,
+            topo: topo.clone(),
+            traffic,
+            trials: Vec::new(),
+            verbose: false,
+        })
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Offers `offered_pps` (None: as fast as possible) of `frame_len`
+    /// frames for `duration`.
+    pub fn trial(
+        &mut self,
+        offered_pps: Option<f64>,
+        frame_len: u16,
+        duration: Duration,
+    ) -> Result<TrialDetail, LabError> {
+        if interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let frames = FrameBuilder::new(
+            self.traffic.flows,
+            usize::from(frame_len),
+            GEN_MAC,
+            DUT_IN_MAC,
+        )?;
+        let gcfg = GenConfig {
+            ifname: "g0".into(),
+            frames,
+            rate_pps: offered_pps,
+            count: None,
+            duration: Some(duration),
+            batch: self.traffic.batch,
+        };
+        let rcfg = RecvConfig {
+            ifname: "s0".into(),
+            duration: None,
+            warmup_s: self.traffic.warmup_s,
+            cooldown_s: 0,
+            output: None,
+            print_rows: false,
+        };
+        let p = self.topo.placement;
+        let (gen_ns, sink_ns) = (self.topo.gen_ns.clone(), self.topo.sink_ns.clone());
+        let recv_stop = AtomicBool::new(false);
+        let whole_seconds = duration.as_secs();
+        let cpu0 = CpuTimes::now();
+        let mut ins = Vec::new();
+        let mut outs = Vec::new();
+        let mut sinks = Vec::new();
+        let (gen_rep, recv_rep) =
+            std::thread::scope(|s| -> Result<(GenReport, RecvReport), LabError> {
+                let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+                let recv_stop = &recv_stop;
+                let receiver = s.spawn(move || -> Result<RecvReport, LabError> {
+                    sys::enter_netns(&sink_ns).map_err(io_err(format!("enter {sink_ns}")))?;
+                    pin(p.sink_cpu);
+                    let r = Receiver::open(rcfg);
+                    let ok = r.is_ok();
+                    let _ = ready_tx.send(ok);
+                    Ok(r?.run(recv_stop)?)
+                });
+                if !ready_rx.recv().unwrap_or(false) {
+                    return Err(receiver
+                        .join()
+                        .map_err(|_| LabError::Other("receiver thread panicked".into()))?
+                        .err()
+                        .unwrap_or(LabError::Other("receiver did not start".into())));
+                }
+                let mut prev = (self.d0.read()?, self.d1.read()?, self.s0.read()?);
+                let t0 = Instant::now();
+                let generator = s.spawn(move || -> Result<GenReport, LabError> {
+                    sys::enter_netns(&gen_ns).map_err(io_err(format!("enter {gen_ns}")))?;
+                    pin(p.gen_cpu);
+                    Ok(gen::run(&gcfg, sys::interrupted())?)
+                });
+                let mut k = 1u64;
+                while k <= whole_seconds && !generator.is_finished() {
+                    let tick = t0 + Duration::from_secs(k);
+                    let now = Instant::now();
+                    if now < tick {
+                        std::thread::sleep((tick - now).min(Duration::from_millis(20)));
+                        continue;
+                    }
+                    let cur = (self.d0.read()?, self.d1.read()?, self.s0.read()?);
+                    ins.push(cur.0.since(&prev.0).rx_packets);
+                    outs.push(cur.1.since(&prev.1).tx_packets);
+                    sinks.push(cur.2.since(&prev.2).rx_packets);
+                    prev = cur;
+                    k += 1;
+                }
+                let g = generator
+                    .join()
+                    .map_err(|_| LabError::Other("generator thread panicked".into()));
+                std::thread::sleep(self.traffic.grace);
+                recv_stop.store(true, Ordering::Relaxed);
+                let r = receiver
+                    .join()
+                    .map_err(|_| LabError::Other("receiver thread panicked".into()))?;
+                Ok((g??, r?))
+            })?;
+        let cpu_busy_pct = CpuTimes::now().busy_pct_since(&cpu0);
+        let lost = recv_rep.lost(gen_rep.attempted);
+        let d = TrialDetail {
+            offered_pps: offered_pps.map_or(0, |r| r as u64),
+            frame_len,
+            gen: gen_rep,
+            recv: recv_rep,
+            dut_in_per_second: ins,
+            dut_out_per_second: outs,
+            sink_rx_per_second: sinks,
+            cpu_busy_pct,
+            lost,
+        };
+        if self.verbose {
+            eprintln!("{}", d.summary_line());
+        }
+        self.trials.push(d.clone());
+        if interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        Ok(d)
+    }
+}
+
+impl TrialDetail {
+    /// The per-second forwarding rates inside the measured window (all of
+    /// them when the window would be empty).
+    pub fn measured_rates(&self, warmup_s: u32) -> Vec<u64> {
+        let w = (warmup_s as usize).min(self.sink_rx_per_second.len().saturating_sub(1));
+        self.sink_rx_per_second[w..].to_vec()
+    }
+
+    /// Median of the measured per-second forwarding rates.
+    pub fn forwarding_pps(&self, warmup_s: u32) -> u64 {
+        equilibrium::median_nonzero(&self.measured_rates(warmup_s)).unwrap_or(0)
+    }
+
+    /// One line: offered, sent, forwarded, lost, latency, cores.
+    pub fn summary_line(&self) -> String {
+        let lat = self.recv.latency.map_or("-".to_string(), |l| {
+            format!(
+                "{:.1}/{:.1} us",
+                l.median_ns as f64 / 1e3,
+                l.p999_ns as f64 / 1e3
+            )
+        });
+        let cores: Vec<String> = self
+            .cpu_busy_pct
+            .iter()
+            .map(|b| format!("{b:.0}%"))
+            .collect();
+        format!(
+            "  offered {:>8} pps  sent {:>8.0} pps  fwd {:>8} pps  lost {:>8} ({:.2}%)  backpressure {:>7}  latency med/p99.9 {}  cores busy {}",
+            if self.offered_pps == 0 { "max".to_string() } else { self.offered_pps.to_string() },
+            self.gen.sent_pps,
+            self.forwarding_pps(0),
+            self.lost,
+            if self.gen.attempted > 0 { self.lost as f64 * 100.0 / self.gen.attempted as f64 } else { 0.0 },
+            self.gen.backpressure,
+            lat,
+            cores.join(" ")
+        )
+    }
+
+    fn latency_summary(&self) -> Option<LatencySummary> {
+        self.recv.latency.map(|l| LatencySummary {
+            min_ns: l.min_ns,
+            median_ns: l.median_ns,
+            p99_ns: l.p99_ns,
+            p999_ns: l.p999_ns,
+            max_ns: l.max_ns,
+            samples: l.samples,
+        })
+    }
+
+    /// The searches' view of this trial.
+    pub fn outcome(&self, warmup_s: u32) -> TrialOutcome {
+        TrialOutcome {
+            attempted: self.gen.attempted,
+            sent: self.gen.sent,
+            generator_pps: self.gen.attempted_pps as u64,
+            rx_per_second: self.measured_rates(warmup_s),
+            received: self.recv.received,
+            lost: self.lost,
+            duration_s: self.gen.elapsed_s,
+            latency: self.latency_summary(),
+        }
+    }
+}
+
+impl TrialRunner for LabRunner {
+    type Error = LabError;
+
+    fn run_trial(&mut self, spec: &TrialSpec) -> Result<TrialOutcome, LabError> {
+        let d = self.trial(
+            Some(spec.offered_pps as f64),
+            spec.frame_len,
+            Duration::from_secs_f64(spec.duration_s.max(0.1)),
+        )?;
+        Ok(d.outcome(self.traffic.warmup_s))
+    }
+}
+
+/// A forwarder the bench measures. The kernel is one; fastfwd's daemon
+/// (AF_XDP, AF_PACKET) is added as another implementation.
+pub trait Contender {
+    /// Short unique name (the first contender is the baseline).
+    fn name(&self) -> String;
+    /// One line for the report.
+    fn description(&self) -> String;
+    /// Settings worth recording.
+    fn config(&self) -> BTreeMap<String, String>;
+    /// Makes dut forward with this contender; called before each of its
+    /// trials (cheap when already active).
+    fn activate(&mut self, topo: &Topology) -> Result<(), LabError>;
+    /// Undoes `activate` before another contender's turn.
+    fn deactivate(&mut self, topo: &Topology) -> Result<(), LabError>;
+}
+
+/// The kernel's own forwarding with an nftables preset.
+#[derive(Debug, Clone)]
+pub struct KernelForwarding {
+    /// Rules in the forward hook.
+    pub firewall: FirewallPreset,
+}
+
+impl Contender for KernelForwarding {
+    fn name(&self) -> String {
+        match self.firewall {
+            FirewallPreset::None => "kernel".into(),
+            f => format!("kernel+nft-{}", f.label()),
+        }
+    }
+    fn description(&self) -> String {
+        match self.firewall {
+            FirewallPreset::None => "Linux forwarding, no firewall rules".into(),
+            FirewallPreset::Linear(n) => {
+                format!("Linux forwarding, {n} non-matching nftables rules in the forward hook")
+            }
+            FirewallPreset::Set(n) => {
+                format!("Linux forwarding, one nftables rule against a set of {n} addresses")
+            }
+        }
+    }
+    fn config(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("forwarding".into(), "kernel".into()),
+            ("nftables".into(), self.firewall.label()),
+        ])
+    }
+    fn activate(&mut self, topo: &Topology) -> Result<(), LabError> {
+        topo.set_forwarding(true)?;
+        topo.set_firewall(self.firewall)?;
+        Ok(())
+    }
+    fn deactivate(&mut self, topo: &Topology) -> Result<(), LabError> {
+        topo.set_firewall(FirewallPreset::None)?;
+        Ok(())
+    }
+}
+
+/// The bench's settings.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Namespace tag.
+    pub tag: String,
+    /// Output folder.
+    pub out_dir: PathBuf,
+    /// Prefix list to load into dut (None: skip).
+    pub full_table: Option<PathBuf>,
+    /// Frame length without FCS.
+    pub frame_len: u16,
+    /// Traffic.
+    pub traffic: Traffic,
+    /// Length of each fixed-load and load-curve trial.
+    pub trial: Duration,
+    /// Fixed-load repeats per contender (interleaved).
+    pub repeats: u32,
+    /// Load-curve points as fractions of the generator's maximum.
+    pub load_points: Vec<f64>,
+    /// Run an equilibrium search per contender, with this trial length.
+    pub equilibrium_trial: Option<Duration>,
+    /// Equilibrium tolerance.
+    pub tolerance: f64,
+}
+
+impl BenchConfig {
+    /// The default run (about 6-10 minutes on two cores) or `--quick` (about two).
+    pub fn new(quick: bool, out_dir: PathBuf, full_table: Option<PathBuf>) -> Self {
+        let mut traffic = Traffic::default_v4();
+        if quick {
+            traffic.warmup_s = 0;
+        }
+        Self {
+            tag: "bench".into(),
+            out_dir,
+            full_table,
+            frame_len: 60,
+            traffic,
+            trial: Duration::from_secs(if quick { 2 } else { 5 }),
+            repeats: if quick { 3 } else { 5 },
+            load_points: if quick {
+                vec![0.25, 0.5, 0.75, 1.0]
+            } else {
+                vec![0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0]
+            },
+            equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 3 })),
+            tolerance: 0.01,
+        }
+    }
+}
+
+/// What `run_bench` wrote.
+#[derive(Debug, Clone)]
+pub struct BenchOutput {
+    /// The record.
+    pub run: LabRun,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// Full-table load, if any.
+    pub fib: Option<FibLoad>,
+}
+
+fn host_info() -> HostInfo {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
+    let cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let mut extra = BTreeMap::new();
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/version") {
+        extra.insert("kernel_build".into(), v.trim().to_string());
+    }
+    if let Some(mhz) = crate::udp_sink::cpu_mhz() {
+        extra.insert("cpu_mhz".into(), format!("{mhz:.0}"));
+    }
+    HostInfo {
+        kernel,
+        cpu_model,
+        cpu_count,
+        extra,
+    }
+}
+
+/// Parses `0.1.0 (abc123def456-dirty)` as the binary's version string.
+pub fn version_info(version: &str) -> VersionInfo {
+    let commit = version
+        .split_once('(')
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(c, _)| c.to_string());
+    let dirty = commit.as_deref().is_some_and(|c| c.ends_with("-dirty"));
+    VersionInfo {
+        version: version.to_string(),
+        git_commit: commit
+            .map(|c| c.trim_end_matches("-dirty").to_string())
+            .filter(|c| c != "unknown"),
+        dirty,
+    }
+}
+
+fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
+    RunRecord {
+        sequence: seq,
+        offered_pps: d.offered_pps,
+        generator_pps: d.gen.attempted_pps as u64,
+        attempted: d.gen.attempted,
+        received: d.recv.received,
+        lost: d.lost,
+        rx_per_second: d.sink_rx_per_second.clone(),
+        tx_per_second: d.gen.per_second_sent.clone(),
+        forwarding_pps: d.forwarding_pps(warmup_s),
+        latency: d.latency_summary(),
+        latency_histogram: d.recv.latency_histogram.clone(),
+        generator_limited: d.gen.limited(tol),
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The whole benchmark: topology up, full table, generator maximum, each
+/// contender's load curve and equilibrium, interleaved fixed-load repeats,
+/// then the report. `progress` gets a line per step.
+pub fn run_bench(
+    cfg: &BenchConfig,
+    contenders: &mut [Box<dyn Contender>],
+    version: &str,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchOutput, LabError> {
+    let started = Instant::now();
+    let started_wall = sys::realtime_ns() / 1_000_000_000;
+    let mut tcfg = TopoConfig::new(&cfg.tag);
+    tcfg.forwarding = true;
+    progress(&format!(
+        "topology: up (namespaces fflab-{}-gen/dut/sink)",
+        cfg.tag
+    ));
+    let guard = TopoGuard(Topology::up(&tcfg)?);
+    let topo = guard.0.clone();
+    let fib = match &cfg.full_table {
+        Some(p) => {
+            progress(&format!(
+                "full table: loading {} into dut with ip -batch",
+                p.display()
+            ));
+            let l = topo.load_full_table(p)?;
+            progress(&format!(
+                "full table: {} IPv4 + {} IPv6 routes over {} next hops in {:.1} s ({} skipped: lab ranges)",
+                l.routes_v4, l.routes_v6, l.next_hops, l.seconds, l.skipped
+            ));
+            Some(l)
+        }
+        None => None,
+    };
+    let mut runner = LabRunner::new(&topo, cfg.traffic.clone())?;
+    let warm = cfg.traffic.warmup_s;
+
+    // The generator's own maximum: the dut only receives and drops.
+    progress("generator maximum: dut forwarding off, sending as fast as possible");
+    topo.set_forwarding(false)?;
+    let gmax = runner.trial(None, cfg.frame_len, cfg.trial)?;
+    topo.set_forwarding(true)?;
+    let gen_max = gmax.gen.attempted_pps.max(1.0);
+    progress(&format!(
+        "generator maximum: {:.0} pps attempted, {:.0} pps taken by the kernel ({} backpressure), cores busy {:?}",
+        gmax.gen.attempted_pps, gmax.gen.sent_pps, gmax.gen.backpressure, gmax.cpu_busy_pct.iter().map(|b| b.round()).collect::<Vec<_>>()
+    ));
+
+    let mut results: Vec<report::ContenderResult> = contenders
+        .iter()
+        .map(|c| report::ContenderResult {
+            name: c.name(),
+            description: c.description(),
+            config: c.config(),
+            ..Default::default()
+        })
+        .collect();
+    let mut fwd_busy: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+    let mut gen_busy: Vec<f64> = Vec::new();
+    let p = topo.placement;
+
+    // Load curves and equilibrium, one contender at a time.
+    for (i, c) in contenders.iter_mut().enumerate() {
+        c.activate(&topo)?;
+        progress(&format!(
+            "{}: load curve ({} points of {:.1} s)",
+            c.name(),
+            cfg.load_points.len(),
+            cfg.trial.as_secs_f64()
+        ));
+        for &f in &cfg.load_points {
+            let offered = gen_max * f;
+            let d = runner.trial(Some(offered), cfg.frame_len, cfg.trial)?;
+            progress(&d.summary_line());
+            results[i].load_curve.push(LoadPoint {
+                offered_pps: offered as u64,
+                forwarding_pps: d.forwarding_pps(warm),
+                loss_ratio: if d.gen.attempted > 0 {
+                    d.lost as f64 / d.gen.attempted as f64
+                } else {
+                    0.0
+                },
+            });
+        }
+        if let Some(et) = cfg.equilibrium_trial {
+            progress(&format!(
+                "{}: equilibrium search ({:.1} s trials)",
+                c.name(),
+                et.as_secs_f64()
+            ));
+            let ecfg = EquilibriumConfig {
+                link_kpps: (gen_max / 1000.0) as u64,
+                tolerance: cfg.tolerance,
+                trial_s: et.as_secs_f64(),
+                frame_len: cfg.frame_len,
+                ipv6: cfg.traffic.flows.is_v6(),
+                ..EquilibriumConfig::default()
+            };
+            let saved = runner.traffic.warmup_s;
+            runner.traffic.warmup_s = 0;
+            let r = equilibrium::search(&ecfg, &mut runner, |line| progress(line));
+            runner.traffic.warmup_s = saved;
+            match r {
+                Ok(e) => results[i].equilibrium = Some(e),
+                Err(e) => {
+                    if interrupted() {
+                        return Err(LabError::Interrupted);
+                    }
+                    results[i]
+                        .notes
+                        .push(format!("equilibrium search failed: {e}"));
+                }
+            }
+        }
+        c.deactivate(&topo)?;
+    }
+
+    // Fixed offered load at the generator's maximum, contenders interleaved.
+    for rep in 0..cfg.repeats {
+        for (i, c) in contenders.iter_mut().enumerate() {
+            c.activate(&topo)?;
+            progress(&format!("repeat {}/{}: {}", rep + 1, cfg.repeats, c.name()));
+            let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
+            progress(&d.summary_line());
+            if let Some(f) = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c)) {
+                fwd_busy[i].push(*f);
+            }
+            if let Some(g) = p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c)) {
+                gen_busy.push(*g);
+            }
+            results[i].runs.push(record(rep, &d, warm, cfg.tolerance));
+            c.deactivate(&topo)?;
+        }
+    }
+
+    for (i, r) in results.iter_mut().enumerate() {
+        if let Some(b) = median(&fwd_busy[i]) {
+            r.notes.push(format!(
+                "forwarding core busy (median over repeats): {b:.0}%"
+            ));
+            if b < 90.0 {
+                r.notes.push(
+                    "forwarding core not saturated: this result may be limited by the generator"
+                        .into(),
+                );
+            }
+        }
+        if r.runs.iter().any(|x| x.generator_limited) {
+            r.notes.push(
+                "limited by generator: it sent less than the offered load in some runs".into(),
+            );
+        }
+    }
+
+    let mut run = LabRun::new("fastfwd lab bench: forwarding through dut, side by side");
+    run.started = format!("unix time {started_wall}");
+    run.host = host_info();
+    run.fastfwd = version_info(version);
+    let busy_all = |cpu: Option<usize>| -> Option<f64> {
+        let c = cpu?;
+        median(
+            &runner
+                .trials
+                .iter()
+                .filter(|t| t.offered_pps > 0)
+                .filter_map(|t| t.cpu_busy_pct.get(c).copied())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let cores = |c: Option<usize>| c.map(|c| vec![c as u32]).unwrap_or_default();
+    run.placement = vec![
+        CorePlacement {
+            role: "generator".into(),
+            process: Some("fastfwd lab (thread in gen)".into()),
+            cores: cores(p.gen_cpu),
+            busy_pct: median(&gen_busy).or(busy_all(p.gen_cpu)),
+        },
+        CorePlacement {
+            role: "forwarder".into(),
+            process: Some(format!(
+                "napi/d0 kernel thread{}",
+                topo.napi_pid
+                    .map_or(String::new(), |p| format!(" (pid {p})"))
+            )),
+            cores: cores(p.fwd_cpu),
+            busy_pct: busy_all(p.fwd_cpu),
+        },
+        CorePlacement {
+            role: "receiver".into(),
+            process: Some("fastfwd lab (thread in sink)".into()),
+            cores: cores(p.sink_cpu),
+            busy_pct: busy_all(p.sink_cpu),
+        },
+    ];
+    let flows = cfg.traffic.flows;
+    run.config = RunConfig {
+        frame_len: cfg.frame_len,
+        ip_version: if flows.is_v6() { 6 } else { 4 },
+        flows: flows.len(),
+        trial_s: cfg.trial.as_secs_f64(),
+        trials: cfg.repeats,
+        offered_pps: Some(gen_max as u64),
+        warmup_s: warm,
+        cooldown_s: cfg.traffic.cooldown_s,
+        routes: fib.as_ref().map(|f| f.routes_v4 + f.routes_v6),
+        ..RunConfig::default()
+    };
+    run.config.extra.insert(
+        "topology".into(),
+        format!("gen -> dut -> sink, veth, namespaces fflab-{}-*", cfg.tag),
+    );
+    run.config.extra.insert(
+        "napi".into(),
+        format!(
+            "threaded on d0 (TSO off on g0, GRO on d0): {}",
+            p.napi_threaded
+        ),
+    );
+    if let Some(f) = &fib {
+        run.config.extra.insert(
+            "full_table".into(),
+            format!(
+                "{} v4 + {} v6 routes, {} next hops, loaded in {:.1} s",
+                f.routes_v4, f.routes_v6, f.next_hops, f.seconds
+            ),
+        );
+    }
+    run.config.extra.insert(
+        "generator".into(),
+        "AF_PACKET sendmmsg, PACKET_QDISC_BYPASS, batch 64".into(),
+    );
+    run.config.extra.insert(
+        "receiver".into(),
+        "AF_PACKET TPACKET_V3 ring on s0; rates from s0's kernel counters".into(),
+    );
+    run.config.extra.insert(
+        "fixed_load".into(),
+        "repeats offer the generator's maximum (overload)".into(),
+    );
+    run.config.extra.insert(
+        "all_trials".into(),
+        "every trial's per-second readings are in trials.json".into(),
+    );
+    run.generator_max_pps = Some(gen_max as u64);
+    run.baseline = contenders.first().map(|c| c.name()).unwrap_or_default();
+    run.contenders = results;
+    run.notes.push(format!(
+        "Loss is counted as packets the generator attempted minus unique packets the sink's ring saw (veth refuses with ENOBUFS rather than counting drops). Generator maximum measured with dut forwarding off: {:.0} pps.",
+        gen_max
+    ));
+    run.duration_s = started.elapsed().as_secs_f64();
+    run.finish();
+
+    let files = write_outputs(&cfg.out_dir, &run, &runner.trials)?;
+    drop(guard);
+    Ok(BenchOutput { run, files, fib })
+}
+
+/// Writes result.json, trials.json, the SVG plots and report.md into `dir`.
+pub fn write_outputs(
+    dir: &Path,
+    run: &LabRun,
+    trials: &[TrialDetail],
+) -> Result<Vec<PathBuf>, LabError> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
+    let mut files = Vec::new();
+    let mut write = |name: &str, text: &str| -> Result<(), LabError> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(io_err(format!("write {}", p.display())))?;
+        files.push(p);
+        Ok(())
+    };
+    let json = run
+        .to_json()
+        .map_err(|e| LabError::Other(format!("result.json: {e}")))?;
+    write("result.json", &json)?;
+    let tj = serde_json::to_string_pretty(trials)
+        .map_err(|e| LabError::Other(format!("trials.json: {e}")))?;
+    write("trials.json", &tj)?;
+    let series: Vec<plot::Series> = run
+        .contenders
+        .iter()
+        .map(|c| plot::Series {
+            name: c.name.clone(),
+            points: c
+                .load_curve
+                .iter()
+                .map(|p| (p.offered_pps as f64, p.forwarding_pps as f64))
+                .collect(),
+        })
+        .collect();
+    write(
+        "rate-vs-load.svg",
+        &plot::LineChart::rate_vs_load("Forwarding rate vs offered load (64-byte frames)", series)
+            .to_svg(),
+    )?;
+    let dists: Vec<plot::Distribution> = run
+        .contenders
+        .iter()
+        .map(|c| {
+            let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
+            for r in &c.runs {
+                for &(ub, n) in &r.latency_histogram {
+                    *merged.entry(ub).or_default() += n;
+                }
+            }
+            plot::Distribution {
+                name: c.name.clone(),
+                buckets: merged
+                    .into_iter()
+                    .map(|(ub, n)| (ub as f64 / 1000.0, n))
+                    .collect(),
+            }
+        })
+        .collect();
+    let lat = plot::LatencyChart {
+        title: "Latency at the generator's maximum load (all repeats)".into(),
+        x_label: "latency (µs)".into(),
+        log_x: true,
+        kind: plot::DistributionKind::Cdf,
+        series: dists,
+    };
+    write("latency.svg", &lat.to_svg())?;
+    let groups: Vec<plot::Group> = run
+        .contenders
+        .iter()
+        .map(|c| plot::Group {
+            name: c.name.clone(),
+            values: c.rates(),
+        })
+        .collect();
+    write(
+        "repeated-runs.svg",
+        &plot::BoxChart::repeated_rates("Forwarding rate per repeat (pps)", groups).to_svg(),
+    )?;
+    let figures = report::ReportFigures {
+        rate_vs_load: Some("rate-vs-load.svg".into()),
+        latency: Some("latency.svg".into()),
+        repeated_runs: Some("repeated-runs.svg".into()),
+    };
+    write("report.md", &report::render_markdown(run, &figures))?;
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_busy_share() {
+        let a = parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n");
+        let b = parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 55 0 5 90 0 0 0 0 0 0\ncpu1 5 0 105 40 0 0 0 0 0 0\n");
+        assert_eq!(a.len(), 2);
+        let busy = CpuTimes(b).busy_pct_since(&CpuTimes(a));
+        assert_eq!(busy, vec![50.0, 100.0]);
+    }
+
+    #[test]
+    fn version_string_parses() {
+        let v = version_info("0.1.0 (abc123def456-dirty)");
+        assert_eq!(
+            (v.git_commit.as_deref(), v.dirty),
+            (Some("abc123def456"), true)
+        );
+        assert_eq!(version_info("0.1.0 (unknown)").git_commit, None);
+    }
+
+    #[test]
+    fn kernel_contender_names() {
+        assert_eq!(
+            KernelForwarding {
+                firewall: FirewallPreset::None
+            }
+            .name(),
+            "kernel"
+        );
+        assert_eq!(
+            KernelForwarding {
+                firewall: FirewallPreset::Set(1000)
+            }
+            .name(),
+            "kernel+nft-set-1000"
+        );
+    }
+}

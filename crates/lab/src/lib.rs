@@ -17,3 +17,5 @@ pub mod gen;
 pub mod recv;
 pub mod topo;
 pub mod udp_sink;
+
+mod sys;

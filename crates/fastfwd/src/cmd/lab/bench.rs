@@ -1,0 +1,110 @@
+//! `fastfwd lab bench`: the README's main command.
+
+use clap::Args as ClapArgs;
+use lab::bench::{BenchConfig, Contender, KernelForwarding};
+use lab::topo::FirewallPreset;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// A short run (about two minutes): 2 s trials, 3 repeats, short searches.
+    #[arg(long)]
+    quick: bool,
+    /// Output folder (default lab-results/bench-<unix time>).
+    #[arg(short = 'o', long)]
+    out: Option<PathBuf>,
+    /// Skip loading the full routing table into dut.
+    #[arg(long)]
+    no_full_table: bool,
+    /// Prefix list to load (default data/full-table-prefixes.txt.gz).
+    #[arg(long)]
+    table_file: Option<PathBuf>,
+    /// Fixed-load repeats per contender.
+    #[arg(long)]
+    repeats: Option<u32>,
+    /// Seconds per trial.
+    #[arg(long)]
+    trial: Option<f64>,
+    /// Skip the equilibrium searches.
+    #[arg(long)]
+    no_equilibrium: bool,
+    /// Firewall size for the nftables contenders.
+    #[arg(long, default_value_t = 1000)]
+    rules: u32,
+    /// Namespace tag.
+    #[arg(long, default_value = "bench")]
+    tag: String,
+    /// Print the result record as JSON at the end instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    super::need_root()?;
+    lab::bench::install_interrupt_handler();
+    let out = a.out.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from(format!("lab-results/bench-{t}"))
+    });
+    let table = (!a.no_full_table).then(|| a.table_file.unwrap_or_else(super::default_full_table));
+    let mut cfg = BenchConfig::new(a.quick, out.clone(), table);
+    cfg.tag = a.tag;
+    if let Some(r) = a.repeats {
+        cfg.repeats = r.max(1);
+    }
+    if let Some(t) = a.trial {
+        cfg.trial = Duration::from_secs_f64(t.max(1.0));
+    }
+    if a.no_equilibrium {
+        cfg.equilibrium_trial = None;
+    }
+    let mut contenders: Vec<Box<dyn Contender>> = vec![
+        Box::new(KernelForwarding {
+            firewall: FirewallPreset::None,
+        }),
+        Box::new(KernelForwarding {
+            firewall: FirewallPreset::Linear(a.rules),
+        }),
+        Box::new(KernelForwarding {
+            firewall: FirewallPreset::Set(a.rules),
+        }),
+    ];
+    let start = Instant::now();
+    let json = a.json;
+    let progress = |line: &str| {
+        let t = start.elapsed().as_secs();
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "[{:>2}:{:02}] {line}", t / 60, t % 60);
+    };
+    let res = lab::bench::run_bench(&cfg, &mut contenders, env!("FASTFWD_VERSION"), progress)?;
+    if json {
+        println!("{}", res.run.to_json()?);
+    } else {
+        println!();
+        print!("{}", lab::report::comparison_table_text(&res.run));
+        for c in &res.run.contenders {
+            if let Some(e) = &c.equilibrium {
+                println!(
+                    "{}: equilibrium {} Kpps (max seen {} Kpps)",
+                    c.name, e.estimated_kpps, e.max_seen_kpps
+                );
+            }
+            for n in &c.notes {
+                println!("{}: {n}", c.name);
+            }
+        }
+        println!(
+            "generator maximum: {} pps",
+            res.run.generator_max_pps.unwrap_or(0)
+        );
+        println!("wrote:");
+        for f in &res.files {
+            println!("  {}", f.display());
+        }
+    }
+    Ok(())
+}
