@@ -269,6 +269,34 @@ pub fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// A measured value with four significant digits and an SI suffix:
+/// 161.2K, 1.503M, 24.65K, 812.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "K")
+    } else {
+        (v, "")
+    };
+    let int_digits = if scaled.abs() >= 1.0 {
+        scaled.abs().log10().floor() as usize + 1
+    } else {
+        1
+    };
+    let decimals = 4usize.saturating_sub(int_digits);
+    let s = format!("{scaled:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
+    format!("{s}{suffix}")
+}
+
 /// A share as a percentage: 0.001 is "0.1%".
 pub fn fmt_percent(v: f64) -> String {
     let s = format!("{:.4}", v * 100.0);
@@ -479,10 +507,10 @@ fn legend(s: &mut String, names: &[&str], with_markers: bool) {
         }
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#222222\">{}</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"#222222\">{}</text>",
             lx + 32.0,
-            y + 4.5,
-            escape(&ellipsize(name, 20))
+            y + 4.0,
+            escape(&ellipsize(name, 23))
         );
     }
     let _ = writeln!(s, "</g>");
@@ -906,7 +934,7 @@ impl BoxChart {
                     "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#333333\">{}</text>",
                     cx + box_w / 2.0 + 4.0,
                     ys.map(med) + 4.0,
-                    escape(&fmt_tick(med))
+                    escape(&fmt_value(med))
                 );
             }
             let _ = writeln!(
@@ -1236,6 +1264,11 @@ mod tests {
         assert_eq!(fmt_tick(250_000.0), "250K");
         assert_eq!(fmt_tick(0.25), "0.25");
         assert_eq!(fmt_tick(0.0), "0");
+        assert_eq!(fmt_value(161_170.0), "161.2K");
+        assert_eq!(fmt_value(1_503_000.0), "1.503M");
+        assert_eq!(fmt_value(24_650.0), "24.65K");
+        assert_eq!(fmt_value(812.0), "812");
+        assert_eq!(fmt_value(451_000.0), "451K");
         assert_eq!(log_ticks(1.0, 1000.0), vec![1.0, 10.0, 100.0, 1000.0]);
         assert_eq!(
             log_ticks(1.0, 100.0),

@@ -109,7 +109,8 @@ pub struct RunRecord {
     /// Latency histogram: (bucket upper bound in ns, packets), for plots.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_histogram: Vec<(u64, u64)>,
-    /// The generator could not reach the offered load.
+    /// The generator could not reach the offered load (see
+    /// [`RunRecord::limited_by_generator`] for what that means for the result).
     #[serde(default)]
     pub generator_limited: bool,
 }
@@ -119,6 +120,14 @@ impl RunRecord {
     /// 0 when there are none.
     pub fn compute_forwarding_pps(rx_per_second: &[u64]) -> u64 {
         crate::equilibrium::median_nonzero(rx_per_second).unwrap_or(0)
+    }
+
+    /// The generator, not the device, set this run's rate: it fell short of
+    /// the offered load and the device forwarded (within 1%) all it sent,
+    /// the equilibrium search's rule. A device that drops part of what a
+    /// short generator sends is still the limit.
+    pub fn limited_by_generator(&self) -> bool {
+        self.generator_limited && self.forwarding_pps as f64 >= 0.99 * self.generator_pps as f64
     }
 }
 
@@ -534,14 +543,14 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
             .contenders
             .iter()
             .filter(|k| {
-                k.runs.iter().any(|r| r.generator_limited)
+                k.runs.iter().any(RunRecord::limited_by_generator)
                     || k.summary.is_some_and(|m| m.max >= 0.99 * g as f64)
             })
             .map(|k| k.name.as_str())
             .collect();
         if !limited.is_empty() {
             s.push_str(&format!(
-                "\nLimited by generator (at or near its own maximum): {}.\n",
+                "\nLimited by generator (forwarded all it sent, or within 1% of its own maximum): {}.\n",
                 limited.join(", ")
             ));
         }
@@ -613,8 +622,10 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
                     r.sequence,
                     kpps(r.offered_pps as f64),
                     kpps(r.generator_pps as f64),
-                    if r.generator_limited {
+                    if r.limited_by_generator() {
                         " (gen-limited)"
+                    } else if r.generator_limited {
+                        " (short of offered)"
                     } else {
                         ""
                     },
@@ -1018,11 +1029,26 @@ mod tests {
     #[test]
     fn generator_limited_contenders_are_named() {
         let mut run = sample_run();
-        run.contenders[1].runs[0].generator_limited = true;
+        // Short of the offered load, but the device dropped most of it: the
+        // device is the limit.
+        run.contenders[0].runs[1].generator_limited = true;
+        // Short of the offered load and everything forwarded: the generator is.
+        let r = &mut run.contenders[1].runs[0];
+        r.generator_limited = true;
+        r.generator_pps = 600_500;
+        assert!(r.limited_by_generator());
+        assert!(!run.contenders[0].runs[1].limited_by_generator());
         run.finish();
         let md = render_markdown(&run, &ReportFigures::default());
-        assert!(md.contains("Limited by generator (at or near its own maximum): fastfwd-afxdp."));
-        assert!(md.contains("(gen-limited)"));
+        assert!(md.contains("Limited by generator (forwarded all it sent, or within 1% of its own maximum): fastfwd-afxdp."));
+        assert!(
+            md.contains("| 0 | 1000.0 | 600.5 (gen-limited) | 600.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 | 1000.0 | 640.0 (short of offered) | 419.0 |"),
+            "{md}"
+        );
     }
 
     #[test]
