@@ -910,6 +910,24 @@ Estimated Equilibrium Ethernet throughput= 2679 Kpps (maximum value seen: 2682 K
     }
 
     #[test]
+    fn ipv4_header_lines_match_the_seed() {
+        let c = EquilibriumConfig {
+            link_kpps: 10000,
+            ..EquilibriumConfig::default()
+        };
+        assert_eq!(
+            header_lines(&c),
+            [
+                "Benchmark tool using equilibrium throughput method",
+                "- Benchmark mode: Throughput (pps) for Router",
+                "- UDP load = 18B, IPv4 packet size=46B, Ethernet frame size=60B",
+                "- Link rate = 10000 Kpps",
+                "- Tolerance = 0.01",
+            ]
+        );
+    }
+
+    #[test]
     fn medians_and_decimal_tolerance() {
         assert_eq!(median_nonzero(&[0, 5, 0, 3, 9]), Some(5));
         assert_eq!(median_nonzero(&[4, 0, 7]), Some(5));
