@@ -38,14 +38,17 @@ pub struct XdpProgram {
     local_v4: i32,
     local_v6: i32,
     verdicts: i32,
-    attached: bool,
+    /// The BPF link holding the attachment: closing it detaches, so the
+    /// program also goes away if the process dies.
+    link: Option<crate::sys::Fd>,
     // Declared last: dropped after the detach in `Drop`.
     obj: bpf::Object,
 }
 
 impl XdpProgram {
-    /// Loads the program and attaches it to `iface`. Fails if the
-    /// interface already has an XDP program (it is never replaced).
+    /// Loads the program and attaches it to `iface` through a BPF link.
+    /// Fails if the interface already has an XDP program (it is never
+    /// replaced).
     pub fn attach(iface: &str, mode: XdpMode) -> Result<XdpProgram, IoError> {
         let ifindex = crate::if_index(iface)?;
         let attach_err = |source: std::io::Error| match source.raw_os_error() {
@@ -73,8 +76,8 @@ impl XdpProgram {
         };
         let mut last = std::io::Error::from(std::io::ErrorKind::Unsupported);
         for &m in modes {
-            match bpf::xdp_attach(ifindex, prog, m | bpf::XDP_FLAGS_UPDATE_IF_NOEXIST) {
-                Ok(()) => {
+            match bpf::xdp_link(ifindex, prog, m) {
+                Ok(link) => {
                     return Ok(XdpProgram {
                         iface: iface.to_string(),
                         ifindex,
@@ -83,7 +86,7 @@ impl XdpProgram {
                         local_v4,
                         local_v6,
                         verdicts,
-                        attached: true,
+                        link: Some(link),
                         obj,
                     })
                 }
@@ -155,12 +158,9 @@ impl XdpProgram {
 
     /// Detaches the program now (also done on drop).
     pub fn detach(&mut self) -> Result<(), IoError> {
-        if !self.attached {
-            return Ok(());
-        }
-        self.attached = false;
-        bpf::xdp_detach(self.ifindex, self.mode_flags)
-            .map_err(|e| IoError::sys(format!("detaching XDP from {}", self.iface), e))
+        // Closing the link detaches the program.
+        self.link = None;
+        Ok(())
     }
 
     fn register(&self, queue: u32, sock_fd: i32) -> Result<(), IoError> {

@@ -42,7 +42,26 @@ extern "C" {
     fn bpf_xdp_attach(ifindex: c_int, prog_fd: c_int, flags: u32, opts: *const c_void) -> c_int;
     fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
     fn bpf_xdp_query_id(ifindex: c_int, flags: c_int, prog_id: *mut u32) -> c_int;
+    fn bpf_link_create(
+        prog_fd: c_int,
+        target_fd: c_int,
+        attach_type: u32,
+        opts: *const LinkCreateOpts,
+    ) -> c_int;
 }
+
+/// The leading fields of libbpf's `struct bpf_link_create_opts`; `sz`
+/// tells libbpf how much of the struct is given (the rest defaults).
+#[repr(C)]
+struct LinkCreateOpts {
+    sz: usize,
+    flags: u32,
+    /// Explicit zero padding: libbpf checks that bytes past `flags` are zero.
+    _pad: u32,
+}
+
+/// `BPF_XDP` in `enum bpf_attach_type`.
+const BPF_XDP: u32 = 37;
 
 /// Fail if a program is already attached (never replace someone else's).
 pub const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1;
@@ -164,6 +183,21 @@ pub fn xdp_attach(ifindex: u32, prog_fd: c_int, flags: u32) -> io::Result<()> {
     // SAFETY: plain integer arguments; NULL opts are allowed.
     neg_errno(unsafe { bpf_xdp_attach(ifindex as c_int, prog_fd, flags, std::ptr::null()) })
         .map(|_| ())
+}
+
+/// Attaches `prog_fd` to `ifindex` through a BPF link in the mode given
+/// by `flags`: the program stays attached while the returned descriptor is
+/// open, so it goes away with the process however the process ends.
+pub fn xdp_link(ifindex: u32, prog_fd: c_int, flags: u32) -> io::Result<super::Fd> {
+    let opts = LinkCreateOpts {
+        sz: std::mem::size_of::<LinkCreateOpts>(),
+        flags,
+        _pad: 0,
+    };
+    // SAFETY: `opts` is a live struct whose `sz` covers exactly the fields
+    // given; the other arguments are plain integers.
+    let fd = neg_errno(unsafe { bpf_link_create(prog_fd, ifindex as c_int, BPF_XDP, &opts) })?;
+    Ok(super::Fd(fd))
 }
 
 /// Detaches the XDP program of `ifindex` in the mode given by `flags`.
