@@ -359,6 +359,14 @@ impl TrialDetail {
         equilibrium::median_nonzero(&self.measured_rates(warmup_s)).unwrap_or(0)
     }
 
+    /// Limited by the generator: it fell short of the offered load and the
+    /// dut forwarded (nearly) everything it attempted, so the dut's own
+    /// limit was not reached.
+    pub fn generator_limited(&self, warmup_s: u32, tol: f64) -> bool {
+        self.gen.limited(tol)
+            && self.forwarding_pps(warmup_s) as f64 >= self.gen.attempted_pps * (1.0 - tol)
+    }
+
     /// One line: offered, sent, forwarded, lost, latency, cores.
     pub fn summary_line(&self) -> String {
         let lat = self.recv.latency.map_or("-".to_string(), |l| {
@@ -603,7 +611,7 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
         forwarding_pps: d.forwarding_pps(warmup_s),
         latency: d.latency_summary(),
         latency_histogram: d.recv.latency_histogram.clone(),
-        generator_limited: d.gen.limited(tol),
+        generator_limited: d.generator_limited(warmup_s, tol),
     }
 }
 
