@@ -565,7 +565,126 @@ pub fn routes_scenario(backend: &str, tag: &str) {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not on any connected subnet"));
 
-    // config check and reload keep working against the live daemon.
+    // A static neighbour through the CLI: a route via an address that
+    // nothing answers ARP for works once the neighbour is given.
+    ok(&[
+        "ip",
+        "-n",
+        &lab.sink,
+        "addr",
+        "add",
+        "198.19.0.109/24",
+        "dev",
+        "s0",
+    ]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.sink,
+        "sysctl",
+        "-qw",
+        "net.ipv4.conf.all.arp_ignore=8",
+    ]);
+    let sink_mac = lab.mac(&lab.sink, "s0");
+    assert!(d
+        .cli(&["route", "add", "10.96.0.0/16", "via", "198.19.0.109"])
+        .status
+        .success());
+    ok(&[
+        "ip",
+        "-n",
+        &lab.sink,
+        "addr",
+        "add",
+        "10.96.0.1/32",
+        "dev",
+        "lo",
+    ]);
+    assert!(
+        lab.ping(&lab.gen, "10.96.0.1", 1).is_none(),
+        "ARP ignored: unresolved"
+    );
+    let o = d.cli(&[
+        "neighbor",
+        "add",
+        "198.19.0.109",
+        "lladdr",
+        &sink_mac,
+        "dev",
+        "d1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let n = d.json(&["show", "neighbors"]);
+    assert!(
+        n.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["ip"] == "198.19.0.109" && e["origin"] == "api"),
+        "{n}"
+    );
+    assert!(
+        lab.ping(&lab.gen, "10.96.0.1", 2).is_some(),
+        "static neighbour used"
+    );
+    assert!(d
+        .cli(&["neighbor", "del", "198.19.0.109", "dev", "d1"])
+        .status
+        .success());
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.sink,
+        "sysctl",
+        "-qw",
+        "net.ipv4.conf.all.arp_ignore=0",
+    ]);
+
+    // config reload: a file with a static route applies as a whole; a bad
+    // file is refused and changes nothing.
+    ok(&[
+        "ip",
+        "-n",
+        &lab.sink,
+        "addr",
+        "add",
+        "10.95.0.1/32",
+        "dev",
+        "lo",
+    ]);
+    let cfg = lab.write_config();
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[[routes]]\nprefix = \"10.95.0.0/16\"\nvia = \"198.19.0.108\"\n");
+    let good = lab.dir.join("reload.toml");
+    std::fs::write(&good, &text).unwrap();
+    let bad = lab.dir.join("bad.toml");
+    std::fs::write(&bad, text.replace("198.19.0.108\"\n", "203.0.113.9\"\n")).unwrap();
+    let o = d.cli(&["config", "reload", &bad.to_string_lossy()]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.toml"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(lab.ping(&lab.gen, "10.95.0.1", 1).is_none());
+    let o = d.cli(&["config", "reload", &good.to_string_lossy()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        d.json(&["show", "route", "10.95.0.1"])[0]["origin"],
+        "config"
+    );
+    assert!(
+        lab.ping(&lab.gen, "10.95.0.1", 2).is_some(),
+        "reloaded config's route used"
+    );
+
+    // netstat -iw style: one line per interval.
+    let o = d.cli(&["show", "interfaces", "-w", "1", "-c", "2"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && text.lines().count() == 4, "{text}");
+
+    // config check keeps working against the live daemon.
     assert!(d.cli(&["config", "check"]).status.success());
     let drops = d.json(&["show", "drops"]);
     assert!(
