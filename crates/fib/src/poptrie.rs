@@ -506,8 +506,26 @@ impl<A: TrieKey> Poptrie<A> {
         self.scratch = routes;
     }
 
-    /// Recompiles the whole chunk of top-level entry `slot` (after its
-    /// default changed), creating or deleting the chunk as needed.
+    /// Points top-level entry `slot` at its new default: recompiles its
+    /// chunk if it has one (its leaves hold the default), else rewrites the
+    /// entry.
+    fn refresh_default(&mut self, slot: usize) {
+        let default = self.slot_default(slot);
+        let e = self.top[slot];
+        if e & NODE_FLAG != 0 {
+            self.rebuild_at(
+                e & !NODE_FLAG,
+                A::from_top_index(slot),
+                A::DIRECT_BITS,
+                default,
+            );
+        } else {
+            self.top[slot] = default;
+        }
+    }
+
+    /// Recompiles the whole chunk of top-level entry `slot` after its routes
+    /// changed, creating or deleting the chunk as needed.
     fn rebuild_slot(&mut self, slot: usize) {
         let default = self.slot_default(slot);
         let e = self.top[slot];
@@ -595,7 +613,7 @@ impl<A: TrieKey> Poptrie<A> {
                 let b = self.best_short_len[s];
                 if b == NO_LEN || b <= len {
                     self.best_short_len[s] = len;
-                    self.rebuild_slot(s);
+                    self.refresh_default(s);
                 }
             }
             old
@@ -624,7 +642,7 @@ impl<A: TrieKey> Poptrie<A> {
             for s in Self::short_range(addr, len) {
                 if self.best_short_len[s] == len {
                     self.best_short_len[s] = repl;
-                    self.rebuild_slot(s);
+                    self.refresh_default(s);
                 }
             }
             Some(old)
