@@ -36,7 +36,7 @@ const BUF: usize = 2048;
 fn v4_frames(dsts: &[std::net::Ipv4Addr]) -> Vec<Vec<u8>> {
     (0..FLOWS)
         .map(|i| {
-            let mut s = Ipv4Spec::udp("198.18.10.1", "198.19.10.1", 2000, 3000, 18);
+            let mut s = Ipv4Spec::udp("198.18.10.1", "198.19.10.1", 2000, 3000, 26);
             s.src = std::net::Ipv4Addr::new(198, 18, 10, 1 + (i % 20) as u8);
             s.dst = dsts[(i / 20) % dsts.len()];
             s.ttl = 64;

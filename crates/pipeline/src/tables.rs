@@ -540,12 +540,24 @@ impl TablesBuilder {
             }
             adjacencies.push((start, set.len() as u32));
         }
+        let mut local4_filter = [0u64; 4];
+        for &(a, _) in &local4 {
+            let b = fold4(a);
+            local4_filter[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        let mut local6_filter = [0u64; 4];
+        for &(a, _) in &local6 {
+            let b = fold6(a);
+            local6_filter[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
         Tables {
             interfaces: self.interfaces,
             if_rt,
             ports,
             local4,
             local6,
+            local4_filter,
+            local6_filter,
             hops,
             adjacencies,
             next_hops: self.next_hops,
@@ -555,6 +567,20 @@ impl TablesBuilder {
             acl,
         }
     }
+}
+
+/// XOR-fold of an IPv4 address to the bit index of the local filter.
+#[inline(always)]
+fn fold4(a: u32) -> u8 {
+    let x = a ^ (a >> 16);
+    (x ^ (x >> 8)) as u8
+}
+
+/// XOR-fold of an IPv6 address to the bit index of the local filter.
+#[inline(always)]
+fn fold6(a: u128) -> u8 {
+    let x = (a as u64) ^ ((a >> 64) as u64);
+    fold4((x as u32) ^ ((x >> 32) as u32))
 }
 
 pub(crate) fn is_v6_link_local(a: u128) -> bool {
@@ -570,6 +596,10 @@ pub struct Tables<F4, F6, A = AcceptAll> {
     pub(crate) ports: Vec<PortEntry>,
     pub(crate) local4: Vec<(u32, LocalKind)>,
     pub(crate) local6: Vec<(u128, LocalKind)>,
+    /// 256-bit filters over the local addresses: a clear bit proves an
+    /// address is not local without searching (the common, transit case).
+    local4_filter: [u64; 4],
+    local6_filter: [u64; 4],
     pub(crate) hops: Vec<ResolvedHop>,
     /// Next-hop id -> (first index in `hops`, count).
     pub(crate) adjacencies: Vec<(u32, u32)>,
@@ -628,6 +658,10 @@ impl<F4, F6, A> Tables<F4, F6, A> {
 
     #[inline]
     pub(crate) fn local4(&self, a: u32) -> Option<LocalKind> {
+        let b = fold4(a);
+        if self.local4_filter[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
+            return None;
+        }
         self.local4
             .binary_search_by_key(&a, |e| e.0)
             .ok()
@@ -636,6 +670,10 @@ impl<F4, F6, A> Tables<F4, F6, A> {
 
     #[inline]
     pub(crate) fn local6(&self, a: u128) -> Option<LocalKind> {
+        let b = fold6(a);
+        if self.local6_filter[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
+            return None;
+        }
         self.local6
             .binary_search_by_key(&a, |e| e.0)
             .ok()
