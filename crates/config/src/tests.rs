@@ -556,3 +556,22 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn every_example_config_loads_and_builds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let c = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            c.build_tables(
+                fib::reference::ReferenceFib4::new(),
+                fib::reference::ReferenceFib6::new(),
+            )
+            .unwrap();
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "examples/*.toml: found {n}");
+}
