@@ -305,7 +305,7 @@ where
         }
         Resolved::Bad => return w.drop_in(m.in_if, DropReason::BadNextHop),
     };
-    let Some(ifr) = tables.if_rt.get(usize::from(out_if)).copied() else {
+    let Some(ifr) = tables.if_rt.get(usize::from(out_if)) else {
         return w.drop_in(m.in_if, DropReason::BadNextHop);
     };
     if l3_len > usize::from(ifr.mtu) {
@@ -327,7 +327,7 @@ where
             );
             return w.drop_in(m.in_if, DropReason::FragmentationNeeded);
         }
-        return match fragment::fragment_v4(w, orig, out_if, &ifr, mac) {
+        return match fragment::fragment_v4(w, orig, out_if, ifr, mac) {
             Ok(_) => {
                 w.counters.forwarded_ipv4 += 1;
                 Verdict::Consumed
@@ -371,7 +371,7 @@ where
     } else {
         wire::ethertype::IPV4
     };
-    write_l2(&mut buf[new_start..at], &ifr, mac, ethertype);
+    write_l2(&mut buf[new_start..at], ifr, mac, ethertype);
     f.set_window(new_start, l2_len + l3_len);
     if is_ipv6 {
         w.counters.forwarded_ipv6 += 1;
