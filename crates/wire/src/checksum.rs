@@ -23,23 +23,36 @@ pub fn fold(mut acc: u64) -> u16 {
 /// odd trailing byte padded with zero (RFC 1071 §4.1). Not complemented.
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    // 32-bit words: their sum folds to the same 16-bit sum because
-    // 2^16 = 1 (mod 0xffff); a u64 holds 2^32 of them without overflow.
-    let mut words = data.chunks_exact(4);
+    // Native-order 32-bit words with two accumulators: the one's-complement
+    // sum is byte-order independent up to one final swap (RFC 1071 §2(B)),
+    // and 32-bit words fold to the same 16-bit sum since 2^16 = 1 (mod
+    // 0xffff). Each u64 accumulator takes 2^32 words without overflow.
+    let mut a0: u64 = 0;
+    let mut a1: u64 = 0;
+    let mut blocks = data.chunks_exact(16);
+    for c in &mut blocks {
+        a0 += u64::from(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+        a1 += u64::from(u32::from_ne_bytes([c[4], c[5], c[6], c[7]]));
+        a0 += u64::from(u32::from_ne_bytes([c[8], c[9], c[10], c[11]]));
+        a1 += u64::from(u32::from_ne_bytes([c[12], c[13], c[14], c[15]]));
+    }
+    let mut acc = a0 + a1;
+    let mut words = blocks.remainder().chunks_exact(4);
     for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        acc += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     }
+    // The last 0-3 bytes, zero-padded: in memory order they are the start
+    // of a word, exactly as if the data went on with zeros.
     let rest = words.remainder();
-    let mut i = 0;
-    while i + 1 < rest.len() {
-        acc += u64::from(u16::from_be_bytes([rest[i], rest[i + 1]]));
-        i += 2;
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    acc += u64::from(u32::from_ne_bytes(tail));
+    let s = fold(acc);
+    if cfg!(target_endian = "little") {
+        s.swap_bytes()
+    } else {
+        s
     }
-    if i < rest.len() {
-        acc += u64::from(rest[i]) << 8;
-    }
-    fold(acc)
 }
 
 /// Adds one's-complement sums together.
