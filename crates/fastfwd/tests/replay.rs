@@ -1196,6 +1196,59 @@ fn build_cases() -> Vec<Case> {
         },
     );
 
+    // ICMPv6 (RFC 4443 2.4 (e)): never an error about an error; informational
+    // messages do get one.
+    let mut err6 = vec![1, 0, 0, 0, 0, 0, 0, 0];
+    err6.extend_from_slice(&v6_udp(v6("2001:2:0:8001::1"), v6("2001:2::108"), 3, 1, 0, 8)[..48]);
+    c.push(
+        "ipv6 hop limit 1 carrying an ICMPv6 error (no error about an error)",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::1"), 1, 58, &err6),
+        ),
+        None,
+        Expect::DropSuppressed("hop_limit_expired"),
+    );
+    let id = c.id();
+    let mut echo6 = vec![128, 0, 0, 0, 0, 7, 0, 1];
+    echo6.extend_from_slice(b"CASE");
+    echo6.extend_from_slice(&id.to_be_bytes());
+    echo6.extend_from_slice(&[0x55; 20]);
+    c.push(
+        "ipv6 hop limit 1 carrying an echo request",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::1"), 1, 58, &echo6),
+        ),
+        Some(Key::V6(id)),
+        Expect::IcmpError {
+            via_vlan: false,
+            reason: "hop_limit_expired",
+            icmp_type: 3,
+            code: 0,
+            rest: [0; 4],
+        },
+    );
+    let id = c.id();
+    let inner = v6_udp(v6("2001:2::108"), v6("2001:2:0:8001::9"), 64, 1049, id, 30);
+    let mut hbh = vec![17, 0, 1, 4, 0, 0, 0, 0]; // next UDP, PadN of 4
+    hbh.extend_from_slice(&inner[40..]);
+    c.push(
+        "ipv6 with a hop-by-hop header (PadN) in transit",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::9"), 64, 0, &hbh),
+        ),
+        Some(Key::V6(id)),
+        fwd("d1", R_D1, &sinks, None),
+    );
+
     // Truncated at every header boundary (and inside each header).
     let id = c.id();
     let full4 = eth(
