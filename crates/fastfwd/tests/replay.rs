@@ -1249,6 +1249,63 @@ fn build_cases() -> Vec<Case> {
         fwd("d1", R_D1, &sinks, None),
     );
 
+    // 802.1Q: the priority and DEI bits do not change the VLAN.
+    let id = c.id();
+    c.push(
+        "ipv4 VLAN 100 with priority 5 and DEI set",
+        eth_vlan(
+            R_D0,
+            VLAN_HOST,
+            0xb000 | 100,
+            0x0800,
+            &V4::udp(VLAN4, [100, 64, 7, 1], id, 1050, 40).bytes(),
+        ),
+        Some(Key::V4(id)),
+        fwd("d2", R_D2, &[NARROW], None),
+    );
+    // IPv6 scopes.
+    c.push(
+        "ipv6 link-local source to forward",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_udp(v6("fe80::8"), v6("2001:2:0:8001::1"), 64, 1052, 0, 20),
+        ),
+        None,
+        Expect::Drop("ipv6_link_local"),
+    );
+    c.push(
+        "ipv6 global multicast destination",
+        eth(
+            [0x33, 0x33, 0, 0, 0, 1],
+            GEN,
+            0x86dd,
+            &v6_udp(v6("2001:2::108"), v6("ff0e::1"), 64, 1053, 0, 20),
+        ),
+        None,
+        Expect::Drop("multicast_not_routed"),
+    );
+    let mut ping6 = vec![128, 0, 0, 0, 0, 2, 0, 1];
+    ping6.extend_from_slice(b"anycast");
+    c.push(
+        "ICMPv6 echo to the subnet-router anycast address",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2::"), 64, 58, &ping6),
+        ),
+        None,
+        Expect::Punt("local_address"),
+    );
+    c.push(
+        "802.3 frame with a length field (LLC)",
+        eth(R_D0, GEN, 46, &[0x42; 46]),
+        None,
+        Expect::Drop("unknown_ethertype"),
+    );
+
     // Truncated at every header boundary (and inside each header).
     let id = c.id();
     let full4 = eth(
