@@ -19,6 +19,9 @@ pub struct FlowKey {
     pub interface: InterfaceId,
     /// True for IPv6; IPv4 addresses are then IPv4-mapped below.
     pub is_ipv6: bool,
+    /// True for any fragment (first or later; IPv6 atomic fragments
+    /// excluded). Later fragments carry no ports: they are 0 here.
+    pub fragment: bool,
     /// Source address; IPv4 as `::ffff:a.b.c.d` (host byte order integer).
     pub src: u128,
     /// Destination address, same encoding.

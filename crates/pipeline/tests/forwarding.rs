@@ -880,3 +880,21 @@ fn counters_serialize_with_reason_names() {
     assert_eq!(j["drops"]["no_route"], 0);
     assert_eq!(j["interfaces"][0]["rx_packets"], 1);
 }
+
+#[test]
+fn all_fragments_of_a_datagram_take_the_same_ecmp_path() {
+    let t = router();
+    let mut paths = std::collections::HashSet::new();
+    for flow in 0..60u16 {
+        let src = format!("198.18.{}.{}", flow / 200, 1 + flow % 200);
+        let mut first = Ipv4Spec::udp(&src, "203.0.113.9", 1000 + flow, 80, 64);
+        first.mf = true;
+        let mut later = Ipv4Spec::udp(&src, "203.0.113.9", 0, 0, 64);
+        later.frag_offset = 8;
+        let a = run(&t, 0, &eth4(MAC0, &first.bytes())).verdict;
+        let b = run(&t, 0, &eth4(MAC0, &later.bytes())).verdict;
+        assert_eq!(a, b, "flow {flow}");
+        paths.insert(format!("{a:?}"));
+    }
+    assert!(paths.len() > 1, "fragments still spread by address");
+}

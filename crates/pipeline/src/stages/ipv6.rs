@@ -133,6 +133,9 @@ pub(crate) struct UpperLayer {
     pub(crate) protocol: u8,
     pub(crate) offset: usize,
     pub(crate) non_first_fragment: bool,
+    /// A fragment header with a non-zero offset or the M flag (not an
+    /// atomic fragment, RFC 8200 §4.5).
+    pub(crate) fragment: bool,
 }
 
 /// Walks the extension headers (RFC 8200 §4) of the packet `h` (header
@@ -143,6 +146,7 @@ pub(crate) fn upper_layer(h: &[u8]) -> UpperLayer {
     let mut nh = h.get(6).copied().unwrap_or(59);
     let mut off = 40;
     let mut non_first_fragment = false;
+    let mut fragment = false;
     for _ in 0..8 {
         match nh {
             // Hop-by-hop, routing, destination options: (len + 1) * 8.
@@ -160,9 +164,9 @@ pub(crate) fn upper_layer(h: &[u8]) -> UpperLayer {
             44 => {
                 let Some(f) = h.get(off..off + 8) else { break };
                 nh = f[0];
-                if u16::from_be_bytes([f[2], f[3]]) & 0xfff8 != 0 {
-                    non_first_fragment = true;
-                }
+                let off_m = u16::from_be_bytes([f[2], f[3]]);
+                non_first_fragment |= off_m & 0xfff8 != 0;
+                fragment |= off_m & 0xfff9 != 0;
                 off += 8;
             }
             // Authentication header: (len + 2) * 4.
@@ -183,6 +187,7 @@ pub(crate) fn upper_layer(h: &[u8]) -> UpperLayer {
         protocol: nh,
         offset: off,
         non_first_fragment,
+        fragment,
     }
 }
 
@@ -218,10 +223,14 @@ mod tests {
             UpperLayer {
                 protocol: 17,
                 offset: 56,
-                non_first_fragment: true
+                non_first_fragment: true,
+                fragment: true
             }
         );
         h[51] = 0x01; // offset 0, M flag
         assert!(!upper_layer(&h).non_first_fragment);
+        assert!(upper_layer(&h).fragment);
+        h[51] = 0x00; // atomic fragment
+        assert!(!upper_layer(&h).fragment);
     }
 }

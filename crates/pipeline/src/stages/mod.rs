@@ -85,7 +85,7 @@ where
 pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
     let l3 = usize::from(m.l3);
     let h = d.get(l3..l3 + m.l3_len as usize).unwrap_or(&[]);
-    let (src, dst, protocol, l4, ports_valid) = if is_ipv6 {
+    let (src, dst, protocol, l4, ports_valid, fragment) = if is_ipv6 {
         if h.len() < 40 {
             return FlowKey::default();
         }
@@ -96,19 +96,21 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
             u.protocol,
             u.offset,
             !u.non_first_fragment,
+            u.fragment,
         )
     } else {
         if h.len() < 20 {
             return FlowKey::default();
         }
         let ihl = usize::from(h[0] & 0x0f) * 4;
-        let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
+        let frag = u16::from_be_bytes([h[6], h[7]]);
         (
             v4_key(ipv4::be32(h, 12)),
             v4_key(ipv4::be32(h, 16)),
             h[9],
             ihl,
-            first,
+            frag & 0x1fff == 0,
+            frag & 0x3fff != 0,
         )
     };
     let (src_port, dst_port) = match (ports_valid, h.get(l4..l4 + 4)) {
@@ -126,6 +128,7 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
     FlowKey {
         interface: m.in_if,
         is_ipv6,
+        fragment,
         src,
         dst,
         protocol,
@@ -135,14 +138,21 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
 }
 
 /// A 32-bit hash of the 5-tuple for ECMP (ingress interface excluded, so a
-/// flow keeps its path whichever link it arrives on).
+/// flow keeps its path whichever link it arrives on). Ports are left out
+/// for every fragment, first included, so that all fragments of a datagram
+/// take the same path (only the first carries the ports).
 #[inline]
 pub(crate) fn flow_hash(k: &FlowKey) -> u32 {
+    let ports = if k.fragment {
+        0
+    } else {
+        u32::from(k.src_port) << 16 | u32::from(k.dst_port)
+    };
     let mut h = (k.src as u64) ^ ((k.src >> 64) as u64).rotate_left(23);
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= (k.dst as u64).rotate_left(17) ^ ((k.dst >> 64) as u64).rotate_left(41);
     h = h.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-    h ^= u64::from(k.protocol) << 32 | u64::from(k.src_port) << 16 | u64::from(k.dst_port);
+    h ^= u64::from(k.protocol) << 32 | u64::from(ports);
     // MurmurHash3 finaliser.
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
