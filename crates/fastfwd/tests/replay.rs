@@ -1249,6 +1249,21 @@ fn build_cases() -> Vec<Case> {
         fwd("d1", R_D1, &sinks, None),
     );
 
+    // Options that cannot be parsed cannot be split between fragments.
+    for (name, opts) in [
+        ("length past the header", [0x88u8, 9, 0, 0]),
+        ("length 0", [0x88, 0, 0, 0]),
+    ] {
+        let id = c.id();
+        let mut p = V4::udp(GEN4, [100, 64, 7, 3], id, 1054, 1400);
+        p.options = opts.to_vec();
+        c.push(
+            format!("ipv4 to fragment with a malformed option ({name})"),
+            eth(R_D0, GEN, 0x0800, &p.bytes()),
+            None,
+            Expect::Drop("ipv4_bad_options"),
+        );
+    }
     // 802.1Q: the priority and DEI bits do not change the VLAN.
     let id = c.id();
     c.push(
