@@ -807,6 +807,17 @@ fn build_cases() -> Vec<Case> {
         None,
         Expect::Punt("arp"),
     );
+    let mut reply = arp(2, GEN, GEN4, R4_D0);
+    reply[..6].copy_from_slice(&R_D0);
+    c.push("ARP reply to the router", reply, None, Expect::Punt("arp"));
+    let mut vlan_arp = arp(1, VLAN_HOST, VLAN4, R4_VLAN);
+    vlan_arp.splice(12..12, [0x81, 0x00, 0x00, 100]);
+    c.push(
+        "ARP request for the router on VLAN 100",
+        vlan_arp,
+        None,
+        Expect::Punt("arp"),
+    );
     c.push(
         "ARP request for another host",
         arp(1, GEN, GEN4, [198, 18, 0, 99]),
