@@ -543,10 +543,20 @@ impl Daemon {
         misses: &Receiver<(u16, IpAddr)>,
     ) -> Result<()> {
         let mut asked: HashMap<(u32, IpAddr), Instant> = HashMap::new();
+        // A burst of kernel changes (a routing daemon loading a table) is
+        // applied with one rebuild when it pauses, or every 100 ms while it lasts.
+        let mut dirty_since: Option<Instant> = None;
         while !os::stop_requested() {
             os::poll_readable(&[self.kernel.events_fd(), server.fd()], 10)?;
             if self.kernel.poll_events(&mut self.state.kernel)? {
-                self.rebuild();
+                dirty_since.get_or_insert_with(Instant::now);
+            }
+            if let Some(since) = dirty_since {
+                let quiet = os::poll_readable(&[self.kernel.events_fd()], 0)? == 0;
+                if quiet || since.elapsed() >= Duration::from_millis(100) {
+                    self.rebuild();
+                    dirty_since = None;
+                }
             }
             // Neighbour misses: ask the kernel, at most every 300 ms per address.
             while let Ok((iface, ip)) = misses.try_recv() {
