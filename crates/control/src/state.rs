@@ -12,7 +12,7 @@ use crate::netlink::{nud, Event, KernelHop};
 use config::Config;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::RouteTable;
-use pipeline::{InterfaceId, NextHop, PortId, Tables, TablesBuilder, Vlan};
+use pipeline::{InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -165,6 +165,50 @@ pub struct RouteView {
     pub next_hops: Vec<String>,
 }
 
+/// One installed route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteEntry {
+    /// Destination.
+    pub prefix: Cidr,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Index into [`Built::hop_sets`].
+    pub hops: u32,
+}
+
+impl Built {
+    fn view(&self, e: &RouteEntry) -> RouteView {
+        RouteView {
+            prefix: e.prefix.to_string(),
+            origin: e.origin,
+            next_hops: self
+                .hop_sets
+                .get(e.hops as usize)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Every route, for `show route`.
+    pub fn route_views(&self) -> Vec<RouteView> {
+        self.routes.iter().map(|e| self.view(e)).collect()
+    }
+
+    /// The route a lookup of `query`'s network address selects among the
+    /// routes no longer than `query` (longest match), for `show route X`.
+    pub fn longest_match(&self, query: Cidr) -> Option<RouteView> {
+        let addr: IpAddr = match query {
+            Cidr::V4(p) => IpAddr::V4(p.network()),
+            Cidr::V6(p) => IpAddr::V6(p.network()),
+        };
+        self.routes
+            .iter()
+            .filter(|e| e.prefix.contains(addr) && e.prefix.prefix_len() <= query.prefix_len())
+            .max_by_key(|e| e.prefix.prefix_len())
+            .map(|e| self.view(e))
+    }
+}
+
 /// A neighbour as `show neighbors` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NeighbourView {
@@ -185,8 +229,11 @@ pub struct Built {
     pub tables: RouterTables,
     /// Port names (kernel interfaces) by port id.
     pub ports: Vec<String>,
-    /// Every route installed.
-    pub routes: Vec<RouteView>,
+    /// Every route installed, by prefix.
+    pub routes: Vec<RouteEntry>,
+    /// Next-hop sets as text, indexed by [`RouteEntry::hops`] (shared by
+    /// every route with the same set, so a full table stays small).
+    pub hop_sets: Vec<Vec<String>>,
     /// Every neighbour known.
     pub neighbours: Vec<NeighbourView>,
     /// The router's own addresses per port (for the XDP steering map).
@@ -410,7 +457,11 @@ impl RouterState {
                 None => warnings.push(format!("route {prefix}: unknown interface")),
             }
         }
-        let mut views = Vec::new();
+        // Identical next-hop sets share one id (a full table has a handful).
+        let mut set_ids: HashMap<Vec<NextHop>, (NextHopId, u32)> = HashMap::new();
+        let mut hop_sets: Vec<Vec<String>> = Vec::new();
+        let mut connected_text: HashMap<String, u32> = HashMap::new();
+        let mut entries = Vec::with_capacity(routes.len());
         for (prefix, (origin, hops)) in &routes {
             if *origin == Origin::Connected {
                 let dev = ifaces
@@ -420,19 +471,32 @@ impl RouterState {
                         Cidr::V6(p) => i.ipv6.iter().any(|a| p.contains(u128::from(a.addr))),
                     })
                     .map_or("?", |i| i.name.as_str());
-                views.push(RouteView {
-                    prefix: prefix.to_string(),
+                let text = format!("dev {dev}");
+                let idx = *connected_text.entry(text.clone()).or_insert_with(|| {
+                    hop_sets.push(vec![text]);
+                    hop_sets.len() as u32 - 1
+                });
+                entries.push(RouteEntry {
+                    prefix: *prefix,
                     origin: *origin,
-                    next_hops: vec![format!("dev {dev}")],
+                    hops: idx,
                 });
                 continue;
             }
-            let nh = match b.add_next_hops(hops) {
-                Ok(nh) => nh,
-                Err(e) => {
-                    warnings.push(format!("route {prefix}: {e}"));
-                    continue;
-                }
+            let (nh, idx) = match set_ids.get(hops) {
+                Some(&v) => v,
+                None => match b.add_next_hops(hops) {
+                    Ok(nh) => {
+                        hop_sets.push(hops.iter().map(|h| hop_string(h, &ifaces)).collect());
+                        let v = (nh, hop_sets.len() as u32 - 1);
+                        set_ids.insert(hops.clone(), v);
+                        v
+                    }
+                    Err(e) => {
+                        warnings.push(format!("route {prefix}: {e}"));
+                        continue;
+                    }
+                },
             };
             match prefix {
                 Cidr::V4(p) => {
@@ -442,10 +506,10 @@ impl RouterState {
                     fib6.insert(*p, nh);
                 }
             }
-            views.push(RouteView {
-                prefix: prefix.to_string(),
+            entries.push(RouteEntry {
+                prefix: *prefix,
                 origin: *origin,
-                next_hops: hops.iter().map(|h| hop_string(h, &ifaces)).collect(),
+                hops: idx,
             });
         }
 
@@ -480,7 +544,8 @@ impl RouterState {
         Ok(Built {
             tables: b.build(fib4, fib6),
             ports,
-            routes: views,
+            routes: entries,
+            hop_sets,
             neighbours,
             local_addrs,
             warnings,
@@ -567,7 +632,7 @@ via = "198.19.0.108"
     }
 
     fn route(s: &Built, p: &str) -> Option<RouteView> {
-        s.routes.iter().find(|r| r.prefix == p).cloned()
+        s.route_views().into_iter().find(|r| r.prefix == p)
     }
 
     #[test]
@@ -696,6 +761,50 @@ via = "198.19.0.108"
             mac: Some([0x33, 0x33, 0, 0, 0, 2]),
             state: nud::NOARP,
         };
-        assert!(!s.kernel.apply(&mcast), "multicast mappings are not neighbours");
+        assert!(
+            !s.kernel.apply(&mcast),
+            "multicast mappings are not neighbours"
+        );
+    }
+
+    #[test]
+    fn a_large_kernel_table_shares_next_hop_sets() {
+        let mut s = state();
+        for i in 0..20_000u32 {
+            let gw = if i % 2 == 0 {
+                "198.19.0.108"
+            } else {
+                "198.19.0.109"
+            };
+            s.kernel.apply(&Event::Route {
+                add: true,
+                prefix: Cidr::V4(wire::Ipv4Cidr::new(0x0a00_0000 + (i << 8), 24).unwrap()),
+                table: crate::netlink::RT_TABLE_MAIN,
+                kind: 1,
+                metric: 0,
+                hops: vec![KernelHop {
+                    ifindex: 6,
+                    gateway: Some(gw.parse().unwrap()),
+                }],
+            });
+        }
+        let b = s.build().unwrap();
+        assert_eq!(
+            b.routes
+                .iter()
+                .filter(|r| r.origin == Origin::Kernel)
+                .count(),
+            20_000
+        );
+        // Two gateway sets plus one connected text per interface.
+        assert!(b.hop_sets.len() <= 2 + 4, "{}", b.hop_sets.len());
+        let hit = b.longest_match("10.0.7.9/32".parse().unwrap()).unwrap();
+        assert_eq!(
+            (hit.prefix.as_str(), hit.next_hops[0].as_str()),
+            ("10.0.7.0/24", "via 198.19.0.109 dev d1")
+        );
+        assert!(b.longest_match("11.0.0.1/32".parse().unwrap()).is_none());
+        let looked = fib::Lookup::lookup(&b.tables.fib4, 0x0a00_0709);
+        assert!(looked.is_some());
     }
 }

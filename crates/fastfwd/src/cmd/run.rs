@@ -641,7 +641,7 @@ impl Daemon {
                 }))
             }
             Request::ShowRoute { prefix } => match prefix {
-                None => Response::ok(&self.built.routes),
+                None => Response::ok(self.built.route_views()),
                 Some(p) => match self.match_route(&p) {
                     Ok(r) => Response::ok(r),
                     Err(e) => Response::err(e),
@@ -807,19 +807,7 @@ impl Daemon {
     /// The route a prefix or address selects (longest match).
     fn match_route(&self, q: &str) -> Result<Vec<control::state::RouteView>, String> {
         let want: wire::Cidr = q.parse().map_err(|e| format!("{q}: {e}"))?;
-        let addr: IpAddr = match want {
-            wire::Cidr::V4(p) => IpAddr::V4(p.network()),
-            wire::Cidr::V6(p) => IpAddr::V6(p.network()),
-        };
-        let best = self
-            .built
-            .routes
-            .iter()
-            .filter_map(|r| r.prefix.parse::<wire::Cidr>().ok().map(|c| (c, r)))
-            .filter(|(c, _)| c.contains(addr) && c.prefix_len() <= want.prefix_len())
-            .max_by_key(|(c, _)| c.prefix_len())
-            .map(|(_, r)| r.clone());
-        Ok(best.into_iter().collect())
+        Ok(self.built.longest_match(want).into_iter().collect())
     }
 
     fn show_interfaces(&self) -> serde_json::Value {
