@@ -898,3 +898,59 @@ fn all_fragments_of_a_datagram_take_the_same_ecmp_path() {
     }
     assert!(paths.len() > 1, "fragments still spread by address");
 }
+
+#[test]
+fn ipv6_non_first_fragments_get_errors_unless_icmpv6() {
+    let t = router();
+    // Fragment header: next header, reserved, offset 3 (24 bytes), M=0, id.
+    let frag = |next: u8| {
+        let mut p = vec![next, 0, 0x00, 0x18, 0, 0, 0x43, 0x21];
+        p.extend_from_slice(&[0xab; 34]);
+        ipv6("2001:2::108", "2001:2:0:9000::1", 1, 44, &p)
+    };
+    let o = run(&t, 0, &eth6(MAC0, &frag(17)));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::HopLimitExpired));
+    assert_eq!(
+        o.generated.len(),
+        1,
+        "RFC 4443 3.3: time exceeded for any fragment"
+    );
+    assert_eq!(o.generated[0].2[14 + 40], 3);
+    let o = run(&t, 0, &eth6(MAC0, &frag(58)));
+    assert!(
+        o.generated.is_empty(),
+        "a non-first fragment of ICMPv6 may be an error"
+    );
+    assert_eq!(o.counters.icmp_suppressed, 1);
+}
+
+#[test]
+fn priority_tagged_frames_belong_to_the_untagged_interface() {
+    let t = router();
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
+    let mut f = eth(MAC0, PEER_GEN, Some(0x6000), 0x0800, &pkt); // PCP 3, VID 0
+    let o = run(&t, 0, &f);
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 1,
+            port: 1
+        }
+    );
+    assert_eq!(o.frame.len(), 14 + pkt.len(), "forwarded untagged");
+    // PCP bits with a real VLAN id still select that VLAN.
+    f = eth(
+        MAC1V,
+        PEER_V100,
+        Some(0xa064),
+        0x0800,
+        &Ipv4Spec::udp("10.100.0.2", "198.18.5.5", 1, 2, 20).bytes(),
+    );
+    assert_eq!(
+        run(&t, 1, &f).verdict,
+        Verdict::Forward {
+            interface: 0,
+            port: 0
+        }
+    );
+}

@@ -62,7 +62,7 @@ pub(crate) fn parse(d: &[u8]) -> Result<L2, DropReason> {
     let et2 = be16(d, 16);
     if !is_tpid(et2) {
         return Ok(L2 {
-            vlan: Vlan::Single(outer),
+            vlan: vlan_of(&[outer]),
             ethertype: et2,
             l3: 18,
         });
@@ -71,14 +71,24 @@ pub(crate) fn parse(d: &[u8]) -> Result<L2, DropReason> {
         return Err(DropReason::FrameTooShort);
     }
     Ok(L2 {
-        vlan: Vlan::Double {
-            outer,
-            inner: be16(d, 18) & 0x0fff,
-        },
+        vlan: vlan_of(&[outer, be16(d, 18) & 0x0fff]),
         // A third tag is left as the EtherType: unknown, dropped.
         ethertype: be16(d, 20),
         l3: 22,
     })
+}
+
+/// The interface selector for these VLAN ids, outer first. VLAN id 0 is
+/// the null id of a priority tag (IEEE 802.1Q-2018 §9.6): the tag carries
+/// only priority, so it does not select a VLAN.
+#[inline]
+fn vlan_of(ids: &[u16]) -> Vlan {
+    let mut real = ids.iter().copied().filter(|&v| v != 0);
+    match (real.next(), real.next()) {
+        (None, _) => Vlan::Untagged,
+        (Some(v), None) => Vlan::Single(v),
+        (Some(outer), Some(inner)) => Vlan::Double { outer, inner },
+    }
 }
 
 #[cfg(test)]
@@ -115,6 +125,29 @@ mod tests {
                     inner: 20
                 },
                 ethertype: 0x0806,
+                l3: 22
+            }
+        );
+    }
+
+    #[test]
+    fn priority_tags_do_not_select_a_vlan() {
+        let mut f = [0u8; 30];
+        f[12..18].copy_from_slice(&[0x81, 0x00, 0x60, 0x00, 0x08, 0x00]);
+        assert_eq!(
+            parse(&f).unwrap(),
+            L2 {
+                vlan: Vlan::Untagged,
+                ethertype: 0x0800,
+                l3: 18
+            }
+        );
+        f[12..22].copy_from_slice(&[0x88, 0xa8, 0x00, 0x0a, 0x81, 0x00, 0xa0, 0x00, 0x08, 0x00]);
+        assert_eq!(
+            parse(&f).unwrap(),
+            L2 {
+                vlan: Vlan::Single(10),
+                ethertype: 0x0800,
                 l3: 22
             }
         );

@@ -9,8 +9,10 @@
 //! the ingress interface, the ICMP header and the quote.
 //! Next: the generated packet is listed in [`crate::BatchOutput::generated`]
 //! with its egress port. Not sent (counted as `icmp_suppressed`) in answer
-//! to an ICMP error, a fragment other than the first, or a packet from a
-//! broadcast address (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)); the caller
+//! to an ICMP error, an IPv4 fragment other than the first, or a packet
+//! from a broadcast address (RFC 1812 §4.3.2.7); for IPv6, in answer to an
+//! ICMPv6 error, including a non-first fragment of an ICMPv6 message whose
+//! type cannot be seen (RFC 4443 §2.4 (e)); the caller
 //! never asks for multicast or broadcast destinations, which stop at local
 //! delivery. Sent at most at the token bucket's rate per worker (RFC 1812
 //! §4.3.2.8, RFC 4443 §2.4 (f)); excess is counted as `icmp_rate_limited`.
@@ -210,10 +212,15 @@ pub(crate) fn error_v6<F4, F6, A>(
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
+    // RFC 4443 §2.4 (e): never about an ICMPv6 error. A non-first fragment
+    // of an ICMPv6 message cannot show its type, so it counts as one; other
+    // non-first fragments are answered (RFC 4443 lists no exemption for
+    // them, and path MTU discovery, RFC 8201, needs packet too big for
+    // every fragment).
     let upper = ipv6::upper_layer(orig);
-    let is_icmp_error =
-        upper.protocol == wire::ip_proto::ICMPV6 && orig.get(upper.offset).is_none_or(|&t| t < 128);
-    if upper.non_first_fragment || is_icmp_error {
+    let is_icmp_error = upper.protocol == wire::ip_proto::ICMPV6
+        && (upper.non_first_fragment || orig.get(upper.offset).is_none_or(|&t| t < 128));
+    if is_icmp_error {
         w.counters.icmp_suppressed += 1;
         return;
     }

@@ -165,9 +165,13 @@ pub(crate) fn upper_layer(h: &[u8]) -> UpperLayer {
                 let Some(f) = h.get(off..off + 8) else { break };
                 nh = f[0];
                 let off_m = u16::from_be_bytes([f[2], f[3]]);
-                non_first_fragment |= off_m & 0xfff8 != 0;
                 fragment |= off_m & 0xfff9 != 0;
                 off += 8;
+                if off_m & 0xfff8 != 0 {
+                    // What follows is the middle of the datagram, not headers.
+                    non_first_fragment = true;
+                    break;
+                }
             }
             // Authentication header: (len + 2) * 4.
             51 => {
