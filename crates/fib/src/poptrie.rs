@@ -266,6 +266,29 @@ impl<A: TrieKey> Poptrie<A> {
         t
     }
 
+    /// The longest matching route itself (prefix and next hop), found from
+    /// the route copy rather than the lookup structure: for the control
+    /// side and for checking, not for the per-packet path.
+    pub fn lookup_route(&self, addr: A) -> Option<(A::Prefix, NextHopId)> {
+        for l in (A::DIRECT_BITS + 1..=A::BITS).rev() {
+            if self.deep_lens[l as usize] == 0 {
+                continue;
+            }
+            let net = addr.masked(l);
+            if let Some(&nh) = self.deep.get(&(net, l)) {
+                return Some((A::prefix(net, l), nh));
+            }
+        }
+        let len = *self.best_short_len.get(addr.top_index())?;
+        if len == NO_LEN {
+            return None;
+        }
+        let net = addr.masked(len);
+        self.short[len as usize]
+            .get(&net)
+            .map(|&nh| (A::prefix(net, len), nh))
+    }
+
     /// Checked insert: refuses next-hop ids above [`MAX_NEXT_HOP`].
     pub fn try_insert(
         &mut self,
@@ -888,6 +911,7 @@ mod tests {
         t.lookup_batch(&addrs, &mut out);
         for (a, o) in addrs.iter().zip(&out) {
             assert_eq!(t.lookup(*a), r.lookup(*a), "{a:x}");
+            assert_eq!(t.lookup_route(*a), r.lookup_prefix(*a), "{a:x}");
             assert_eq!(*o, r.lookup(*a), "{a:x}");
         }
         let _ = ReferenceFib4::new();

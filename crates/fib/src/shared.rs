@@ -139,7 +139,9 @@ impl<A: TrieKey> FibWriter<A> {
         Self::from_trie(Poptrie::from_routes(routes))
     }
 
-    fn from_trie(trie: Poptrie<A>) -> (Self, FibReader<A>) {
+    /// A shared FIB starting from an existing trie (for example one a
+    /// config loader filled through [`RouteTable`]), and a reader for it.
+    pub fn from_trie(trie: Poptrie<A>) -> (Self, FibReader<A>) {
         let standby = Box::new(Snapshot {
             trie: trie.clone(),
             generation: 0,

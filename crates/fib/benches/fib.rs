@@ -1,0 +1,904 @@
+//! The FIB benchmark: fastfwd's poptrie against its peers, in one run, on
+//! the same full table and the same lookup keys.
+//!
+//! `cargo bench -p fib --bench fib` (or `scripts/fib-bench.sh`, which also
+//! installs DPDK's test tools and sets the compiler flags used for the
+//! published figures). Environment:
+//!
+//! * `FIB_BENCH_TABLE`: route file (default: the full table in `data/`);
+//! * `FIB_BENCH_KEYS`: keys per key set (default 1,048,576);
+//! * `FIB_BENCH_REPEAT`: repetitions of each measurement (median taken, 5);
+//! * `FIB_BENCH_DPDK_EAL`: EAL arguments for `dpdk-test-fib` (default
+//!   `-l 0 --no-pci --no-huge -m 3072`); `FIB_BENCH_NO_DPDK=1` skips it;
+//! * `FIB_BENCH_DIR`: where route and key files for DPDK are written.
+//!
+//! Measured for each structure: lookups/s (single and batched) for keys
+//! inside table prefixes and for uniform random keys, IPv4 and IPv6; memory;
+//! full-table build time; single-route update rate; and, for fastfwd, the
+//! lookup rate while another thread streams updates at 100k routes/s.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::io::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fib::poptrie::{Poptrie, TrieKey};
+use fib::shared::FibWriter;
+use fib::table::read_routes;
+use fib::{Address, Ipv4Cidr, Ipv6Cidr, Lookup, RouteTable};
+use ip_network::{Ipv4Network, Ipv6Network};
+use ip_network_table::IpNetworkTable;
+use prefix_trie::PrefixMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const BATCH: usize = 64;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Runs `body` (which does `n` operations) until 0.25 s have passed, and
+/// returns operations per second; the median of `repeat` such runs.
+fn rate(repeat: usize, n: usize, mut body: impl FnMut()) -> f64 {
+    let runs = (0..repeat)
+        .map(|_| {
+            let start = Instant::now();
+            let mut ops = 0usize;
+            while start.elapsed() < Duration::from_millis(250) {
+                body();
+                ops += n;
+            }
+            ops as f64 / start.elapsed().as_secs_f64()
+        })
+        .collect();
+    median(runs)
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<usize>().ok())
+        })
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+/// One row of the result table.
+#[derive(Default, Clone)]
+struct Row {
+    name: String,
+    single_in: Option<f64>,
+    batch_in: Option<f64>,
+    single_rand: Option<f64>,
+    batch_rand: Option<f64>,
+    memory: Option<f64>,
+    memory_note: &'static str,
+    build_s: Option<f64>,
+    updates: Option<f64>,
+}
+
+/// Keys: inside table prefixes (a random route, a random address in it) and
+/// uniform random.
+fn keys_inside<A: TrieKey>(
+    routes: &[(A::Prefix, u32)],
+    n: usize,
+    rng: &mut StdRng,
+    pick: impl Fn(&mut StdRng, A, A) -> A,
+    last: impl Fn(&A::Prefix) -> A,
+) -> Vec<A> {
+    (0..n)
+        .map(|_| {
+            let (p, _) = &routes[rng.random_range(0..routes.len())];
+            pick(rng, A::split(p).0, last(p))
+        })
+        .collect()
+}
+
+/// A batched lookup: answers `out[i]` for `keys[i]`.
+type BatchFn<'a, A> = dyn Fn(&[A], &mut [Option<u32>]) + 'a;
+
+fn measure_lookup<A: Copy>(
+    repeat: usize,
+    keys: &[A],
+    single: impl Fn(A) -> Option<u32>,
+    batch: Option<&BatchFn<'_, A>>,
+) -> (f64, Option<f64>) {
+    let s = rate(repeat, keys.len(), || {
+        let mut acc = 0u32;
+        for &k in keys {
+            acc = acc.wrapping_add(single(k).unwrap_or(0));
+        }
+        black_box(acc);
+    });
+    let b = batch.map(|f| {
+        let mut out = vec![None; BATCH];
+        rate(repeat, keys.len(), || {
+            let mut acc = 0u32;
+            for chunk in keys.chunks(BATCH) {
+                f(chunk, &mut out);
+                acc = acc.wrapping_add(out[0].unwrap_or(0));
+            }
+            black_box(acc);
+        })
+    });
+    (s, b)
+}
+
+/// Update workload: delete then re-add `n` table routes (2n operations).
+fn update_sample<P: Copy>(routes: &[(P, u32)], n: usize, rng: &mut StdRng) -> Vec<(P, u32)> {
+    (0..n)
+        .map(|_| {
+            let (p, nh) = routes[rng.random_range(0..routes.len())];
+            (p, nh)
+        })
+        .collect()
+}
+
+struct Family<'a, A: TrieKey> {
+    label: &'static str,
+    routes: &'a [(A::Prefix, u32)],
+    keys_in: &'a [A],
+    keys_rand: &'a [A],
+}
+
+fn bench_ours<A: TrieKey>(f: &Family<'_, A>, repeat: usize, rng: &mut StdRng) -> (Row, Poptrie<A>) {
+    let build = median(
+        (0..3)
+            .map(|_| {
+                let start = Instant::now();
+                let t = Poptrie::<A>::from_routes(f.routes.iter().copied());
+                let s = start.elapsed().as_secs_f64();
+                black_box(t.len());
+                s
+            })
+            .collect(),
+    );
+    let mut t = Poptrie::<A>::from_routes(f.routes.iter().copied());
+    let mem = t.memory();
+    let batch = |k: &[A], o: &mut [Option<u32>]| t.lookup_batch(k, o);
+    let (si, bi) = measure_lookup(repeat, f.keys_in, |a| t.lookup(a), Some(&batch));
+    let (sr, br) = measure_lookup(repeat, f.keys_rand, |a| t.lookup(a), Some(&batch));
+    let sample = update_sample(f.routes, 100_000, rng);
+    let updates = median(
+        (0..repeat.min(3))
+            .map(|_| {
+                let start = Instant::now();
+                for &(p, nh) in &sample {
+                    t.remove(&p);
+                    t.insert(p, nh);
+                }
+                (2 * sample.len()) as f64 / start.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    let row = Row {
+        name: format!("fastfwd poptrie {}", f.label),
+        single_in: Some(si),
+        batch_in: bi,
+        single_rand: Some(sr),
+        batch_rand: br,
+        memory: Some(mem.lookup_bytes as f64),
+        memory_note: "exact",
+        build_s: Some(build),
+        updates: Some(updates),
+    };
+    (row, t)
+}
+
+/// Lookup rate through a reader while a writer thread streams updates at
+/// `target` routes/s, against the idle rate through the same reader.
+fn bench_under_updates<A: TrieKey>(
+    f: &Family<'_, A>,
+    repeat: usize,
+    target: u64,
+) -> (f64, f64, f64, f64)
+where
+    A::Prefix: Send,
+{
+    let (mut writer, reader) = FibWriter::<A>::from_routes(f.routes.iter().copied());
+    let keys = f.keys_in;
+    let lookups = |reader: &fib::shared::FibReader<A>| {
+        let mut out = vec![None; BATCH];
+        rate(repeat, keys.len(), || {
+            let mut acc = 0u32;
+            for chunk in keys.chunks(BATCH) {
+                let snap = reader.snapshot();
+                snap.lookup_batch(chunk, &mut out);
+                acc = acc.wrapping_add(out[0].unwrap_or(0));
+            }
+            black_box(acc);
+        })
+    };
+    let idle = lookups(&reader);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let routes: Vec<(A::Prefix, u32)> = f.routes.to_vec();
+    let handle = {
+        let stop = Arc::clone(&stop);
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(99);
+            let start = Instant::now();
+            let per_tick = (target / 1000).max(1);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // 1 ms ticks: apply this tick's changes, publish them once.
+                for _ in 0..per_tick {
+                    let (p, nh) = routes[rng.random_range(0..routes.len())];
+                    writer.insert(p, (nh + 1 + n as u32 % 7) % 256);
+                    n += 1;
+                }
+                writer.publish();
+                let due = Duration::from_micros(n * 1_000_000 / target);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            done.store(n, Ordering::Relaxed);
+            start.elapsed().as_secs_f64()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let busy = lookups(&reader);
+    stop.store(true, Ordering::Relaxed);
+    let secs = handle.join().unwrap_or(1.0);
+    let achieved = done.load(Ordering::Relaxed) as f64 / secs;
+    // Published single-route update rate: every change applied to both
+    // copies, published every 1,000 changes.
+    let (mut w2, _r2) = FibWriter::<A>::from_routes(f.routes.iter().copied());
+    let mut rng = StdRng::seed_from_u64(5);
+    let sample = update_sample(f.routes, 100_000, &mut rng);
+    let start = Instant::now();
+    for (i, &(p, nh)) in sample.iter().enumerate() {
+        w2.remove(&p);
+        w2.insert(p, nh);
+        if i % 500 == 499 {
+            w2.publish();
+        }
+    }
+    w2.publish();
+    w2.len();
+    let published = (2 * sample.len()) as f64 / start.elapsed().as_secs_f64();
+    (idle, busy, achieved, published)
+}
+
+fn bench_prefix_trie<A, R>(
+    f: &Family<'_, A>,
+    repeat: usize,
+    rng: &mut StdRng,
+    to_r: impl Fn(A) -> R + Copy,
+) -> Row
+where
+    A: TrieKey,
+    R: Copy,
+    (R, u8): prefix_trie::Prefix,
+{
+    let base = rss();
+    let start = Instant::now();
+    let mut m: PrefixMap<(R, u8), u32> = PrefixMap::new();
+    for &(p, nh) in f.routes {
+        let (a, l) = A::split(&p);
+        m.insert((to_r(a), l), nh);
+    }
+    let build = start.elapsed().as_secs_f64();
+    let mem = rss().saturating_sub(base);
+    let single = |a: A| m.get_lpm(&(to_r(a), A::BITS)).map(|(_, v)| *v);
+    let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
+    let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
+    let sample = update_sample(f.routes, 50_000, rng);
+    let start = Instant::now();
+    for &(p, nh) in &sample {
+        let (a, l) = A::split(&p);
+        m.remove(&(to_r(a), l));
+        m.insert((to_r(a), l), nh);
+    }
+    let updates = (2 * sample.len()) as f64 / start.elapsed().as_secs_f64();
+    Row {
+        name: format!("prefix-trie 0.10 {}", f.label),
+        single_in: Some(si),
+        single_rand: Some(sr),
+        memory: Some(mem as f64),
+        memory_note: "RSS delta",
+        build_s: Some(build),
+        updates: Some(updates),
+        ..Row::default()
+    }
+}
+
+fn bench_ip_network_table4(f: &Family<'_, u32>, repeat: usize, rng: &mut StdRng) -> Row {
+    let base = rss();
+    let start = Instant::now();
+    let mut t: IpNetworkTable<u32> = IpNetworkTable::new();
+    let net = |p: &Ipv4Cidr| Ipv4Network::new(Ipv4Addr::from(p.addr()), p.prefix_len()).ok();
+    for (p, nh) in f.routes {
+        if let Some(n) = net(p) {
+            t.insert(n, *nh);
+        }
+    }
+    let build = start.elapsed().as_secs_f64();
+    let mem = rss().saturating_sub(base);
+    let single = |a: u32| t.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, v)| *v);
+    let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
+    let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
+    let sample = update_sample(f.routes, 50_000, rng);
+    let start = Instant::now();
+    for (p, nh) in &sample {
+        if let Some(n) = net(p) {
+            t.remove(n);
+            t.insert(n, *nh);
+        }
+    }
+    let updates = (2 * sample.len()) as f64 / start.elapsed().as_secs_f64();
+    Row {
+        name: "ip_network_table 0.2 IPv4".into(),
+        single_in: Some(si),
+        single_rand: Some(sr),
+        memory: Some(mem as f64),
+        memory_note: "RSS delta",
+        build_s: Some(build),
+        updates: Some(updates),
+        ..Row::default()
+    }
+}
+
+fn bench_ip_network_table6(f: &Family<'_, u128>, repeat: usize, rng: &mut StdRng) -> Row {
+    let base = rss();
+    let start = Instant::now();
+    let mut t: IpNetworkTable<u32> = IpNetworkTable::new();
+    let net = |p: &Ipv6Cidr| Ipv6Network::new(Ipv6Addr::from(p.addr()), p.prefix_len()).ok();
+    for (p, nh) in f.routes {
+        if let Some(n) = net(p) {
+            t.insert(n, *nh);
+        }
+    }
+    let build = start.elapsed().as_secs_f64();
+    let mem = rss().saturating_sub(base);
+    let single = |a: u128| t.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, v)| *v);
+    let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
+    let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
+    let sample = update_sample(f.routes, 50_000, rng);
+    let start = Instant::now();
+    for (p, nh) in &sample {
+        if let Some(n) = net(p) {
+            t.remove(n);
+            t.insert(n, *nh);
+        }
+    }
+    let updates = (2 * sample.len()) as f64 / start.elapsed().as_secs_f64();
+    Row {
+        name: "ip_network_table 0.2 IPv6".into(),
+        single_in: Some(si),
+        single_rand: Some(sr),
+        memory: Some(mem as f64),
+        memory_note: "RSS delta",
+        build_s: Some(build),
+        updates: Some(updates),
+        ..Row::default()
+    }
+}
+
+/// What one `dpdk-test-fib` run printed.
+#[derive(Debug, Default, Clone)]
+struct DpdkRun {
+    tsc_hz: f64,
+    fib_add_cycles: Vec<f64>,
+    fib_lookup_cycles: Option<f64>,
+    lpm_add_cycles: Vec<f64>,
+    lpm_lookup_cycles: Option<f64>,
+}
+
+fn run_dpdk(eal: &[String], args: &[&str]) -> Result<DpdkRun, String> {
+    use std::io::BufRead as _;
+    // Through `sh -c 'exec … 2>&1'` so the EAL log (TSC frequency) and the
+    // results arrive on one pipe, from the same process.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("exec dpdk-test-fib \"$@\" 2>&1")
+        .arg("sh")
+        .args(eal)
+        .arg("--log-level=lib.eal:debug")
+        .arg("--")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("dpdk-test-fib: {e}"))?;
+    let want_lpm = args.contains(&"-c");
+    let mut text = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            text.push_str(&line);
+            text.push('\n');
+            // Everything after the lookups (the comparison and the deletes,
+            // slow for rte_lpm) is not measured here: stop the tool.
+            let done = if want_lpm {
+                line.starts_with("AVG LPM lookup")
+            } else {
+                line.starts_with("AVG FIB lookup")
+            };
+            if done {
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut r = DpdkRun::default();
+    for line in text.lines() {
+        let num = |s: &str| {
+            s.split_whitespace()
+                .last()
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        if let Some(rest) = line.split("TSC frequency is ~").nth(1) {
+            r.tsc_hz = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                * 1000.0;
+        } else if line.starts_with("AVG FIB add") {
+            r.fib_add_cycles.extend(num(line));
+        } else if line.starts_with("AVG FIB lookup") {
+            r.fib_lookup_cycles = num(line);
+        } else if line.starts_with("AVG LPM add") {
+            r.lpm_add_cycles.extend(num(line));
+        } else if line.starts_with("AVG LPM lookup") {
+            r.lpm_lookup_cycles = num(line);
+        }
+    }
+    if r.tsc_hz == 0.0 || r.fib_lookup_cycles.is_none() {
+        let tail: Vec<&str> = text.lines().rev().take(6).collect();
+        return Err(format!(
+            "dpdk-test-fib {args:?} failed: {}",
+            tail.join(" | ")
+        ));
+    }
+    Ok(r)
+}
+
+fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for l in lines {
+        writeln!(f, "{l}")?;
+    }
+    f.flush()
+}
+
+/// Runs DPDK's FIB and LPM (rte_fib dir24_8 / rte_lpm for IPv4, rte_fib6
+/// trie / rte_lpm6 for IPv6) on the same routes and keys, `repeat` times;
+/// returns (fib row, lpm row), rates as medians.
+#[allow(clippy::too_many_arguments)]
+fn bench_dpdk(
+    eal: &[String],
+    dir: &Path,
+    v6: bool,
+    routes: &Path,
+    keys_in: &Path,
+    keys_rand: &Path,
+    repeat: usize,
+    fib_memory: f64,
+) -> Result<(Row, Row), String> {
+    let mut fib_in = Vec::new();
+    let mut fib_rand = Vec::new();
+    let mut lpm_in = Vec::new();
+    let mut lpm_rand = Vec::new();
+    let mut fib_add = Vec::new();
+    let mut lpm_add = Vec::new();
+    let _ = dir;
+    let (family, algo, tbl8) = if v6 {
+        (vec!["-6"], "trie", "400000")
+    } else {
+        (vec![], "dir", "100000")
+    };
+    for rep in 0..repeat.min(3) {
+        for (keys, fib_out, lpm_out) in [
+            (keys_in, &mut fib_in, &mut lpm_in),
+            (keys_rand, &mut fib_rand, &mut lpm_rand),
+        ] {
+            let mut args: Vec<&str> = family.clone();
+            let routes_s = routes.to_str().unwrap_or_default();
+            let keys_s = keys.to_str().unwrap_or_default();
+            args.extend(["-f", routes_s, "-t", keys_s, "-b", algo, "-g", tbl8]);
+            // The LPM comparison (-c) is slow to tear down (rte_lpm deletes
+            // scan the rules): once per key set.
+            if rep == 0 {
+                args.push("-c");
+            }
+            let r = run_dpdk(eal, &args)?;
+            let hz = r.tsc_hz;
+            if let Some(c) = r.fib_lookup_cycles {
+                fib_out.push(hz / c);
+            }
+            if let Some(c) = r.lpm_lookup_cycles {
+                lpm_out.push(hz / c);
+            }
+            if !r.fib_add_cycles.is_empty() {
+                let c = r.fib_add_cycles.iter().sum::<f64>() / r.fib_add_cycles.len() as f64;
+                fib_add.push(hz / c);
+            }
+            if !r.lpm_add_cycles.is_empty() {
+                let c = r.lpm_add_cycles.iter().sum::<f64>() / r.lpm_add_cycles.len() as f64;
+                lpm_add.push(hz / c);
+            }
+        }
+    }
+    let med = |v: Vec<f64>| if v.is_empty() { None } else { Some(median(v)) };
+    let fam = if v6 { "IPv6" } else { "IPv4" };
+    let fib = Row {
+        name: if v6 {
+            "DPDK rte_fib6 trie IPv6".into()
+        } else {
+            "DPDK rte_fib dir24_8 IPv4".into()
+        },
+        batch_in: med(fib_in),
+        batch_rand: med(fib_rand),
+        memory: Some(fib_memory),
+        memory_note: "tables in use",
+        build_s: None,
+        updates: med(fib_add),
+        ..Row::default()
+    };
+    let lpm = Row {
+        name: format!("DPDK rte_lpm{} {fam}", if v6 { "6" } else { "" }),
+        batch_in: med(lpm_in),
+        batch_rand: med(lpm_rand),
+        updates: med(lpm_add),
+        ..Row::default()
+    };
+    Ok((fib, lpm))
+}
+
+fn fmt_rate(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.1}", x / 1e6))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn fmt_mib(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.1}", x / (1024.0 * 1024.0)))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn print_table(title: &str, rows: &[Row], out: &mut String) {
+    let _ = writeln!(out, "\n### {title}\n");
+    let _ = writeln!(
+        out,
+        "| structure | single, in-table (M/s) | batched, in-table (M/s) | single, random (M/s) | batched, random (M/s) | memory (MiB) | build (s) | updates (M routes/s) |"
+    );
+    let _ = writeln!(
+        out,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} {} | {} | {} |",
+            r.name,
+            fmt_rate(r.single_in),
+            fmt_rate(r.batch_in),
+            fmt_rate(r.single_rand),
+            fmt_rate(r.batch_rand),
+            fmt_mib(r.memory),
+            if r.memory.is_some() {
+                format!("({})", r.memory_note)
+            } else {
+                String::new()
+            },
+            r.build_s
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            fmt_rate(r.updates),
+        );
+    }
+}
+
+/// Ratios of fastfwd's row (first) against each peer, on every column both
+/// have. Lookup ratios use fastfwd's batched rate when the peer's figure is
+/// a batched one (DPDK) and its single rate otherwise.
+fn print_ratios(ours: &Row, peers: &[Row], out: &mut String) {
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    let _ = writeln!(
+        out,
+        "\n| fastfwd vs | in-table | random | memory (peer/ours) | updates |"
+    );
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    for p in peers {
+        let (oi, orr, pi, pr) = if p.single_in.is_some() {
+            (ours.single_in, ours.single_rand, p.single_in, p.single_rand)
+        } else {
+            (ours.batch_in, ours.batch_rand, p.batch_in, p.batch_rand)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            p.name,
+            ratio(oi, pi),
+            ratio(orr, pr),
+            ratio(p.memory, ours.memory),
+            ratio(ours.updates, p.updates),
+        );
+    }
+}
+
+/// The dir24_8 tables a full table needs at 4-byte entries: the 2^24-entry
+/// first level plus one 256-entry group per /24 holding longer prefixes.
+/// (DPDK reserves all `-g` groups up front; this is the smaller figure.)
+fn dir24_8_memory(routes: &[(Ipv4Cidr, u32)]) -> f64 {
+    let groups: HashSet<u32> = routes
+        .iter()
+        .filter(|(p, _)| p.prefix_len() > 24)
+        .map(|(p, _)| p.addr() >> 8)
+        .collect();
+    ((1usize << 24) * 4 + groups.len() * 256 * 4) as f64
+}
+
+/// rte_fib6 trie tables in use: the 2^24-entry first level plus one 256-entry
+/// group per distinct 8-bit step past /24 that holds longer prefixes.
+fn trie6_memory(routes: &[(Ipv6Cidr, u32)]) -> f64 {
+    let mut groups: HashSet<(u128, u8)> = HashSet::new();
+    for (p, _) in routes {
+        let mut level = 24u8;
+        while level < p.prefix_len() {
+            groups.insert((p.addr().masked(level), level));
+            level += 8;
+        }
+    }
+    ((1usize << 24) * 4 + groups.len() * 256 * 4) as f64
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is expected.
+    let repeat = env_usize("FIB_BENCH_REPEAT", 5).max(1);
+    let nkeys = env_usize("FIB_BENCH_KEYS", 1 << 20).max(BATCH) / BATCH * BATCH;
+    let table_path = std::env::var("FIB_BENCH_TABLE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/full-table-prefixes.txt.gz")
+        });
+    let table = match read_routes(&table_path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fib bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "table {}: {} IPv4 + {} IPv6 routes, {} next hops derived, {} distinct next hops",
+        table_path.display(),
+        table.v4.len(),
+        table.v6.len(),
+        table.derived,
+        table.distinct_next_hops()
+    );
+    let mut rng = StdRng::seed_from_u64(2024);
+    let v4_in = keys_inside::<u32>(
+        &table.v4,
+        nkeys,
+        &mut rng,
+        |r, a, b| r.random_range(a..=b),
+        |p| p.last(),
+    );
+    let v4_rand: Vec<u32> = (0..nkeys).map(|_| rng.random()).collect();
+    let v6_in = keys_inside::<u128>(
+        &table.v6,
+        nkeys,
+        &mut rng,
+        |r, a, b| r.random_range(a..=b),
+        |p| p.last(),
+    );
+    let v6_rand: Vec<u128> = (0..nkeys).map(|_| rng.random()).collect();
+    let _ = writeln!(
+        report,
+        "keys: {nkeys} per set; in-table = a random address inside a random table prefix; random = uniform over the whole address space; each rate is the median of {repeat} runs"
+    );
+
+    let f4 = Family {
+        label: "IPv4",
+        routes: &table.v4,
+        keys_in: &v4_in,
+        keys_rand: &v4_rand,
+    };
+    let f6 = Family {
+        label: "IPv6",
+        routes: &table.v6,
+        keys_in: &v6_in,
+        keys_rand: &v6_rand,
+    };
+
+    eprintln!("fastfwd IPv4 ...");
+    let (ours4, trie4) = bench_ours(&f4, repeat, &mut rng);
+    eprintln!("fastfwd IPv6 ...");
+    let (ours6, trie6) = bench_ours(&f6, repeat, &mut rng);
+
+    eprintln!("prefix-trie, ip_network_table ...");
+    let pt4 = bench_prefix_trie::<u32, u32>(&f4, repeat, &mut rng, |a| a);
+    let pt6 = bench_prefix_trie::<u128, u128>(&f6, repeat, &mut rng, |a| a);
+    let int4 = bench_ip_network_table4(&f4, repeat, &mut rng);
+    let int6 = bench_ip_network_table6(&f6, repeat, &mut rng);
+
+    // The peers must agree with fastfwd on the answers.
+    {
+        let mut m4: PrefixMap<(u32, u8), u32> = PrefixMap::new();
+        for (p, nh) in &table.v4 {
+            m4.insert((p.addr(), p.prefix_len()), *nh);
+        }
+        let bad = v4_in
+            .iter()
+            .chain(&v4_rand)
+            .step_by(97)
+            .filter(|&&a| m4.get_lpm(&(a, 32)).map(|(_, v)| *v) != trie4.lookup(a))
+            .count();
+        let mut m6: PrefixMap<(u128, u8), u32> = PrefixMap::new();
+        for (p, nh) in &table.v6 {
+            m6.insert((p.addr(), p.prefix_len()), *nh);
+        }
+        let bad6 = v6_in
+            .iter()
+            .chain(&v6_rand)
+            .step_by(97)
+            .filter(|&&a| m6.get_lpm(&(a, 128)).map(|(_, v)| *v) != trie6.lookup(a))
+            .count();
+        let _ = writeln!(
+            report,
+            "cross-check against prefix-trie: {bad} IPv4 and {bad6} IPv6 disagreements"
+        );
+    }
+
+    eprintln!("lookups under updates ...");
+    let (idle4, busy4, ach4, pub4) = bench_under_updates(&f4, repeat, 100_000);
+    let (idle6, busy6, ach6, pub6) = bench_under_updates(&f6, repeat, 100_000);
+
+    let mut rows4 = vec![ours4.clone(), pt4, int4];
+    let mut rows6 = vec![ours6.clone(), pt6, int6];
+    if std::env::var("FIB_BENCH_NO_DPDK").is_err() {
+        eprintln!("DPDK dpdk-test-fib ...");
+        let eal: Vec<String> = std::env::var("FIB_BENCH_DPDK_EAL")
+            .unwrap_or_else(|_| "-l 0 --no-pci --no-huge -m 3072".into())
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let dir = std::env::var("FIB_BENCH_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| std::env::temp_dir().join("fastfwd-fib-bench"));
+        let files = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            write_lines(
+                &dir.join("routes4.txt"),
+                table.v4.iter().map(|(p, nh)| format!("{p} {nh}")),
+            )?;
+            write_lines(
+                &dir.join("routes6.txt"),
+                table.v6.iter().map(|(p, nh)| format!("{p} {nh}")),
+            )?;
+            write_lines(
+                &dir.join("keys4-in.txt"),
+                v4_in.iter().map(|a| Ipv4Addr::from(*a).to_string()),
+            )?;
+            write_lines(
+                &dir.join("keys4-rand.txt"),
+                v4_rand.iter().map(|a| Ipv4Addr::from(*a).to_string()),
+            )?;
+            write_lines(
+                &dir.join("keys6-in.txt"),
+                v6_in.iter().map(|a| Ipv6Addr::from(*a).to_string()),
+            )?;
+            write_lines(
+                &dir.join("keys6-rand.txt"),
+                v6_rand.iter().map(|a| Ipv6Addr::from(*a).to_string()),
+            )
+        })();
+        match files {
+            Err(e) => {
+                let _ = writeln!(report, "DPDK skipped: writing {}: {e}", dir.display());
+            }
+            Ok(()) => {
+                let _ = writeln!(
+                    report,
+                    "DPDK: dpdk-test-fib {} (route and key files in {})",
+                    eal.join(" "),
+                    dir.display()
+                );
+                match bench_dpdk(
+                    &eal,
+                    &dir,
+                    false,
+                    &dir.join("routes4.txt"),
+                    &dir.join("keys4-in.txt"),
+                    &dir.join("keys4-rand.txt"),
+                    repeat,
+                    dir24_8_memory(&table.v4),
+                ) {
+                    Ok((f, l)) => rows4.extend([f, l]),
+                    Err(e) => {
+                        let _ = writeln!(report, "DPDK IPv4 failed: {e}");
+                    }
+                }
+                match bench_dpdk(
+                    &eal,
+                    &dir,
+                    true,
+                    &dir.join("routes6.txt"),
+                    &dir.join("keys6-in.txt"),
+                    &dir.join("keys6-rand.txt"),
+                    repeat,
+                    trie6_memory(&table.v6),
+                ) {
+                    Ok((f, l)) => rows6.extend([f, l]),
+                    Err(e) => {
+                        let _ = writeln!(report, "DPDK IPv6 failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    print_table("IPv4", &rows4, &mut report);
+    print_ratios(&ours4, &rows4[1..], &mut report);
+    print_table("IPv6", &rows6, &mut report);
+    print_ratios(&ours6, &rows6[1..], &mut report);
+    let _ = writeln!(
+        report,
+        "\n### fastfwd under updates (reader snapshot per 64-key batch, in-table keys)\n"
+    );
+    let _ = writeln!(report, "| family | idle (M/s) | while updating (M/s) | ratio | updates achieved (routes/s) | published updates, both copies (M routes/s) |");
+    let _ = writeln!(report, "| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (fam, idle, busy, ach, publ) in [
+        ("IPv4", idle4, busy4, ach4, pub4),
+        ("IPv6", idle6, busy6, ach6, pub6),
+    ] {
+        let _ = writeln!(
+            report,
+            "| {fam} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} |",
+            idle / 1e6,
+            busy / 1e6,
+            busy / idle,
+            ach,
+            publ / 1e6
+        );
+    }
+    let m4 = trie4.memory();
+    let m6 = trie6.memory();
+    let _ = writeln!(
+        report,
+        "\nfastfwd memory: IPv4 lookup {:.2} MiB ({} nodes, {} leaves) + route copy ~{:.1} MiB; IPv6 lookup {:.2} MiB ({} nodes, {} leaves) + route copy ~{:.1} MiB; a shared FIB keeps two copies",
+        m4.lookup_bytes as f64 / 1048576.0,
+        m4.nodes,
+        m4.leaves,
+        m4.control_bytes as f64 / 1048576.0,
+        m6.lookup_bytes as f64 / 1048576.0,
+        m6.nodes,
+        m6.leaves,
+        m6.control_bytes as f64 / 1048576.0
+    );
+    let lengths: BTreeMap<u8, usize> = table.v4.iter().fold(BTreeMap::new(), |mut m, (p, _)| {
+        *m.entry(p.prefix_len()).or_default() += 1;
+        m
+    });
+    let _ = writeln!(report, "IPv4 prefix lengths: {lengths:?}");
+    println!("{report}");
+}

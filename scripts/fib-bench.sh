@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The FIB benchmark: fastfwd's poptrie against prefix-trie, ip_network_table
+# and DPDK's rte_fib / rte_fib6 / rte_lpm / rte_lpm6 (dpdk-test-fib), in one
+# run, on the full table and the same key files. Prints a markdown report.
+#
+#   scripts/fib-bench.sh            # everything
+#   FIB_BENCH_REPEAT=3 scripts/fib-bench.sh
+#
+# Installs DPDK's test tools if missing (scripts/install-deps). When run as
+# root it reserves 2 MiB hugepages for DPDK for the duration of the run (and
+# gives them back); otherwise DPDK runs with --no-huge.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v dpdk-test-fib >/dev/null; then
+  scripts/install-deps
+fi
+
+# x86-64-v2 (SSE4.2, POPCNT): the same baseline Debian's DPDK build needs.
+export RUSTFLAGS="${RUSTFLAGS:--C target-cpu=x86-64-v2}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-fib-bench}"
+
+hp=/proc/sys/vm/nr_hugepages
+old_hp=""
+mounted=""
+restore() {
+  if [ -n "$mounted" ]; then umount /dev/hugepages-fib-bench 2>/dev/null || true; rmdir /dev/hugepages-fib-bench 2>/dev/null || true; fi
+  if [ -n "$old_hp" ]; then echo "$old_hp" > "$hp" 2>/dev/null || true; fi
+}
+trap restore EXIT
+if [ -z "${FIB_BENCH_DPDK_EAL:-}" ] && [ "$(id -u)" -eq 0 ] && [ -w "$hp" ]; then
+  old_hp=$(cat "$hp")
+  echo 1024 > "$hp" || true
+  free_hp=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  if [ "${free_hp:-0}" -ge 900 ]; then
+    mkdir -p /dev/hugepages-fib-bench
+    if mount -t hugetlbfs nodev /dev/hugepages-fib-bench; then
+      mounted=1
+      export FIB_BENCH_DPDK_EAL="-l 0 --no-pci -m 1800 --huge-dir /dev/hugepages-fib-bench"
+    fi
+  fi
+fi
+
+cargo bench -p fib --bench fib
