@@ -386,50 +386,35 @@ impl RouterState {
                 .position(|i| i.name == name)
                 .map(|i| i as InterfaceId)
         };
-        // The untagged interface on a kernel link.
-        let id_by_ifindex = |ifindex: u32| {
-            let name = &self.kernel.links.get(&ifindex)?.name;
-            ifaces.iter().position(|i| {
-                i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)) == Some(name)
+        // Kernel link index -> the untagged interface on that link.
+        let by_ifindex: HashMap<u32, InterfaceId> = self
+            .kernel
+            .links
+            .values()
+            .filter_map(|l| {
+                ifaces
+                    .iter()
+                    .position(|i| {
+                        i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)) == Some(&l.name)
+                    })
+                    .map(|id| (l.ifindex, id as InterfaceId))
             })
-        };
+            .collect();
 
         let mut fib4 = Poptrie4::new();
         let mut fib6 = Poptrie6::new();
-        let mut routes: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();
+        // The few routes that override the kernel's: connected subnets,
+        // then the config's, then the control socket's (later wins).
+        let mut overrides: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();
+        let mut connected_nh: HashMap<Cidr, NextHopId> = HashMap::new();
         let (c4, c6) = b.connected_routes();
         for (p, nh) in c4 {
-            fib4.insert(p, nh);
-            routes.insert(Cidr::V4(p), (Origin::Connected, Vec::new()));
+            connected_nh.insert(Cidr::V4(p), nh);
+            overrides.insert(Cidr::V4(p), (Origin::Connected, Vec::new()));
         }
         for (p, nh) in c6 {
-            fib6.insert(p, nh);
-            routes.insert(Cidr::V6(p), (Origin::Connected, Vec::new()));
-        }
-        // Kernel routes, lowest metric first wins.
-        let mut kernel_best: BTreeMap<Cidr, (u32, &Vec<KernelHop>)> = BTreeMap::new();
-        for ((prefix, metric), hops) in &self.kernel.routes {
-            let e = kernel_best.entry(*prefix).or_insert((*metric, hops));
-            if *metric < e.0 {
-                *e = (*metric, hops);
-            }
-        }
-        for (prefix, (_, hops)) in kernel_best {
-            if matches!(routes.get(&prefix), Some((Origin::Connected, _))) {
-                continue;
-            }
-            let mapped: Option<Vec<NextHop>> = hops
-                .iter()
-                .map(|h| {
-                    id_by_ifindex(h.ifindex).map(|id| NextHop {
-                        interface: id as InterfaceId,
-                        gateway: h.gateway,
-                    })
-                })
-                .collect();
-            if let Some(m) = mapped.filter(|m| !m.is_empty()) {
-                routes.insert(prefix, (Origin::Kernel, m));
-            }
+            connected_nh.insert(Cidr::V6(p), nh);
+            overrides.insert(Cidr::V6(p), (Origin::Connected, Vec::new()));
         }
         let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {
             hops.iter()
@@ -444,7 +429,7 @@ impl RouterState {
         for r in &cfg.routes {
             match to_hops(&r.next_hops) {
                 Some(h) => {
-                    routes.insert(r.prefix, (Origin::Config, h));
+                    overrides.insert(r.prefix, (Origin::Config, h));
                 }
                 None => warnings.push(format!("route {}: unknown interface", r.prefix)),
             }
@@ -452,17 +437,79 @@ impl RouterState {
         for (prefix, r) in &self.api_routes {
             match to_hops(&r.next_hops) {
                 Some(h) => {
-                    routes.insert(*prefix, (Origin::Api, h));
+                    overrides.insert(*prefix, (Origin::Api, h));
                 }
                 None => warnings.push(format!("route {prefix}: unknown interface")),
             }
         }
-        // Identical next-hop sets share one id (a full table has a handful).
+
+        // Identical next-hop sets share one id (a full table has a handful);
+        // looked up by slice, so known sets cost no allocation.
         let mut set_ids: HashMap<Vec<NextHop>, (NextHopId, u32)> = HashMap::new();
         let mut hop_sets: Vec<Vec<String>> = Vec::new();
+        let mut intern = |b: &mut TablesBuilder,
+                          hop_sets: &mut Vec<Vec<String>>,
+                          hops: &[NextHop]|
+         -> Result<(NextHopId, u32), String> {
+            if let Some(&v) = set_ids.get(hops) {
+                return Ok(v);
+            }
+            let nh = b.add_next_hops(hops).map_err(|e| e.to_string())?;
+            hop_sets.push(hops.iter().map(|h| hop_string(h, &ifaces)).collect());
+            let v = (nh, hop_sets.len() as u32 - 1);
+            set_ids.insert(hops.to_vec(), v);
+            Ok(v)
+        };
+        let mut install = |prefix: &Cidr, nh: NextHopId| match prefix {
+            Cidr::V4(p) => {
+                fib4.insert(*p, nh);
+            }
+            Cidr::V6(p) => {
+                fib6.insert(*p, nh);
+            }
+        };
+
+        let mut entries = Vec::with_capacity(self.kernel.routes.len() + overrides.len());
+        // Kernel routes, ordered by (prefix, metric): the first of each
+        // prefix has the lowest metric and wins.
+        let mut last: Option<Cidr> = None;
+        let mut scratch: Vec<NextHop> = Vec::new();
+        for ((prefix, _metric), khops) in &self.kernel.routes {
+            if last == Some(*prefix) {
+                continue;
+            }
+            last = Some(*prefix);
+            if khops.is_empty() || overrides.contains_key(prefix) {
+                continue;
+            }
+            scratch.clear();
+            for h in khops {
+                match by_ifindex.get(&h.ifindex) {
+                    Some(&interface) => scratch.push(NextHop {
+                        interface,
+                        gateway: h.gateway,
+                    }),
+                    None => break,
+                }
+            }
+            if scratch.len() != khops.len() {
+                // A next hop leaves through an interface fastfwd does not own.
+                continue;
+            }
+            match intern(&mut b, &mut hop_sets, &scratch) {
+                Ok((nh, idx)) => {
+                    install(prefix, nh);
+                    entries.push(RouteEntry {
+                        prefix: *prefix,
+                        origin: Origin::Kernel,
+                        hops: idx,
+                    });
+                }
+                Err(e) => warnings.push(format!("route {prefix}: {e}")),
+            }
+        }
         let mut connected_text: HashMap<String, u32> = HashMap::new();
-        let mut entries = Vec::with_capacity(routes.len());
-        for (prefix, (origin, hops)) in &routes {
+        for (prefix, (origin, hops)) in &overrides {
             if *origin == Origin::Connected {
                 let dev = ifaces
                     .iter()
@@ -472,10 +519,18 @@ impl RouterState {
                     })
                     .map_or("?", |i| i.name.as_str());
                 let text = format!("dev {dev}");
-                let idx = *connected_text.entry(text.clone()).or_insert_with(|| {
-                    hop_sets.push(vec![text]);
-                    hop_sets.len() as u32 - 1
-                });
+                let idx = match connected_text.get(&text) {
+                    Some(&i) => i,
+                    None => {
+                        hop_sets.push(vec![text.clone()]);
+                        let i = hop_sets.len() as u32 - 1;
+                        connected_text.insert(text, i);
+                        i
+                    }
+                };
+                if let Some(&nh) = connected_nh.get(prefix) {
+                    install(prefix, nh);
+                }
                 entries.push(RouteEntry {
                     prefix: *prefix,
                     origin: *origin,
@@ -483,41 +538,25 @@ impl RouterState {
                 });
                 continue;
             }
-            let (nh, idx) = match set_ids.get(hops) {
-                Some(&v) => v,
-                None => match b.add_next_hops(hops) {
-                    Ok(nh) => {
-                        hop_sets.push(hops.iter().map(|h| hop_string(h, &ifaces)).collect());
-                        let v = (nh, hop_sets.len() as u32 - 1);
-                        set_ids.insert(hops.clone(), v);
-                        v
-                    }
-                    Err(e) => {
-                        warnings.push(format!("route {prefix}: {e}"));
-                        continue;
-                    }
-                },
-            };
-            match prefix {
-                Cidr::V4(p) => {
-                    fib4.insert(*p, nh);
+            match intern(&mut b, &mut hop_sets, hops) {
+                Ok((nh, idx)) => {
+                    install(prefix, nh);
+                    entries.push(RouteEntry {
+                        prefix: *prefix,
+                        origin: *origin,
+                        hops: idx,
+                    });
                 }
-                Cidr::V6(p) => {
-                    fib6.insert(*p, nh);
-                }
+                Err(e) => warnings.push(format!("route {prefix}: {e}")),
             }
-            entries.push(RouteEntry {
-                prefix: *prefix,
-                origin: *origin,
-                hops: idx,
-            });
         }
+        entries.sort_unstable_by_key(|e| e.prefix);
 
         // Neighbours: kernel, then config, then control socket (later wins).
         let mut neigh: BTreeMap<(InterfaceId, IpAddr), ([u8; 6], Origin)> = BTreeMap::new();
         for (&(ifindex, ip), mac) in &self.kernel.neighbours {
-            if let Some(id) = id_by_ifindex(ifindex) {
-                neigh.insert((id as InterfaceId, ip), (*mac, Origin::Kernel));
+            if let Some(&id) = by_ifindex.get(&ifindex) {
+                neigh.insert((id, ip), (*mac, Origin::Kernel));
             }
         }
         for n in &cfg.neighbours {
