@@ -1208,7 +1208,7 @@ fn build_cases() -> Vec<Case> {
     );
 
     // ICMPv6 (RFC 4443 2.4 (e)): never an error about an error; informational
-    // messages do get one.
+    // messages and non-first fragments do get one (3.3: MUST send).
     let mut err6 = vec![1, 0, 0, 0, 0, 0, 0, 0];
     err6.extend_from_slice(&v6_udp(v6("2001:2:0:8001::1"), v6("2001:2::108"), 3, 1, 0, 8)[..48]);
     c.push(
@@ -1234,6 +1234,28 @@ fn build_cases() -> Vec<Case> {
             GEN,
             0x86dd,
             &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::1"), 1, 58, &echo6),
+        ),
+        Some(Key::V6(id)),
+        Expect::IcmpError {
+            via_vlan: false,
+            reason: "hop_limit_expired",
+            icmp_type: 3,
+            code: 0,
+            rest: [0; 4],
+        },
+    );
+    let id = c.id();
+    let mut frag6 = vec![17, 0, 0x00, 0x18, 0, 0, 0x43, 0x21]; // offset 3 (24 bytes), M=0
+    frag6.extend_from_slice(b"CASE");
+    frag6.extend_from_slice(&id.to_be_bytes());
+    frag6.extend_from_slice(&[0x66; 26]);
+    c.push(
+        "ipv6 hop limit 1, non-first fragment",
+        eth(
+            R_D0,
+            GEN,
+            0x86dd,
+            &v6_packet(v6("2001:2::108"), v6("2001:2:0:8001::1"), 1, 44, &frag6),
         ),
         Some(Key::V6(id)),
         Expect::IcmpError {
@@ -1275,7 +1297,8 @@ fn build_cases() -> Vec<Case> {
             Expect::Drop("ipv4_bad_options"),
         );
     }
-    // 802.1Q: the priority and DEI bits do not change the VLAN.
+    // 802.1Q: the priority and DEI bits do not change the VLAN; VID 0 is a
+    // priority tag only (IEEE 802.1Q 9.6), the frame is the port's untagged.
     let id = c.id();
     c.push(
         "ipv4 VLAN 100 with priority 5 and DEI set",
@@ -1285,6 +1308,19 @@ fn build_cases() -> Vec<Case> {
             0xb000 | 100,
             0x0800,
             &V4::udp(VLAN4, [100, 64, 7, 1], id, 1050, 40).bytes(),
+        ),
+        Some(Key::V4(id)),
+        fwd("d2", R_D2, &[NARROW], None),
+    );
+    let id = c.id();
+    c.push(
+        "ipv4 priority-tagged (VID 0) on d0",
+        eth_vlan(
+            R_D0,
+            GEN,
+            0x6000,
+            0x0800,
+            &V4::udp(GEN4, [100, 64, 7, 2], id, 1051, 40).bytes(),
         ),
         Some(Key::V4(id)),
         fwd("d2", R_D2, &[NARROW], None),
