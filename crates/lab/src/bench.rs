@@ -18,7 +18,6 @@ use crate::equilibrium::{
 };
 use crate::flows::FlowSet;
 use crate::gen::{self, FrameBuilder, GenConfig, GenReport};
-use crate::plot;
 use crate::recv::{NetDevReader, Receiver, RecvConfig, RecvReport};
 use crate::report::{
     self, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord, VersionInfo,
@@ -491,6 +490,175 @@ impl Contender for KernelForwarding {
     }
 }
 
+/// fastfwd's router daemon (`fastfwd run`) forwarding in dut, with the
+/// kernel's forwarding off so every forwarded packet crossed fastfwd. It
+/// mirrors dut's kernel routes (the full table) and neighbours itself.
+#[derive(Debug)]
+pub struct FastfwdForwarding {
+    /// The `fastfwd` binary.
+    pub binary: PathBuf,
+    /// I/O backend: `xdp` (AF_XDP) or `packet` (AF_PACKET).
+    pub backend: String,
+    /// Worker cores (`--cores`), the forwarding core.
+    pub cores: String,
+    /// Folder for the config, socket and log.
+    pub dir: PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl FastfwdForwarding {
+    /// A contender running `binary run --backend backend --cores cores`.
+    pub fn new(binary: PathBuf, backend: &str, cores: &str, dir: PathBuf) -> Self {
+        Self {
+            binary,
+            backend: backend.into(),
+            cores: cores.into(),
+            dir,
+            child: None,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join(format!("fastfwd-{}.sock", self.backend))
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join(format!("fastfwd-{}.log", self.backend))
+    }
+
+    fn control_ok(&self) -> bool {
+        std::process::Command::new(&self.binary)
+            .args(["show", "workers", "--socket"])
+            .arg(self.socket())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for FastfwdForwarding {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl Contender for FastfwdForwarding {
+    fn name(&self) -> String {
+        format!("fastfwd-{}", self.backend)
+    }
+    fn description(&self) -> String {
+        let io = if self.backend == "xdp" {
+            "AF_XDP"
+        } else {
+            "AF_PACKET"
+        };
+        format!(
+            "fastfwd run --backend {} ({io}), worker on core {}, kernel forwarding off",
+            self.backend, self.cores
+        )
+    }
+    fn config(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("forwarding".into(), "fastfwd".into()),
+            ("backend".into(), self.backend.clone()),
+            ("cores".into(), self.cores.clone()),
+        ])
+    }
+    fn activate(&mut self, topo: &Topology) -> Result<(), LabError> {
+        if let Some(c) = &mut self.child {
+            if matches!(c.try_wait(), Ok(None)) {
+                return Ok(());
+            }
+            self.child = None;
+        }
+        topo.set_forwarding(false)?;
+        topo.set_firewall(FirewallPreset::None)?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(io_err(format!("create {}", self.dir.display())))?;
+        let cfg = self.dir.join("router.toml");
+        let text = format!(
+            "[[interfaces]]\nname = \"d0\"\nmac = \"{}\"\naddresses = [\"198.18.0.10/24\", \"2001:2::10/64\"]\n\n\
+             [[interfaces]]\nname = \"d1\"\nmac = \"{}\"\naddresses = [\"198.19.0.10/24\", \"2001:2:0:8000::10/64\"]\n",
+            mac_str(crate::topo::DUT_IN_MAC),
+            mac_str(crate::topo::DUT_OUT_MAC)
+        );
+        std::fs::write(&cfg, text).map_err(io_err(format!("write {}", cfg.display())))?;
+        let _ = std::fs::remove_file(self.socket());
+        let log = std::fs::File::create(self.log())
+            .map_err(io_err(format!("create {}", self.log().display())))?;
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &topo.dut_ns])
+            .arg(&self.binary)
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .args([
+                "--backend",
+                &self.backend,
+                "--cores",
+                &self.cores,
+                "--socket",
+            ])
+            .arg(self.socket())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(io_err(format!("start {} run", self.binary.display())))?;
+        self.child = Some(child);
+        let end = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < end {
+            if self.socket().exists() && self.control_ok() {
+                return Ok(());
+            }
+            if let Some(c) = &mut self.child {
+                if let Ok(Some(st)) = c.try_wait() {
+                    self.child = None;
+                    let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+                    return Err(LabError::Other(format!(
+                        "fastfwd run exited ({st}): {}",
+                        log.trim()
+                    )));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop();
+        Err(LabError::Other(
+            "fastfwd run did not answer on its control socket within 60 s".into(),
+        ))
+    }
+    fn deactivate(&mut self, topo: &Topology) -> Result<(), LabError> {
+        self.stop();
+        topo.set_forwarding(true)?;
+        Ok(())
+    }
+}
+
 /// The bench's settings.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
@@ -517,7 +685,8 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
-    /// The default run (about 6-10 minutes on two cores) or `--quick` (about two).
+    /// The default run (about 12-14 minutes on two cores with the fastfwd
+    /// contenders) or `--quick` (about four).
     pub fn new(quick: bool, out_dir: PathBuf, full_table: Option<PathBuf>) -> Self {
         let mut traffic = Traffic::default_v4();
         if quick {
@@ -534,7 +703,7 @@ impl BenchConfig {
             load_points: if quick {
                 vec![0.25, 0.5, 0.75, 1.0]
             } else {
-                vec![0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0]
+                vec![0.2, 0.4, 0.6, 0.8, 1.0]
             },
             equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 3 })),
             tolerance: 0.01,
@@ -691,8 +860,20 @@ pub fn run_bench(
     let p = topo.placement;
 
     // Load curves and equilibrium, one contender at a time.
+    let mut failed = vec![false; contenders.len()];
     for (i, c) in contenders.iter_mut().enumerate() {
-        c.activate(&topo)?;
+        if let Err(e) = c.activate(&topo) {
+            if interrupted() {
+                return Err(LabError::Interrupted);
+            }
+            progress(&format!("{}: could not start, left out: {e}", c.name()));
+            results[i]
+                .notes
+                .push(format!("could not start, left out of the run: {e}"));
+            failed[i] = true;
+            let _ = c.deactivate(&topo);
+            continue;
+        }
         progress(&format!(
             "{}: load curve ({} points of {:.1} s)",
             c.name(),
@@ -749,6 +930,9 @@ pub fn run_bench(
     // Fixed offered load at the generator's maximum, contenders interleaved.
     for rep in 0..cfg.repeats {
         for (i, c) in contenders.iter_mut().enumerate() {
+            if failed[i] {
+                continue;
+            }
             c.activate(&topo)?;
             progress(&format!("repeat {}/{}: {}", rep + 1, cfg.repeats, c.name()));
             let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
@@ -908,67 +1092,18 @@ pub fn write_outputs(
     let tj = serde_json::to_string_pretty(trials)
         .map_err(|e| LabError::Other(format!("trials.json: {e}")))?;
     write("trials.json", &tj)?;
-    let series: Vec<plot::Series> = run
-        .contenders
-        .iter()
-        .map(|c| plot::Series {
-            name: c.name.clone(),
-            points: c
-                .load_curve
-                .iter()
-                .map(|p| (p.offered_pps as f64, p.forwarding_pps as f64))
-                .collect(),
-        })
-        .collect();
-    write(
-        "rate-vs-load.svg",
-        &plot::LineChart::rate_vs_load("Forwarding rate vs offered load (64-byte frames)", series)
-            .to_svg(),
-    )?;
-    let dists: Vec<plot::Distribution> = run
-        .contenders
-        .iter()
-        .map(|c| {
-            let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
-            for r in &c.runs {
-                for &(ub, n) in &r.latency_histogram {
-                    *merged.entry(ub).or_default() += n;
-                }
-            }
-            plot::Distribution {
-                name: c.name.clone(),
-                buckets: merged
-                    .into_iter()
-                    .map(|(ub, n)| (ub as f64 / 1000.0, n))
-                    .collect(),
-            }
-        })
-        .collect();
-    let lat = plot::LatencyChart {
-        title: "Latency at the generator's maximum load (all repeats)".into(),
-        x_label: "latency (µs)".into(),
-        log_x: true,
-        kind: plot::DistributionKind::Cdf,
-        series: dists,
-    };
-    write("latency.svg", &lat.to_svg())?;
-    let groups: Vec<plot::Group> = run
-        .contenders
-        .iter()
-        .map(|c| plot::Group {
-            name: c.name.clone(),
-            values: c.rates(),
-        })
-        .collect();
-    write(
-        "repeated-runs.svg",
-        &plot::BoxChart::repeated_rates("Forwarding rate per repeat (pps)", groups).to_svg(),
-    )?;
-    let figures = report::ReportFigures {
-        rate_vs_load: Some("rate-vs-load.svg".into()),
-        latency: Some("latency.svg".into()),
-        repeated_runs: Some("repeated-runs.svg".into()),
-    };
+    let charts = report::charts(run);
+    let mut figures = report::ReportFigures::default();
+    if let Some(c) = &charts.rate_vs_load {
+        write("rate-vs-load.svg", &c.to_svg())?;
+        figures.rate_vs_load = Some("rate-vs-load.svg".into());
+    }
+    if let Some(c) = &charts.latency {
+        write("latency.svg", &c.to_svg())?;
+        figures.latency = Some("latency.svg".into());
+    }
+    write("repeated-runs.svg", &charts.repeated_runs.to_svg())?;
+    figures.repeated_runs = Some("repeated-runs.svg".into());
     write("report.md", &report::render_markdown(run, &figures))?;
     Ok(files)
 }

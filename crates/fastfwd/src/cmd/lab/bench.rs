@@ -1,7 +1,7 @@
 //! `fastfwd lab bench`: the README's main command.
 
 use clap::Args as ClapArgs;
-use lab::bench::{BenchConfig, Contender, KernelForwarding};
+use lab::bench::{BenchConfig, Contender, FastfwdForwarding, KernelForwarding};
 use lab::topo::FirewallPreset;
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// A short run (about two minutes): 2 s trials, 3 repeats, short searches.
+    /// A short run (about four minutes): 2 s trials, 3 repeats, short searches.
     #[arg(long)]
     quick: bool,
     /// Output folder (default lab-results/bench-<unix time>).
@@ -33,6 +33,12 @@ pub struct Args {
     /// Firewall size for the nftables contenders.
     #[arg(long, default_value_t = 1000)]
     rules: u32,
+    /// Leave out the fastfwd contenders (kernel only).
+    #[arg(long)]
+    kernel_only: bool,
+    /// fastfwd backends to measure (xdp = AF_XDP, packet = AF_PACKET).
+    #[arg(long, value_delimiter = ',', default_value = "xdp,packet")]
+    backends: Vec<String>,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -73,6 +79,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             firewall: FirewallPreset::Set(a.rules),
         }),
     ];
+    if !a.kernel_only {
+        let exe = std::env::current_exe()?;
+        let fwd = lab::topo::Placement::two_core_default()
+            .fwd_cpu
+            .unwrap_or(0)
+            .to_string();
+        for b in &a.backends {
+            let dir = std::env::temp_dir().join(format!("fastfwd-lab-{}", cfg.tag));
+            contenders.push(Box::new(FastfwdForwarding::new(exe.clone(), b, &fwd, dir)));
+        }
+    }
     let start = Instant::now();
     let json = a.json;
     let progress = |line: &str| {
