@@ -3,7 +3,27 @@
 //! Also asks the kernel to resolve neighbours fastfwd misses.
 
 use crate::netlink::{self, msg, Event};
-use crate::state::KernelState;
+use crate::state::{Change, KernelState};
+use std::collections::BTreeSet;
+use wire::Cidr;
+
+/// What a burst of kernel events changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Delta {
+    /// Prefixes whose kernel routes changed.
+    pub routes: BTreeSet<Cidr>,
+    /// Some neighbour changed.
+    pub neighbours: bool,
+    /// A link or an address changed.
+    pub other: bool,
+}
+
+impl Delta {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty() && !self.neighbours && !self.other
+    }
+}
 use crate::ControlError;
 use netio::NetlinkSocket;
 use std::net::IpAddr;
@@ -85,30 +105,40 @@ impl KernelLink {
         Ok(())
     }
 
-    /// Applies every broadcast waiting on the event socket; returns whether
-    /// anything changed. Re-dumps everything if the kernel had to drop
-    /// broadcasts (receive buffer overrun).
-    pub fn poll_events(&mut self, state: &mut KernelState) -> Result<bool, ControlError> {
-        let mut changed = false;
+    /// Applies every broadcast waiting on the event socket to `state` and
+    /// adds what changed to `delta`. Re-dumps everything if the kernel had
+    /// to drop broadcasts (receive buffer overrun).
+    pub fn poll_events(
+        &mut self,
+        state: &mut KernelState,
+        delta: &mut Delta,
+    ) -> Result<(), ControlError> {
         loop {
             match self.events.recv(&mut self.buf, true) {
                 Ok(None) => break,
                 Ok(Some(n)) => {
                     for (t, _, _, body) in netlink::messages(&self.buf[..n]) {
                         if let Some(ev) = netlink::parse(t, body) {
-                            changed |= state.apply(&ev);
+                            match state.change(&ev) {
+                                Change::None => {}
+                                Change::Route(p) => {
+                                    delta.routes.insert(p);
+                                }
+                                Change::Neighbour => delta.neighbours = true,
+                                Change::Other => delta.other = true,
+                            }
                         }
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc_enobufs()) => {
                     self.dump(state)?;
-                    changed = true;
+                    delta.other = true;
                 }
                 Err(e) => return Err(nl_err("netlink events", e)),
             }
         }
         self.drain_acks();
-        Ok(changed)
+        Ok(())
     }
 
     /// Asks the kernel to resolve `ip` on `ifindex` (ARP / ND); the answer

@@ -11,12 +11,14 @@
 pub mod kernel;
 pub mod netlink;
 pub mod protocol;
+pub mod router;
 pub mod server;
 pub mod snapshot;
 pub mod state;
 
 pub use protocol::{Request, Response};
-pub use state::{Built, KernelState, RouterState, RouterTables};
+pub use router::{Router, RouterTables};
+pub use state::{Built, KernelState, RouterState};
 
 /// Errors of the control plane.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! whole, workers load the current one once per batch without locking
 //! (RCU-style: an old snapshot lives until its last reader drops it).
 
-use crate::state::RouterTables;
+use crate::router::RouterTables;
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,11 +43,13 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fib::poptrie::{Poptrie4, Poptrie6};
+    use fib::shared::FibWriter;
 
     #[test]
     fn readers_keep_their_snapshot_until_they_reload() {
-        let empty = || pipeline::TablesBuilder::new().build(Poptrie4::new(), Poptrie6::new());
+        let (_w4, r4) = FibWriter::<u32>::new();
+        let (_w6, r6) = FibWriter::<u128>::new();
+        let empty = || pipeline::TablesBuilder::new().build(r4.clone(), r6.clone());
         let s = Snapshot::new(empty());
         let g = s.load();
         let gen = s.generation();
@@ -62,7 +64,7 @@ mod tests {
             mtu: 1500,
         })
         .unwrap();
-        s.publish(b.build(Poptrie4::new(), Poptrie6::new()));
+        s.publish(b.build(r4.clone(), r6.clone()));
         assert_eq!(
             g.interfaces().len(),
             0,

@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
 
-/// The snapshot type the workers read.
-pub type RouterTables = Tables<Poptrie4, Poptrie6>;
+/// Tables built from scratch, with plain tries.
+pub type BuiltTables = Tables<Poptrie4, Poptrie6>;
 
 /// A kernel link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,6 +36,19 @@ pub struct Link {
     pub up: bool,
 }
 
+/// What one kernel event changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing fastfwd uses.
+    None,
+    /// The routes of one prefix.
+    Route(Cidr),
+    /// A neighbour.
+    Neighbour,
+    /// A link or an address (interfaces and connected routes).
+    Other,
+}
+
 /// The kernel's view of this network namespace, kept current from netlink.
 #[derive(Debug, Clone, Default)]
 pub struct KernelState {
@@ -50,6 +63,17 @@ pub struct KernelState {
 }
 
 impl KernelState {
+    /// Applies one netlink event and says what kind of thing changed.
+    pub fn change(&mut self, ev: &Event) -> Change {
+        let changed = self.apply(ev);
+        match ev {
+            _ if !changed => Change::None,
+            Event::Route { prefix, .. } => Change::Route(*prefix),
+            Event::Neigh { .. } => Change::Neighbour,
+            _ => Change::Other,
+        }
+    }
+
     /// Applies one netlink event; returns whether anything fastfwd uses changed.
     pub fn apply(&mut self, ev: &Event) -> bool {
         match ev {
@@ -226,7 +250,7 @@ pub struct NeighbourView {
 #[derive(Debug)]
 pub struct Built {
     /// The pipeline snapshot.
-    pub tables: RouterTables,
+    pub tables: BuiltTables,
     /// Port names (kernel interfaces) by port id.
     pub ports: Vec<String>,
     /// Every route installed, by prefix.
@@ -270,7 +294,7 @@ fn mac_string(m: &[u8; 6]) -> String {
     )
 }
 
-fn hop_string(h: &NextHop, ifaces: &[pipeline::Interface]) -> String {
+pub(crate) fn hop_string(h: &NextHop, ifaces: &[pipeline::Interface]) -> String {
     let dev = ifaces
         .get(usize::from(h.interface))
         .map_or("?", |i| i.name.as_str());
@@ -552,32 +576,13 @@ impl RouterState {
         }
         entries.sort_unstable_by_key(|e| e.prefix);
 
-        // Neighbours: kernel, then config, then control socket (later wins).
-        let mut neigh: BTreeMap<(InterfaceId, IpAddr), ([u8; 6], Origin)> = BTreeMap::new();
-        for (&(ifindex, ip), mac) in &self.kernel.neighbours {
-            if let Some(&id) = by_ifindex.get(&ifindex) {
-                neigh.insert((id, ip), (*mac, Origin::Kernel));
-            }
-        }
-        for n in &cfg.neighbours {
-            if let Some(id) = id_by_name(&n.interface) {
-                neigh.insert((id, n.ip), (n.mac.0, Origin::Config));
-            }
-        }
-        for ((name, ip), mac) in &self.api_neighbours {
-            if let Some(id) = id_by_name(name) {
-                neigh.insert((id, *ip), (*mac, Origin::Api));
-            }
-        }
-        let mut neighbours = Vec::new();
-        for (&(id, ip), &(mac, origin)) in &neigh {
-            if b.add_neighbour(id, ip, wire::MacAddr(mac)).is_ok() {
-                neighbours.push(NeighbourView {
-                    interface: ifaces[usize::from(id)].name.clone(),
-                    ip,
-                    mac: mac_string(&mac),
-                    origin,
-                });
+        let neighbours = self.neighbour_views(&ifaces, &by_ifindex);
+        for n in &neighbours {
+            if let (Some(id), Ok(mac)) = (
+                ifaces.iter().position(|i| i.name == n.interface),
+                n.mac.parse::<config::MacAddr>(),
+            ) {
+                let _ = b.add_neighbour(id as InterfaceId, n.ip, wire::MacAddr(mac.0));
             }
         }
         Ok(Built {
@@ -589,6 +594,48 @@ impl RouterState {
             local_addrs,
             warnings,
         })
+    }
+
+    /// Neighbours from the kernel, then the config, then the control
+    /// socket (later wins), on the given interfaces.
+    pub(crate) fn neighbour_views(
+        &self,
+        ifaces: &[pipeline::Interface],
+        by_ifindex: &HashMap<u32, InterfaceId>,
+    ) -> Vec<NeighbourView> {
+        let id_by_name = |name: &str| {
+            ifaces
+                .iter()
+                .position(|i| i.name == name)
+                .map(|i| i as InterfaceId)
+        };
+        let mut neigh: BTreeMap<(InterfaceId, IpAddr), ([u8; 6], Origin)> = BTreeMap::new();
+        for (&(ifindex, ip), mac) in &self.kernel.neighbours {
+            if let Some(&id) = by_ifindex.get(&ifindex) {
+                neigh.insert((id, ip), (*mac, Origin::Kernel));
+            }
+        }
+        for n in &self.config.neighbours {
+            if let Some(id) = id_by_name(&n.interface) {
+                neigh.insert((id, n.ip), (n.mac.0, Origin::Config));
+            }
+        }
+        for ((name, ip), mac) in &self.api_neighbours {
+            if let Some(id) = id_by_name(name) {
+                neigh.insert((id, *ip), (*mac, Origin::Api));
+            }
+        }
+        neigh
+            .into_iter()
+            .filter_map(|((id, ip), (mac, origin))| {
+                Some(NeighbourView {
+                    interface: ifaces.get(usize::from(id))?.name.clone(),
+                    ip,
+                    mac: mac_string(&mac),
+                    origin,
+                })
+            })
+            .collect()
     }
 
     /// Kernel interface index of each port, in port order (`None` when the

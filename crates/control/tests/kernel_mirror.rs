@@ -104,7 +104,8 @@ fn wait_for(
             return true;
         }
         let _ = netio::sys::os::poll_readable(&[link.events_fd()], 20);
-        link.poll_events(st).expect("events");
+        let mut delta = control::kernel::Delta::default();
+        link.poll_events(st, &mut delta).expect("events");
     }
     cond(st)
 }

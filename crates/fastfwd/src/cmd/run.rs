@@ -12,11 +12,13 @@
 //! See docs/router.md.
 
 use anyhow::{bail, Context, Result};
+use control::kernel::Delta;
 use control::kernel::KernelLink;
 use control::protocol::{HopSpec, Request, Response, DEFAULT_SOCKET};
 use control::server::ControlServer;
 use control::snapshot::Snapshot;
-use control::state::{ApiRoute, Built, RouterState};
+use control::state::{ApiRoute, RouterState};
+use control::Router;
 use netio::packet::{PacketConfig, PacketPort};
 use netio::sys::os;
 use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
@@ -362,8 +364,7 @@ fn rx_queues(iface: &str) -> u32 {
 /// Everything the daemon owns while it runs.
 struct Daemon {
     config_path: PathBuf,
-    state: RouterState,
-    built: Built,
+    router: Router,
     kernel: KernelLink,
     shared: Arc<Shared>,
     programs: Vec<XdpProgram>,
@@ -393,11 +394,11 @@ pub fn run(args: Args) -> Result<()> {
             missing.join(", ")
         );
     }
-    let built = state.build()?;
-    for w in &built.warnings {
+    let (router, first_tables) = Router::new(state)?;
+    for w in router.warnings() {
         eprintln!("fastfwd: {w}");
     }
-    let port_names = built.ports.clone();
+    let port_names = router.ports().to_vec();
     let n_ports = port_names.len();
 
     os::catch_stop_signals().context("installing signal handlers")?;
@@ -420,7 +421,7 @@ pub fn run(args: Args) -> Result<()> {
                 let prog = XdpProgram::attach(name, mode)?;
                 programs.push(prog);
             }
-            set_local_addrs(&programs, &built, &[]);
+            set_local_addrs(&programs, router.local_addrs(), &[]);
             for (p, prog) in programs.iter().enumerate() {
                 let queues = rx_queues(&port_names[p]);
                 for (w, ports) in worker_ports.iter_mut().enumerate() {
@@ -450,7 +451,7 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     let shared = Arc::new(Shared {
-        snapshot: Snapshot::new(state.build()?.tables),
+        snapshot: Snapshot::new(first_tables),
         stop: AtomicBool::new(false),
         reports: cores
             .iter()
@@ -493,8 +494,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let mut daemon = Daemon {
         config_path: args.config.clone(),
-        state,
-        built,
+        router,
         kernel,
         shared: shared.clone(),
         programs,
@@ -519,15 +519,15 @@ pub fn run(args: Args) -> Result<()> {
 
 /// Keeps every program's local-address map equal to all of the router's
 /// addresses: a packet to d1's address arriving on d0 is for the host too.
-fn set_local_addrs(programs: &[XdpProgram], built: &Built, old: &[(u16, IpAddr)]) {
+fn set_local_addrs(programs: &[XdpProgram], new: &[(u16, IpAddr)], old: &[(u16, IpAddr)]) {
     for &(_, addr) in old {
-        if !built.local_addrs.iter().any(|&(_, a)| a == addr) {
+        if !new.iter().any(|&(_, a)| a == addr) {
             for p in programs {
                 let _ = p.remove_local(addr);
             }
         }
     }
-    for &(_, addr) in &built.local_addrs {
+    for &(_, addr) in new {
         for p in programs {
             if let Err(e) = p.add_local(addr) {
                 eprintln!("fastfwd: {e}");
@@ -546,15 +546,18 @@ impl Daemon {
         // A burst of kernel changes (a routing daemon loading a table) is
         // applied with one rebuild when it pauses, or every 100 ms while it lasts.
         let mut dirty_since: Option<Instant> = None;
+        let mut delta = Delta::default();
         while !os::stop_requested() {
             os::poll_readable(&[self.kernel.events_fd(), server.fd()], 10)?;
-            if self.kernel.poll_events(&mut self.state.kernel)? {
+            self.kernel
+                .poll_events(&mut self.router.state.kernel, &mut delta)?;
+            if !delta.is_empty() {
                 dirty_since.get_or_insert_with(Instant::now);
             }
             if let Some(since) = dirty_since {
                 let quiet = os::poll_readable(&[self.kernel.events_fd()], 0)? == 0;
                 if quiet || since.elapsed() >= Duration::from_millis(100) {
-                    self.rebuild();
+                    self.apply(std::mem::take(&mut delta));
                     dirty_since = None;
                 }
             }
@@ -583,21 +586,32 @@ impl Daemon {
     fn iface_ifindex(&self, iface: u16) -> Option<u32> {
         let tables = self.shared.snapshot.load();
         let port = tables.interfaces().get(usize::from(iface))?.port;
-        let name = self.built.ports.get(usize::from(port))?;
-        self.state.kernel.ifindex_of(name)
+        let name = self.router.ports().get(usize::from(port))?;
+        self.router.state.kernel.ifindex_of(name)
     }
 
-    /// Rebuilds the tables from the current state and publishes them.
+    /// Applies a burst of kernel changes: links and addresses rebuild
+    /// everything, routes change only their prefixes, neighbours only the
+    /// small tables around the same FIBs.
+    fn apply(&mut self, delta: Delta) {
+        if delta.other {
+            self.rebuild();
+            return;
+        }
+        if !delta.routes.is_empty() {
+            let prefixes: Vec<wire::Cidr> = delta.routes.into_iter().collect();
+            self.router.update_routes(&prefixes, &self.shared.snapshot);
+        } else if delta.neighbours {
+            self.router.refresh_neighbours(&self.shared.snapshot);
+        }
+    }
+
+    /// Rebuilds all tables from the current state and publishes them.
     fn rebuild(&mut self) -> Option<String> {
-        match self.state.build() {
-            Ok(mut built) => {
-                let tables = std::mem::replace(
-                    &mut built.tables,
-                    pipeline::TablesBuilder::new().build(Default::default(), Default::default()),
-                );
-                self.shared.snapshot.publish(tables);
-                set_local_addrs(&self.programs, &built, &self.built.local_addrs);
-                self.built = built;
+        let old = self.router.local_addrs().to_vec();
+        match self.router.rebuild_all(&self.shared.snapshot) {
+            Ok(()) => {
+                set_local_addrs(&self.programs, self.router.local_addrs(), &old);
                 None
             }
             Err(e) => {
@@ -641,41 +655,45 @@ impl Daemon {
                 }))
             }
             Request::ShowRoute { prefix } => match prefix {
-                None => Response::ok(self.built.route_views()),
+                None => Response::ok(self.router.route_views()),
                 Some(p) => match self.match_route(&p) {
                     Ok(r) => Response::ok(r),
                     Err(e) => Response::err(e),
                 },
             },
-            Request::ShowNeighbors => Response::ok(&self.built.neighbours),
+            Request::ShowNeighbors => Response::ok(self.router.neighbours()),
             Request::RouteAdd { prefix, next_hops } => {
                 let r = self.route_add(&prefix, &next_hops);
-                self.reply_after_change(r)
+                self.reply_after_change(r, prefix.parse().ok())
             }
             Request::RouteDel { prefix } => {
                 let r = match prefix.parse::<wire::Cidr>() {
-                    Ok(p) if self.state.api_routes.remove(&p).is_some() => Ok(()),
+                    Ok(p) if self.router.state.api_routes.remove(&p).is_some() => Ok(()),
                     Ok(p) => Err(format!("no route {p} was added through the control socket")),
                     Err(e) => Err(format!("{prefix}: {e}")),
                 };
-                self.reply_after_change(r)
+                self.reply_after_change(r, prefix.parse().ok())
             }
             Request::NeighborAdd { dev, ip, mac } => {
                 let r = (|| {
                     let ip: IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
                     let mac: config::MacAddr = mac.parse().map_err(|e| format!("{mac}: {e}"))?;
-                    if self.state.config.interface(&dev).is_none() {
+                    if self.router.state.config.interface(&dev).is_none() {
                         return Err(format!("no interface {dev}"));
                     }
-                    self.state.api_neighbours.insert((dev.clone(), ip), mac.0);
+                    self.router
+                        .state
+                        .api_neighbours
+                        .insert((dev.clone(), ip), mac.0);
                     Ok(())
                 })();
-                self.reply_after_change(r)
+                self.reply_after_change(r, None)
             }
             Request::NeighborDel { dev, ip } => {
                 let r = match ip.parse::<IpAddr>() {
                     Ok(a)
                         if self
+                            .router
                             .state
                             .api_neighbours
                             .remove(&(dev.clone(), a))
@@ -688,7 +706,7 @@ impl Daemon {
                     )),
                     Err(e) => Err(format!("{ip}: {e}")),
                 };
-                self.reply_after_change(r)
+                self.reply_after_change(r, None)
             }
             Request::ConfigCheck { path } => {
                 let path = path
@@ -707,7 +725,7 @@ impl Daemon {
                     .unwrap_or_else(|| self.config_path.clone());
                 match self.candidate(&path) {
                     Ok(next) => {
-                        self.state = next;
+                        self.router.state = next;
                         self.config_path = path.clone();
                         match self.rebuild() {
                             None => Response::ok(
@@ -725,26 +743,31 @@ impl Daemon {
     /// A state with the config at `path`, validated and built but not applied.
     fn candidate(&self, path: &std::path::Path) -> Result<RouterState, String> {
         let cfg = config::Config::load(path).map_err(|e| e.to_string())?;
-        if cfg.ports() != self.state.config.ports() {
+        if cfg.ports() != self.router.state.config.ports() {
             return Err(format!(
                 "{}: the set of interfaces changed ({} -> {}); restart fastfwd to attach to different interfaces",
                 path.display(),
-                self.state.config.ports().join(","),
+                self.router.state.config.ports().join(","),
                 cfg.ports().join(",")
             ));
         }
-        let mut next = self.state.clone();
+        let mut next = self.router.state.clone();
         next.config = cfg;
         next.build().map_err(|e| e.to_string())?;
         Ok(next)
     }
 
-    fn reply_after_change(&mut self, r: Result<(), String>) -> Response {
+    /// Publishes a control-socket change: the routes of `route`'s prefix,
+    /// or (None) the neighbours.
+    fn reply_after_change(&mut self, r: Result<(), String>, route: Option<wire::Cidr>) -> Response {
         match r {
-            Ok(()) => match self.rebuild() {
-                None => Response::ok(serde_json::json!({"applied": true})),
-                Some(e) => Response::err(e),
-            },
+            Ok(()) => {
+                match route {
+                    Some(p) => self.router.update_routes(&[p], &self.shared.snapshot),
+                    None => self.router.refresh_neighbours(&self.shared.snapshot),
+                }
+                Response::ok(serde_json::json!({"applied": true}))
+            }
             Err(e) => Response::err(e),
         }
     }
@@ -768,7 +791,7 @@ impl Daemon {
             }
             let dev = match (&h.dev, via) {
                 (Some(d), _) => {
-                    if self.state.config.interface(d).is_none() {
+                    if self.router.state.config.interface(d).is_none() {
                         return Err(format!("no interface {d}"));
                     }
                     d.clone()
@@ -800,14 +823,17 @@ impl Daemon {
                 via,
             });
         }
-        self.state.api_routes.insert(p, ApiRoute { next_hops });
+        self.router
+            .state
+            .api_routes
+            .insert(p, ApiRoute { next_hops });
         Ok(())
     }
 
     /// The route a prefix or address selects (longest match).
     fn match_route(&self, q: &str) -> Result<Vec<control::state::RouteView>, String> {
         let want: wire::Cidr = q.parse().map_err(|e| format!("{q}: {e}"))?;
-        Ok(self.built.longest_match(want).into_iter().collect())
+        Ok(self.router.longest_match(want).into_iter().collect())
     }
 
     fn show_interfaces(&self) -> serde_json::Value {
@@ -821,8 +847,8 @@ impl Daemon {
             .map(|(i, iface)| {
                 let c = total.interfaces.get(i).copied().unwrap_or_default();
                 let port = self
-                    .built
-                    .ports
+                    .router
+                    .ports()
                     .get(usize::from(iface.port))
                     .cloned()
                     .unwrap_or_default();

@@ -1,0 +1,489 @@
+//! The live router tables: built whole at start (and after interface,
+//! address or config changes), then kept current incrementally.
+//!
+//! Route changes touch only the changed prefixes: each one's winning route
+//! (control socket, then config, then connected, then the kernel's lowest
+//! metric) is written into the double-buffered FIBs ([`fib::shared`]),
+//! published with one swap; readers never wait. Neighbour changes rebuild
+//! only the small part of the tables (interfaces, next-hop sets,
+//! neighbours) around the same FIB readers. Next-hop sets are interned:
+//! ids are stable for the life of a FIB, so an incremental change that
+//! needs a new set publishes the tables holding it before the FIB entry
+//! that points at it.
+
+use crate::snapshot::Snapshot;
+use crate::state::{Origin, RouteEntry, RouteView, RouterState};
+use crate::ControlError;
+use fib::shared::{FibReader, FibWriter};
+use pipeline::{Interface, InterfaceId, NextHop, NextHopId, Tables, TablesBuilder, Vlan};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use wire::Cidr;
+
+/// The snapshot type the workers read.
+pub type RouterTables = Tables<FibReader<u32>, FibReader<u128>>;
+
+/// The router's tables and what is needed to change them.
+#[derive(Debug)]
+pub struct Router {
+    /// Config, kernel mirror and control-socket additions.
+    pub state: RouterState,
+    fib4: FibWriter<u32>,
+    fib6: FibWriter<u128>,
+    ifaces: Vec<Interface>,
+    ports: Vec<String>,
+    by_ifindex: HashMap<u32, InterfaceId>,
+    /// Next-hop sets by id, their ids, and their text for `show route`.
+    sets: Vec<Vec<NextHop>>,
+    set_ids: HashMap<Vec<NextHop>, NextHopId>,
+    set_text: Vec<Vec<String>>,
+    /// Installed routes: prefix -> (origin, index into `set_text`).
+    routes: BTreeMap<Cidr, (Origin, u32)>,
+    neighbours: Vec<crate::state::NeighbourView>,
+    local_addrs: Vec<(u16, IpAddr)>,
+    warnings: Vec<String>,
+}
+
+impl Router {
+    /// Builds everything from `state` and publishes nothing (the caller
+    /// creates its [`Snapshot`] from the returned tables).
+    pub fn new(state: RouterState) -> Result<(Router, RouterTables), ControlError> {
+        let (fib4, _) = FibWriter::new();
+        let (fib6, _) = FibWriter::new();
+        let mut r = Router {
+            state,
+            fib4,
+            fib6,
+            ifaces: Vec::new(),
+            ports: Vec::new(),
+            by_ifindex: HashMap::new(),
+            sets: Vec::new(),
+            set_ids: HashMap::new(),
+            set_text: Vec::new(),
+            routes: BTreeMap::new(),
+            neighbours: Vec::new(),
+            local_addrs: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let tables = r.build_all()?;
+        Ok((r, tables))
+    }
+
+    /// Rebuilds everything (new FIBs, new next-hop ids) and publishes it as
+    /// one snapshot. On error the running tables stay.
+    pub fn rebuild_all(&mut self, snap: &Snapshot) -> Result<(), ControlError> {
+        let tables = self.build_all()?;
+        snap.publish(tables);
+        Ok(())
+    }
+
+    fn build_all(&mut self) -> Result<RouterTables, ControlError> {
+        let built = self.state.build()?;
+        let mut tables = built.tables;
+        let mut sets = Vec::new();
+        while let Some(s) = tables.next_hops(sets.len() as NextHopId) {
+            sets.push(s.to_vec());
+        }
+        let ifaces = tables.interfaces().to_vec();
+        let routes = built
+            .routes
+            .iter()
+            .map(|e: &RouteEntry| (e.prefix, (e.origin, e.hops)))
+            .collect();
+        let (fib4, reader4) = FibWriter::from_trie(std::mem::take(&mut tables.fib4));
+        let (fib6, reader6) = FibWriter::from_trie(std::mem::take(&mut tables.fib6));
+        let by_ifindex = self
+            .state
+            .kernel
+            .links
+            .values()
+            .filter_map(|l| {
+                ifaces
+                    .iter()
+                    .position(|i| {
+                        i.vlan == Vlan::Untagged
+                            && built.ports.get(usize::from(i.port)) == Some(&l.name)
+                    })
+                    .map(|id| (l.ifindex, id as InterfaceId))
+            })
+            .collect();
+        let mut set_ids = HashMap::new();
+        for (id, s) in sets.iter().enumerate() {
+            set_ids.entry(s.clone()).or_insert(id as NextHopId);
+        }
+        self.fib4 = fib4;
+        self.fib6 = fib6;
+        self.ifaces = ifaces;
+        self.ports = built.ports;
+        self.by_ifindex = by_ifindex;
+        self.sets = sets;
+        self.set_ids = set_ids;
+        self.set_text = built.hop_sets;
+        self.routes = routes;
+        self.local_addrs = built.local_addrs;
+        self.warnings = built.warnings;
+        let tables = self.small_tables(reader4, reader6);
+        Ok(tables)
+    }
+
+    /// The tables around the current FIB readers: interfaces, next-hop
+    /// sets (same ids) and neighbours as the state has them now.
+    fn small_tables(&mut self, r4: FibReader<u32>, r6: FibReader<u128>) -> RouterTables {
+        let mut b = TablesBuilder::new();
+        for i in &self.ifaces {
+            // These interfaces were accepted by the full build.
+            let _ = b.add_interface(i.clone());
+        }
+        for s in &self.sets {
+            let _ = b.add_next_hops(s);
+        }
+        self.neighbours = self.state.neighbour_views(&self.ifaces, &self.by_ifindex);
+        for n in &self.neighbours {
+            if let (Some(id), Ok(mac)) = (
+                self.ifaces.iter().position(|i| i.name == n.interface),
+                n.mac.parse::<config::MacAddr>(),
+            ) {
+                let _ = b.add_neighbour(id as InterfaceId, n.ip, wire::MacAddr(mac.0));
+            }
+        }
+        b.build(r4, r6)
+    }
+
+    /// Neighbours changed: republish the tables around the same FIBs.
+    pub fn refresh_neighbours(&mut self, snap: &Snapshot) {
+        let t = self.small_tables(self.fib4.reader(), self.fib6.reader());
+        snap.publish(t);
+    }
+
+    /// The winning route for `p` now, as next hops (None: no route).
+    fn winner(&self, p: Cidr) -> Option<(Origin, Vec<NextHop>)> {
+        let id_by_name = |name: &str| {
+            self.ifaces
+                .iter()
+                .position(|i| i.name == name)
+                .map(|i| i as InterfaceId)
+        };
+        let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {
+            hops.iter()
+                .map(|h| {
+                    id_by_name(&h.interface).map(|id| NextHop {
+                        interface: id,
+                        gateway: h.via,
+                    })
+                })
+                .collect()
+        };
+        if let Some(r) = self.state.api_routes.get(&p) {
+            return to_hops(&r.next_hops).map(|h| (Origin::Api, h));
+        }
+        if let Some(r) = self
+            .state
+            .config
+            .routes
+            .iter()
+            .rev()
+            .find(|r| r.prefix == p)
+        {
+            return to_hops(&r.next_hops).map(|h| (Origin::Config, h));
+        }
+        let mut kernel = self.state.kernel.routes.range((p, 0)..=(p, u32::MAX));
+        let (_, khops) = kernel.next()?;
+        let hops: Option<Vec<NextHop>> = khops
+            .iter()
+            .map(|h| {
+                self.by_ifindex.get(&h.ifindex).map(|&interface| NextHop {
+                    interface,
+                    gateway: h.gateway,
+                })
+            })
+            .collect();
+        hops.filter(|h| !h.is_empty()).map(|h| (Origin::Kernel, h))
+    }
+
+    /// Re-decides the routes of `prefixes` and publishes the changes.
+    pub fn update_routes(&mut self, prefixes: &[Cidr], snap: &Snapshot) {
+        let mut new_sets = false;
+        for &p in prefixes {
+            // Connected subnets change only with addresses (a full rebuild).
+            if matches!(self.routes.get(&p), Some((Origin::Connected, _))) {
+                continue;
+            }
+            match self.winner(p) {
+                Some((origin, hops)) => {
+                    let id = match self.set_ids.get(&hops) {
+                        Some(&id) => id,
+                        None => {
+                            if hops.len() > pipeline::MAX_ECMP {
+                                self.warnings.push(format!("route {p}: too many next hops"));
+                                continue;
+                            }
+                            let id = self.sets.len() as NextHopId;
+                            self.set_text.push(
+                                hops.iter()
+                                    .map(|h| crate::state::hop_string(h, &self.ifaces))
+                                    .collect(),
+                            );
+                            self.sets.push(hops.clone());
+                            self.set_ids.insert(hops, id);
+                            new_sets = true;
+                            id
+                        }
+                    };
+                    let text = self.text_of(id);
+                    self.routes.insert(p, (origin, text));
+                    match p {
+                        Cidr::V4(q) => {
+                            self.fib4.insert(q, id);
+                        }
+                        Cidr::V6(q) => {
+                            self.fib6.insert(q, id);
+                        }
+                    }
+                }
+                None => {
+                    self.routes.remove(&p);
+                    match p {
+                        Cidr::V4(q) => {
+                            self.fib4.remove(&q);
+                        }
+                        Cidr::V6(q) => {
+                            self.fib6.remove(&q);
+                        }
+                    }
+                }
+            }
+        }
+        if new_sets {
+            // The sets first, then the FIB entries that use them.
+            let t = self.small_tables(self.fib4.reader(), self.fib6.reader());
+            snap.publish(t);
+        }
+        if self.fib4.unpublished() > 0 {
+            self.fib4.publish();
+        }
+        if self.fib6.unpublished() > 0 {
+            self.fib6.publish();
+        }
+        if !new_sets {
+            // Bump the generation so held frames are retried.
+            let t = self.small_tables(self.fib4.reader(), self.fib6.reader());
+            snap.publish(t);
+        }
+    }
+
+    /// Index into the text table of next-hop set `id`.
+    fn text_of(&self, id: NextHopId) -> u32 {
+        // Sets from the full build and later ones are numbered alike.
+        let s = &self.sets[id as usize];
+        let text: Vec<String> = s
+            .iter()
+            .map(|h| crate::state::hop_string(h, &self.ifaces))
+            .collect();
+        self.set_text
+            .iter()
+            .position(|t| *t == text)
+            .map_or(0, |i| i as u32)
+    }
+
+    /// Port names by port id.
+    pub fn ports(&self) -> &[String] {
+        &self.ports
+    }
+
+    /// The router's own addresses.
+    pub fn local_addrs(&self) -> &[(u16, IpAddr)] {
+        &self.local_addrs
+    }
+
+    /// Build warnings.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Every installed route.
+    pub fn route_views(&self) -> Vec<RouteView> {
+        self.routes
+            .iter()
+            .map(|(p, (o, t))| self.view(p, *o, *t))
+            .collect()
+    }
+
+    fn view(&self, p: &Cidr, origin: Origin, text: u32) -> RouteView {
+        RouteView {
+            prefix: p.to_string(),
+            origin,
+            next_hops: self
+                .set_text
+                .get(text as usize)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The route a lookup of `query`'s address selects among routes no
+    /// longer than `query`.
+    pub fn longest_match(&self, query: Cidr) -> Option<RouteView> {
+        let addr: IpAddr = match query {
+            Cidr::V4(p) => IpAddr::V4(p.network()),
+            Cidr::V6(p) => IpAddr::V6(p.network()),
+        };
+        (0..=query.prefix_len()).rev().find_map(|len| {
+            let p = match addr {
+                IpAddr::V4(a) => Cidr::V4(wire::Ipv4Cidr::new(u32::from(a), len)?),
+                IpAddr::V6(a) => Cidr::V6(wire::Ipv6Cidr::new(u128::from(a), len)?),
+            };
+            self.routes.get(&p).map(|(o, t)| self.view(&p, *o, *t))
+        })
+    }
+
+    /// Neighbours in use.
+    pub fn neighbours(&self) -> &[crate::state::NeighbourView] {
+        &self.neighbours
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::{Event, KernelHop, RT_TABLE_MAIN};
+    use fib::Lookup;
+
+    const CONFIG: &str = r#"[[interfaces]]
+name = "d0"
+mac = "02:00:00:00:00:10"
+addresses = ["198.18.0.10/24"]
+
+[[interfaces]]
+name = "d1"
+mac = "02:00:00:00:01:10"
+addresses = ["198.19.0.10/24"]
+"#;
+
+    fn router() -> (Router, Snapshot) {
+        let mut s = RouterState::new(config::Config::parse("router.toml", CONFIG).unwrap());
+        for (i, name) in [(5u32, "d0"), (6, "d1")] {
+            s.kernel.apply(&Event::Link {
+                add: true,
+                ifindex: i,
+                name: name.into(),
+                mac: None,
+                mtu: None,
+                up: true,
+            });
+        }
+        let (r, t) = Router::new(s).unwrap();
+        (r, Snapshot::new(t))
+    }
+
+    fn route(add: bool, p: &str, ifindex: u32, gw: &str) -> Event {
+        Event::Route {
+            add,
+            prefix: p.parse().unwrap(),
+            table: RT_TABLE_MAIN,
+            kind: 1,
+            metric: 0,
+            hops: vec![KernelHop {
+                ifindex,
+                gateway: Some(gw.parse().unwrap()),
+            }],
+        }
+    }
+
+    fn hops_of(snap: &Snapshot, addr: u32) -> Option<Vec<NextHop>> {
+        let t = snap.load();
+        let id = t.fib4.lookup(addr)?;
+        t.next_hops(id).map(<[NextHop]>::to_vec)
+    }
+
+    #[test]
+    fn route_changes_are_applied_incrementally() {
+        let (mut r, snap) = router();
+        let g0 = snap.generation();
+        let a = 0x0a01_0203; // 10.1.2.3
+        assert_eq!(hops_of(&snap, a), None);
+        r.state
+            .kernel
+            .apply(&route(true, "10.1.0.0/16", 6, "198.19.0.108"));
+        r.update_routes(&["10.1.0.0/16".parse().unwrap()], &snap);
+        let h = hops_of(&snap, a).expect("route installed");
+        assert_eq!(
+            h,
+            vec![NextHop {
+                interface: 1,
+                gateway: Some("198.19.0.108".parse().unwrap())
+            }]
+        );
+        assert!(snap.generation() > g0);
+        assert_eq!(
+            r.longest_match("10.1.2.3/32".parse().unwrap())
+                .unwrap()
+                .origin,
+            Origin::Kernel
+        );
+
+        // A second route through the same gateway reuses the set.
+        let sets = r.sets.len();
+        r.state
+            .kernel
+            .apply(&route(true, "10.2.0.0/16", 6, "198.19.0.108"));
+        r.update_routes(&["10.2.0.0/16".parse().unwrap()], &snap);
+        assert_eq!(r.sets.len(), sets);
+
+        // The control socket overrides the kernel for the same prefix.
+        r.state.api_routes.insert(
+            "10.1.0.0/16".parse().unwrap(),
+            crate::state::ApiRoute {
+                next_hops: vec![config::NextHop {
+                    interface: "d0".into(),
+                    via: None,
+                }],
+            },
+        );
+        r.update_routes(&["10.1.0.0/16".parse().unwrap()], &snap);
+        assert_eq!(
+            hops_of(&snap, a).unwrap()[0],
+            NextHop {
+                interface: 0,
+                gateway: None
+            }
+        );
+        r.state.api_routes.clear();
+        r.update_routes(&["10.1.0.0/16".parse().unwrap()], &snap);
+        assert_eq!(hops_of(&snap, a).unwrap()[0].interface, 1);
+
+        // Deleted in the kernel: gone.
+        r.state
+            .kernel
+            .apply(&route(false, "10.1.0.0/16", 6, "198.19.0.108"));
+        r.update_routes(&["10.1.0.0/16".parse().unwrap()], &snap);
+        assert_eq!(hops_of(&snap, a), None);
+        assert!(r.longest_match("10.1.2.3/32".parse().unwrap()).is_none());
+        // Connected routes stay whatever the kernel says about them.
+        r.update_routes(&["198.19.0.0/24".parse().unwrap()], &snap);
+        assert!(hops_of(&snap, 0xc613_006c).is_some());
+    }
+
+    #[test]
+    fn neighbours_refresh_keeps_the_fib() {
+        let (mut r, snap) = router();
+        r.state
+            .kernel
+            .apply(&route(true, "10.1.0.0/16", 6, "198.19.0.108"));
+        r.update_routes(&["10.1.0.0/16".parse().unwrap()], &snap);
+        r.state.kernel.apply(&Event::Neigh {
+            add: true,
+            ifindex: 6,
+            ip: "198.19.0.108".parse().unwrap(),
+            mac: Some([2, 0, 0, 0, 0, 8]),
+            state: crate::netlink::nud::REACHABLE,
+        });
+        r.refresh_neighbours(&snap);
+        let t = snap.load();
+        assert_eq!(
+            t.neighbour(1, "198.19.0.108".parse().unwrap()),
+            Some(wire::MacAddr([2, 0, 0, 0, 0, 8]))
+        );
+        assert!(t.fib4.lookup(0x0a01_0203).is_some());
+        assert_eq!(r.neighbours().len(), 1);
+    }
+}
