@@ -1,10 +1,14 @@
 //! The ACL stage: the hook where the firewall's classifier plugs in.
 //!
-//! Reads: the flow key of every packet that passed validation and is not
-//! for the router (in-interface, addresses, protocol, ports).
+//! Reads: the flow key of every packet that passed validation, is not for
+//! the router and has a route (ingress and egress interface, addresses,
+//! protocol, ports, TCP flags, ICMP type and code, length). It runs after
+//! the route lookup and next-hop choice, like a forward chain, and before
+//! neighbour resolution, ICMP errors and fragmentation, so a denied packet
+//! causes nothing (not even a punt on a neighbour miss).
 //! Writes: nothing in the packet.
-//! Next: accepted packets go to the route lookup; denied ones are dropped
-//! and counted as `acl_denied`.
+//! Next: accepted packets go on to the forward stage; denied ones are
+//! dropped and counted as `acl_denied`.
 //!
 //! The stage works on whole batches so a classifier can overlap its memory
 //! accesses. [`AcceptAll`] is the default; the pipeline skips building
@@ -12,11 +16,16 @@
 
 use crate::tables::InterfaceId;
 
-/// The 5-tuple and ingress interface of a packet, as the ACL sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// `FlowKey::out_interface` before the egress interface is known.
+pub const NO_INTERFACE: InterfaceId = InterfaceId::MAX;
+
+/// The 5-tuple and interfaces of a packet, as the ACL sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowKey {
     /// Ingress logical interface.
     pub interface: InterfaceId,
+    /// Egress logical interface chosen by the route lookup and ECMP.
+    pub out_interface: InterfaceId,
     /// True for IPv6; IPv4 addresses are then IPv4-mapped below.
     pub is_ipv6: bool,
     /// True for any fragment (first or later; IPv6 atomic fragments
@@ -34,6 +43,34 @@ pub struct FlowKey {
     /// TCP/UDP/SCTP destination port (ICMP: identifier for echo); 0 when
     /// absent or in a non-first fragment.
     pub dst_port: u16,
+    /// TCP flags byte (FIN 0x01 .. CWR 0x80); 0 for other protocols.
+    pub tcp_flags: u8,
+    /// ICMP / ICMPv6 type; 0 for other protocols.
+    pub icmp_type: u8,
+    /// ICMP / ICMPv6 code; 0 for other protocols.
+    pub icmp_code: u8,
+    /// IP packet length (header included), saturated at 65535.
+    pub length: u16,
+}
+
+impl Default for FlowKey {
+    fn default() -> Self {
+        Self {
+            interface: NO_INTERFACE,
+            out_interface: NO_INTERFACE,
+            is_ipv6: false,
+            fragment: false,
+            src: 0,
+            dst: 0,
+            protocol: 0,
+            src_port: 0,
+            dst_port: 0,
+            tcp_flags: 0,
+            icmp_type: 0,
+            icmp_code: 0,
+            length: 0,
+        }
+    }
 }
 
 /// What the ACL decided for one packet.

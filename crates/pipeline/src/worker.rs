@@ -9,10 +9,13 @@
 //!    ([`crate::stages::ipv4`]) or IPv6 ([`crate::stages::ipv6`])
 //!    validation, martian filtering, local delivery and TTL / hop-limit
 //!    expiry; ARP goes to [`crate::stages::arp`];
-//! 2. the ACL stage ([`crate::Acl`]) over the chunk's flow keys;
-//! 3. route lookup: one `lookup_batch` per family over the chunk;
-//! 4. forward: adjacency and ECMP choice, neighbour, MTU (ICMP error or
-//!    fragmentation), TTL / hop-limit decrement, L2 rewrite, enqueue.
+//! 2. route lookup: one `lookup_batch` per family over the chunk;
+//! 3. next-hop choice: adjacency and ECMP, which fixes the egress
+//!    interface ([`crate::stages::choose_hop`]);
+//! 4. the ACL stage ([`crate::Acl`]) over the chunk's flow keys (ingress
+//!    and egress interface known);
+//! 5. forward: neighbour, MTU (ICMP error or fragmentation), TTL /
+//!    hop-limit decrement, L2 rewrite, enqueue ([`crate::stages::forward`]).
 //!
 //! Results land in the worker's [`BatchOutput`]: a [`Verdict`] per frame,
 //! per-port transmit lists, the punt list, neighbour misses and generated
@@ -326,33 +329,7 @@ impl Worker {
             steps[i] = stages::input(self, tables, port, &mut frames[i], &mut meta[i]);
         }
 
-        // Stage 2: ACL over the packets still in flight.
-        if !tables.acl.accepts_all() {
-            let mut keys = [FlowKey::default(); CHUNK];
-            let mut idx = [0u8; CHUNK];
-            let mut k = 0;
-            for i in 0..n {
-                if !matches!(steps[i], Step::Done(_)) {
-                    keys[k] = stages::flow_key(
-                        frames[i].data(),
-                        &meta[i],
-                        matches!(steps[i], Step::Route6(_)),
-                    );
-                    idx[k] = i as u8;
-                    k += 1;
-                }
-            }
-            let mut actions = [AclAction::Accept; CHUNK];
-            tables.acl.classify_batch(&keys[..k], &mut actions[..k]);
-            for j in 0..k {
-                if actions[j] == AclAction::Deny {
-                    let i = usize::from(idx[j]);
-                    steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
-                }
-            }
-        }
-
-        // Stage 3: batched route lookup, one call per family.
+        // Stage 2: batched route lookup, one call per family.
         let mut dst4 = [0u32; CHUNK];
         let mut n4 = 0;
         let mut dst6 = [0u128; CHUNK];
@@ -379,38 +356,76 @@ impl Worker {
             tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
         }
 
-        // Stage 4: forward (adjacency, neighbour, MTU, TTL, rewrite).
-        let mut j4 = 0;
-        let mut j6 = 0;
+        // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
+        // egress interface. Flow keys are built when the ACL or ECMP
+        // needs them.
+        let acl_on = !tables.acl.accepts_all();
+        let mut keys = [FlowKey::default(); CHUNK];
+        let mut hops = [0u32; CHUNK];
+        let (mut j4, mut j6) = (0, 0);
+        for i in 0..n {
+            let (is_ipv6, nh) = match steps[i] {
+                Step::Done(_) => continue,
+                Step::Route4(_) => {
+                    j4 += 1;
+                    (false, nh4[j4 - 1])
+                }
+                Step::Route6(_) => {
+                    j6 += 1;
+                    (true, nh6[j6 - 1])
+                }
+            };
+            match stages::choose_hop(
+                self,
+                tables,
+                &frames[i],
+                &meta[i],
+                is_ipv6,
+                nh,
+                acl_on,
+                &mut keys[i],
+            ) {
+                Ok(h) => hops[i] = h,
+                Err(v) => steps[i] = Step::Done(v),
+            }
+        }
+
+        // Stage 4: ACL over the packets still in flight, before anything
+        // (neighbour resolution, ICMP, fragmentation) acts on them.
+        if acl_on {
+            let mut batch = [FlowKey::default(); CHUNK];
+            let mut idx = [0u8; CHUNK];
+            let mut k = 0;
+            for i in 0..n {
+                if !matches!(steps[i], Step::Done(_)) {
+                    batch[k] = keys[i];
+                    idx[k] = i as u8;
+                    k += 1;
+                }
+            }
+            let mut actions = [AclAction::Accept; CHUNK];
+            tables.acl.classify_batch(&batch[..k], &mut actions[..k]);
+            for j in 0..k {
+                if actions[j] == AclAction::Deny {
+                    let i = usize::from(idx[j]);
+                    steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
+                }
+            }
+        }
+
+        // Stage 5: neighbour, MTU, TTL / hop limit, rewrite, enqueue.
         for i in 0..n {
             let verdict = match steps[i] {
                 Step::Done(v) => v,
-                Step::Route4(_) => {
-                    let nh = nh4[j4];
-                    j4 += 1;
-                    stages::forward(
-                        self,
-                        tables,
-                        &mut frames[i],
-                        &meta[i],
-                        false,
-                        nh,
-                        (base + i) as u16,
-                    )
-                }
-                Step::Route6(_) => {
-                    let nh = nh6[j6];
-                    j6 += 1;
-                    stages::forward(
-                        self,
-                        tables,
-                        &mut frames[i],
-                        &meta[i],
-                        true,
-                        nh,
-                        (base + i) as u16,
-                    )
-                }
+                Step::Route4(_) | Step::Route6(_) => stages::forward(
+                    self,
+                    tables,
+                    &mut frames[i],
+                    &meta[i],
+                    matches!(steps[i], Step::Route6(_)),
+                    hops[i],
+                    (base + i) as u16,
+                ),
             };
             if let Verdict::Punt(_) = verdict {
                 self.out.punt.push((base + i) as u16);

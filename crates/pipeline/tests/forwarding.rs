@@ -954,3 +954,53 @@ fn priority_tagged_frames_belong_to_the_untagged_interface() {
         }
     );
 }
+
+/// Denies by egress interface and records what it was shown.
+struct DenyEgress(InterfaceId, std::sync::Mutex<Vec<FlowKey>>);
+impl Acl for DenyEgress {
+    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]) {
+        self.1.lock().unwrap().extend_from_slice(keys);
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = if k.out_interface == self.0 {
+                AclAction::Deny
+            } else {
+                AclAction::Accept
+            };
+        }
+    }
+}
+
+#[test]
+fn acl_sees_the_egress_interface_and_runs_before_neighbour_resolution() {
+    let (b, f4, f6) = builder();
+    let t = b.build_with_acl(f4, f6, DenyEgress(1, Default::default()));
+    let mut w = Worker::new(WorkerConfig::default());
+    // 100.64.0.0/10 goes out of eth1 via an unresolved gateway: denied
+    // packets must not be punted for resolution.
+    let mut tcp = Ipv4Spec::udp("198.18.0.108", "100.64.0.1", 1234, 80, 20);
+    tcp.protocol = 6;
+    tcp.payload[13] = 0x02; // SYN
+    let o = run_with(&mut w, &t, 0, 0, &eth4(MAC0, &tcp.bytes()), HEADROOM);
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::AclDenied));
+    assert!(o.misses.is_empty());
+    let via_vlan = Ipv4Spec::udp("198.18.0.108", "172.16.0.1", 1, 2, 20).bytes();
+    let o = run_with(&mut w, &t, 0, 0, &eth4(MAC0, &via_vlan), HEADROOM);
+    assert_eq!(
+        o.verdict,
+        Verdict::Forward {
+            interface: 2,
+            port: 1
+        }
+    );
+    let seen = t.acl.1.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    let k = seen[0];
+    assert_eq!((k.interface, k.out_interface, k.protocol), (0, 1, 6));
+    assert_eq!((k.src_port, k.dst_port, k.tcp_flags), (1234, 80, 0x02));
+    assert_eq!(
+        k.src,
+        0xffff_0000_0000 | u128::from(u32::from(v4("198.18.0.108")))
+    );
+    assert_eq!(usize::from(k.length), tcp.bytes().len());
+    assert_eq!(seen[1].out_interface, 2);
+}

@@ -1,8 +1,9 @@
 //! The stages a packet goes through, in order: [`ethernet`] dispatch,
-//! [`arp`] / [`ipv4`] / [`ipv6`] input, the ACL ([`crate::acl`]), the
-//! batched route lookup (in [`crate::worker`]), then [`forward`]: adjacency
-//! and ECMP, neighbour, MTU ([`icmp`] errors, [`fragment`]ation), TTL /
-//! hop-limit decrement with the RFC 1624 checksum update, L2 rewrite.
+//! [`arp`] / [`ipv4`] / [`ipv6`] input, the batched route lookup (in
+//! [`crate::worker`]), [`choose_hop`] (adjacency and ECMP), the ACL
+//! ([`crate::acl`]), then [`forward`]: neighbour, MTU ([`icmp`] errors,
+//! [`fragment`]ation), TTL / hop-limit decrement with the RFC 1624 checksum
+//! update, L2 rewrite.
 
 pub(crate) mod arp;
 pub(crate) mod ethernet;
@@ -19,7 +20,9 @@ use self::ethernet::LinkCast;
 use crate::acl::FlowKey;
 use crate::counters::{DropReason, PuntReason};
 use crate::frame::Frame;
-use crate::tables::{v4_key, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, Tables};
+use crate::tables::{
+    v4_key, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables,
+};
 use crate::worker::{Meta, Step, Verdict, Worker};
 
 /// Input stage: Ethernet / VLAN dispatch, then the per-protocol input.
@@ -113,20 +116,33 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
             frag & 0x3fff != 0,
         )
     };
-    let (src_port, dst_port) = match (ports_valid, h.get(l4..l4 + 4)) {
-        (true, Some(p)) if matches!(protocol, 6 | 17 | 132 | 136) => (
-            u16::from_be_bytes([p[0], p[1]]),
-            u16::from_be_bytes([p[2], p[3]]),
-        ),
-        (true, Some(p)) if matches!(protocol, 1 | 58) => (
-            u16::from_be_bytes([p[0], p[1]]),
-            h.get(l4 + 4..l4 + 6)
-                .map_or(0, |q| u16::from_be_bytes([q[0], q[1]])),
-        ),
-        _ => (0, 0),
-    };
+    let (mut src_port, mut dst_port, mut tcp_flags, mut icmp_type, mut icmp_code) = (0, 0, 0, 0, 0);
+    if ports_valid {
+        let p = h.get(l4..).unwrap_or(&[]);
+        let be = |at: usize| {
+            p.get(at..at + 2)
+                .map_or(0, |q| u16::from_be_bytes([q[0], q[1]]))
+        };
+        match protocol {
+            6 | 17 | 132 | 136 if p.len() >= 4 => {
+                src_port = be(0);
+                dst_port = be(2);
+                if protocol == 6 {
+                    tcp_flags = p.get(13).copied().unwrap_or(0);
+                }
+            }
+            1 | 58 if p.len() >= 2 => {
+                icmp_type = p[0];
+                icmp_code = p[1];
+                src_port = be(0);
+                dst_port = be(4);
+            }
+            _ => {}
+        }
+    }
     FlowKey {
         interface: m.in_if,
+        out_interface: crate::acl::NO_INTERFACE,
         is_ipv6,
         fragment,
         src,
@@ -134,6 +150,10 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
         protocol,
         src_port,
         dst_port,
+        tcp_flags,
+        icmp_type,
+        icmp_code,
+        length: h.len().min(usize::from(u16::MAX)) as u16,
     }
 }
 
@@ -170,31 +190,29 @@ pub(crate) enum Resolved {
     Bad,
 }
 
-/// Adjacency and ECMP choice, then the neighbour: a gateway's MAC comes
-/// precomputed in the adjacency; a directly connected destination is
-/// looked up in the neighbour table (`dst_key`: IPv4 as IPv4-mapped).
-#[inline]
-pub(crate) fn resolve<F4, F6, A>(
-    tables: &Tables<F4, F6, A>,
-    nh: NextHopId,
-    hash: u32,
-    dst_key: u128,
-) -> Resolved {
-    let Some(&(start, count)) = tables.adjacencies.get(nh as usize) else {
-        return Resolved::Bad;
-    };
-    if count == 0 {
-        return Resolved::Bad;
-    }
-    // Lemire's multiply-shift maps the hash onto 0..count without a division.
-    let pick = if count == 1 {
+/// Lemire's multiply-shift: maps a 32-bit hash onto `0..count` without a
+/// division.
+#[inline(always)]
+fn pick(hash: u32, count: u32) -> u32 {
+    if count <= 1 {
         0
     } else {
         ((u64::from(hash) * u64::from(count)) >> 32) as u32
-    };
-    let Some(hop) = tables.hops.get((start + pick) as usize) else {
-        return Resolved::Bad;
-    };
+    }
+}
+
+/// Adjacency and ECMP choice: the index in `tables.hops` of the next hop.
+#[inline]
+fn hop_index<F4, F6, A>(tables: &Tables<F4, F6, A>, nh: NextHopId, hash: u32) -> Option<u32> {
+    let &(start, count) = tables.adjacencies.get(nh as usize)?;
+    (count > 0).then(|| start + pick(hash, count))
+}
+
+/// The neighbour: a gateway's MAC comes precomputed in the adjacency; a
+/// directly connected destination is looked up in the neighbour table
+/// (`dst_key`: IPv4 as IPv4-mapped).
+#[inline]
+fn neighbour<F4, F6, A>(tables: &Tables<F4, F6, A>, hop: &ResolvedHop, dst_key: u128) -> Resolved {
     let out_if = hop.interface;
     match hop.gateway {
         Some(g) => match hop.mac {
@@ -212,6 +230,83 @@ pub(crate) fn resolve<F4, F6, A>(
             },
         },
     }
+}
+
+/// Adjacency, ECMP choice and neighbour in one step (for generated packets).
+#[inline]
+pub(crate) fn resolve<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    nh: NextHopId,
+    hash: u32,
+    dst_key: u128,
+) -> Resolved {
+    match hop_index(tables, nh, hash).and_then(|i| tables.hops.get(i as usize)) {
+        Some(hop) => neighbour(tables, hop, dst_key),
+        None => Resolved::Bad,
+    }
+}
+
+/// Next-hop choice stage, after the route lookup.
+///
+/// Reads: the lookup result, the adjacency (next-hop set) and, when the
+/// set has several next hops or the ACL runs, the packet's flow key.
+/// Writes: `key` (when built), with the egress interface filled in.
+/// Next: the ACL, then [`forward`]. No route: ICMP destination unreachable,
+/// code 0 (RFC 1812 §5.2.7.1, RFC 4443 §3.1), and drop `no_route`; a
+/// missing or empty next-hop set: drop `bad_next_hop`. ECMP picks one of
+/// the equal-cost next hops by a hash of the flow's 5-tuple (RFC 2992), so
+/// a flow stays on one path.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn choose_hop<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    f: &Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+    nh: Option<NextHopId>,
+    need_key: bool,
+    key: &mut FlowKey,
+) -> Result<u32, Verdict>
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    let l3 = usize::from(m.l3);
+    let Some(nh) = nh else {
+        let orig = &f.data()[l3..l3 + m.l3_len as usize];
+        if is_ipv6 {
+            icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_UNREACHABLE, 0, 0);
+        } else {
+            icmp::error_v4(
+                w,
+                tables,
+                m.in_if,
+                orig,
+                icmp::V4_UNREACHABLE,
+                icmp::V4_NET_UNREACHABLE,
+                0,
+            );
+        }
+        return Err(w.drop_in(m.in_if, DropReason::NoRoute));
+    };
+    let multipath = tables
+        .adjacencies
+        .get(nh as usize)
+        .is_some_and(|&(_, n)| n > 1);
+    let mut hash = 0;
+    if need_key || multipath {
+        *key = flow_key(f.data(), m, is_ipv6);
+        hash = flow_hash(key);
+    }
+    let Some(idx) = hop_index(tables, nh, hash) else {
+        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+    };
+    let Some(hop) = tables.hops.get(idx as usize) else {
+        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+    };
+    key.out_interface = hop.interface;
+    Ok(idx)
 }
 
 fn key_to_ip(k: u128) -> IpAddr {
@@ -237,18 +332,15 @@ pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype:
     len
 }
 
-/// Forward stage, after the route lookup.
+/// Forward stage, after the next-hop choice and the ACL.
 ///
-/// Reads: the lookup result, the adjacency (next-hop set), the flow key
-/// when the set has several next hops (ECMP), the neighbour table, the
-/// egress MTU, the TTL / hop limit.
+/// Reads: the chosen next hop, the neighbour table, the egress MTU, the
+/// TTL / hop limit.
 /// Writes: the TTL (RFC 1812 §5.3.1) with the header checksum updated
 /// incrementally (RFC 1624 eqn. 3), or the hop limit (RFC 8200 §3); the L2
 /// header: destination MAC of the neighbour, source MAC and VLAN tags of
 /// the egress interface; the frame window (start, length).
 /// Next:
-/// - no route: ICMP destination unreachable (RFC 1812 §5.2.7.1, RFC 4443
-///   §3.1, code 0) and drop `no_route`;
 /// - next hop without a known MAC: punt `neighbour_miss` (the host
 ///   resolves it and forwards the packet) and record the miss;
 /// - larger than the egress MTU: IPv4 with DF gets ICMP fragmentation
@@ -263,7 +355,7 @@ pub(crate) fn forward<F4, F6, A>(
     f: &mut Frame<'_>,
     m: &Meta,
     is_ipv6: bool,
-    nh: Option<NextHopId>,
+    hop: u32,
     index: u16,
 ) -> Verdict
 where
@@ -272,39 +364,18 @@ where
 {
     let l3 = usize::from(m.l3);
     let l3_len = m.l3_len as usize;
-    let Some(nh) = nh else {
-        let orig = &f.data()[l3..l3 + l3_len];
-        if is_ipv6 {
-            icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_UNREACHABLE, 0, 0);
-        } else {
-            icmp::error_v4(
-                w,
-                tables,
-                m.in_if,
-                orig,
-                icmp::V4_UNREACHABLE,
-                icmp::V4_NET_UNREACHABLE,
-                0,
-            );
-        }
-        return w.drop_in(m.in_if, DropReason::NoRoute);
-    };
     let d = f.data();
-    let dst_key = if is_ipv6 {
+    let Some(hop) = tables.hops.get(hop as usize) else {
+        return w.drop_in(m.in_if, DropReason::BadNextHop);
+    };
+    let dst_key = if hop.gateway.is_some() {
+        0
+    } else if is_ipv6 {
         ipv6::be128(d, l3 + 24)
     } else {
         v4_key(ipv4::be32(d, l3 + 16))
     };
-    let multipath = tables
-        .adjacencies
-        .get(nh as usize)
-        .is_some_and(|&(_, n)| n > 1);
-    let hash = if multipath {
-        flow_hash(&flow_key(d, m, is_ipv6))
-    } else {
-        0
-    };
-    let (out_if, mac) = match resolve(tables, nh, hash, dst_key) {
+    let (out_if, mac) = match neighbour(tables, hop, dst_key) {
         Resolved::Hop { out_if, mac } => (out_if, mac),
         Resolved::Miss { out_if, ip } => {
             if w.out.misses.len() < w.out.misses.capacity() {

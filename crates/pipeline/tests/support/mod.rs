@@ -302,9 +302,9 @@ pub struct Outcome {
     pub counters: Counters,
 }
 
-pub fn run_with(
+pub fn run_with<A: Acl>(
     worker: &mut Worker,
-    tables: &RefTables,
+    tables: &Tables<ReferenceFib4, ReferenceFib6, A>,
     now: u64,
     port: PortId,
     frame: &[u8],
