@@ -83,19 +83,35 @@ pub enum AclAction {
     Deny,
 }
 
-/// A packet classifier run on every batch before the route lookup.
+/// A packet classifier run on every chunk of a batch after the next-hop
+/// choice.
 ///
-/// Implementations must not allocate, lock or block.
+/// The classifier itself is shared by all workers (it lives in the
+/// [`crate::Tables`] snapshot); anything it updates per packet (rule
+/// counters, connection tracking) lives in its per-worker [`Acl::State`],
+/// which each [`crate::Worker`] creates with [`Acl::new_state`] on first
+/// use (and again after a snapshot whose ACL has another state type) and
+/// passes back on every call. The control side reads it with
+/// [`crate::Worker::acl_state`].
+///
+/// Implementations must not allocate, lock or block in
+/// [`Acl::classify_batch`].
 pub trait Acl: Send + Sync {
+    /// Per-worker mutable state; `()` for a stateless classifier.
+    type State: Send + 'static;
+
+    /// A fresh per-worker state.
+    fn new_state(&self) -> Self::State;
+
     /// True when the classifier accepts everything; the pipeline then does
-    /// not call [`Acl::classify_batch`].
+    /// not build flow keys for it nor call [`Acl::classify_batch`].
     fn accepts_all(&self) -> bool {
         false
     }
 
     /// Classifies a batch: `out[i]` answers `keys[i]`; both slices have the
     /// same length.
-    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]);
+    fn classify_batch(&self, state: &mut Self::State, keys: &[FlowKey], out: &mut [AclAction]);
 }
 
 /// The default ACL: everything passes.
@@ -103,20 +119,28 @@ pub trait Acl: Send + Sync {
 pub struct AcceptAll;
 
 impl Acl for AcceptAll {
+    type State = ();
+
+    fn new_state(&self) {}
+
     fn accepts_all(&self) -> bool {
         true
     }
 
-    fn classify_batch(&self, _keys: &[FlowKey], out: &mut [AclAction]) {
+    fn classify_batch(&self, _state: &mut (), _keys: &[FlowKey], out: &mut [AclAction]) {
         out.fill(AclAction::Accept);
     }
 }
 
 impl<T: Acl + ?Sized> Acl for std::sync::Arc<T> {
+    type State = T::State;
+    fn new_state(&self) -> T::State {
+        (**self).new_state()
+    }
     fn accepts_all(&self) -> bool {
         (**self).accepts_all()
     }
-    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]) {
-        (**self).classify_batch(keys, out)
+    fn classify_batch(&self, state: &mut T::State, keys: &[FlowKey], out: &mut [AclAction]) {
+        (**self).classify_batch(state, keys, out)
     }
 }

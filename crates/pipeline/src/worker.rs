@@ -21,6 +21,7 @@
 //! per-port transmit lists, the punt list, neighbour misses and generated
 //! packets (ICMP errors, fragments) in the worker's preallocated pool.
 
+use std::any::Any;
 use std::net::IpAddr;
 
 use fib::{Lookup, NextHopId};
@@ -237,6 +238,8 @@ pub struct Worker {
     pub(crate) icmp_bucket: TokenBucket,
     /// IPv4 identification for generated ICMP errors.
     pub(crate) ip_id: u16,
+    /// The ACL's per-worker state ([`Acl::State`]), created on first use.
+    acl_state: Option<Box<dyn Any + Send>>,
 }
 
 impl Worker {
@@ -247,6 +250,7 @@ impl Worker {
             counters: Counters::new(0),
             icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
             ip_id: 0,
+            acl_state: None,
             cfg,
         }
     }
@@ -259,6 +263,12 @@ impl Worker {
     /// This worker's counters since creation.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// The ACL's per-worker state (e.g. the firewall's rule counters), if
+    /// the ACL of the last snapshot used has state of type `S`.
+    pub fn acl_state<S: 'static>(&self) -> Option<&S> {
+        self.acl_state.as_ref()?.downcast_ref::<S>()
     }
 
     /// The last batch's results.
@@ -404,7 +414,18 @@ impl Worker {
                 }
             }
             let mut actions = [AclAction::Accept; CHUNK];
-            tables.acl.classify_batch(&batch[..k], &mut actions[..k]);
+            // Allocates only on first use or when the ACL's state type
+            // changes with a new snapshot.
+            let mut state = match self.acl_state.take() {
+                Some(b) if b.is::<A::State>() => b,
+                _ => Box::new(tables.acl.new_state()),
+            };
+            if let Some(st) = state.downcast_mut::<A::State>() {
+                tables
+                    .acl
+                    .classify_batch(st, &batch[..k], &mut actions[..k]);
+            }
+            self.acl_state = Some(state);
             for j in 0..k {
                 if actions[j] == AclAction::Deny {
                     let i = usize::from(idx[j]);

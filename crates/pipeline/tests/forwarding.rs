@@ -746,7 +746,9 @@ fn ecmp_spreads_flows_and_keeps_each_flow_on_one_path() {
 
 struct DenyUdpPort(u16);
 impl Acl for DenyUdpPort {
-    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]) {
+    type State = ();
+    fn new_state(&self) {}
+    fn classify_batch(&self, _: &mut (), keys: &[FlowKey], out: &mut [AclAction]) {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = if k.protocol == 17 && k.dst_port == self.0 {
                 AclAction::Deny
@@ -955,11 +957,16 @@ fn priority_tagged_frames_belong_to_the_untagged_interface() {
     );
 }
 
-/// Denies by egress interface and records what it was shown.
-struct DenyEgress(InterfaceId, std::sync::Mutex<Vec<FlowKey>>);
+/// Denies by egress interface and records what it was shown in its
+/// per-worker state.
+struct DenyEgress(InterfaceId);
 impl Acl for DenyEgress {
-    fn classify_batch(&self, keys: &[FlowKey], out: &mut [AclAction]) {
-        self.1.lock().unwrap().extend_from_slice(keys);
+    type State = Vec<FlowKey>;
+    fn new_state(&self) -> Vec<FlowKey> {
+        Vec::new()
+    }
+    fn classify_batch(&self, seen: &mut Vec<FlowKey>, keys: &[FlowKey], out: &mut [AclAction]) {
+        seen.extend_from_slice(keys);
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = if k.out_interface == self.0 {
                 AclAction::Deny
@@ -973,7 +980,7 @@ impl Acl for DenyEgress {
 #[test]
 fn acl_sees_the_egress_interface_and_runs_before_neighbour_resolution() {
     let (b, f4, f6) = builder();
-    let t = b.build_with_acl(f4, f6, DenyEgress(1, Default::default()));
+    let t = b.build_with_acl(f4, f6, DenyEgress(1));
     let mut w = Worker::new(WorkerConfig::default());
     // 100.64.0.0/10 goes out of eth1 via an unresolved gateway: denied
     // packets must not be punted for resolution.
@@ -992,7 +999,10 @@ fn acl_sees_the_egress_interface_and_runs_before_neighbour_resolution() {
             port: 1
         }
     );
-    let seen = t.acl.1.lock().unwrap().clone();
+    let seen = w
+        .acl_state::<Vec<FlowKey>>()
+        .expect("state kept by the worker")
+        .clone();
     assert_eq!(seen.len(), 2);
     let k = seen[0];
     assert_eq!((k.interface, k.out_interface, k.protocol), (0, 1, 6));
