@@ -384,7 +384,15 @@ impl Topology {
         match topo.build(cfg) {
             Ok(()) => Ok(topo),
             Err(e) => {
-                let _ = topo.down();
+                // None of these names existed before this call (a marked
+                // stale lab was removed above, an unmarked one refused), so
+                // whatever exists now was made here, marked or not yet.
+                let now = list_netns();
+                for (ns, _) in topo.namespaces() {
+                    if now.iter().any(|n| n == ns) {
+                        let _ = ip(&["netns", "del", ns]);
+                    }
+                }
                 Err(e)
             }
         }
