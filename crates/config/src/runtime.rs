@@ -141,6 +141,28 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Builds the pipeline's tables over the fast FIB (`fib::poptrie`), the
+    /// one `replay` and the daemon forward with.
+    pub fn build_fast_tables(
+        &self,
+    ) -> Result<Runtime<fib::poptrie::Poptrie4, fib::poptrie::Poptrie6>, BuildError> {
+        self.build_tables(fib::poptrie::Poptrie4::new(), fib::poptrie::Poptrie6::new())
+    }
+
+    /// Builds the pipeline's tables over the reference FIB, the simple one
+    /// every faster structure is tested against.
+    pub fn build_reference_tables(
+        &self,
+    ) -> Result<Runtime<fib::reference::ReferenceFib4, fib::reference::ReferenceFib6>, BuildError>
+    {
+        self.build_tables(
+            fib::reference::ReferenceFib4::new(),
+            fib::reference::ReferenceFib6::new(),
+        )
+    }
+}
+
 /// Whether `ip` is an address of the configured router (any interface).
 pub fn is_router_address(cfg: &Config, ip: IpAddr) -> bool {
     cfg.interfaces.iter().any(|i| i.has_address(ip))
@@ -209,5 +231,34 @@ mac = "02:00:00:00:00:08"
         let ip: IpAddr = "198.18.0.108".parse().unwrap();
         assert_eq!(t.neighbour(0, ip), Some(wire::MacAddr([2, 0, 0, 0, 0, 8])));
         assert!(super::is_router_address(&c, "10.100.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn fast_and_reference_tables_route_alike() {
+        let c = Config::parse("t.toml", CFG).unwrap();
+        let fast = c.build_fast_tables().unwrap();
+        let reference = c.build_reference_tables().unwrap();
+        let mut x: u32 = 0x2545_f491;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            // Half the probes inside the configured space, half anywhere.
+            let a = if x & 1 == 0 {
+                x
+            } else {
+                (x & 0x0000_ffff) | 0xc612_0000
+            };
+            assert_eq!(
+                fast.tables.fib4.lookup(a),
+                reference.tables.fib4.lookup(a),
+                "{a:#x}"
+            );
+            let a6 = (u128::from(x) << 64) | 0x2001_0002_0000_0000_0000_0000_0000_0000;
+            assert_eq!(
+                fast.tables.fib6.lookup(a6),
+                reference.tables.fib6.lookup(a6)
+            );
+        }
     }
 }

@@ -1622,7 +1622,11 @@ fn fixture() -> PathBuf {
 }
 
 fn run_replay(dir: &Path, input: &Path, batch: u16) -> Run {
-    let out = dir.join(format!("out-{batch}"));
+    run_replay_fib(dir, input, batch, "fast")
+}
+
+fn run_replay_fib(dir: &Path, input: &Path, batch: u16, fib: &str) -> Run {
+    let out = dir.join(format!("out-{batch}-{fib}"));
     let res = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
         .args(["replay", "--config"])
         .arg(fixture())
@@ -1630,7 +1634,7 @@ fn run_replay(dir: &Path, input: &Path, batch: u16) -> Run {
         .arg(format!("d0={}", input.display()))
         .arg("--out")
         .arg(&out)
-        .args(["--json", "--batch", &batch.to_string()])
+        .args(["--json", "--batch", &batch.to_string(), "--fib", fib])
         .output()
         .unwrap();
     assert!(
@@ -2036,11 +2040,16 @@ fn replay_checks_every_case() {
         &input,
         &cases.iter().map(|c| c.frame.clone()).collect::<Vec<_>>(),
     );
-    // One frame per pipeline call, then the default batching: the same outputs.
+    // One frame per pipeline call, then the default batching: the same
+    // outputs; the fast FIB by default, then the reference one.
     let one = run_replay(&dir, &input, 1);
     check(&cases, &one);
     let batched = run_replay(&dir, &input, 32);
     check(&cases, &batched);
+    // The reference FIB gives the same outputs as the fast one.
+    let reference = run_replay_fib(&dir, &input, 32, "reference");
+    check(&cases, &reference);
+    assert_eq!(reference.outputs, batched.outputs);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

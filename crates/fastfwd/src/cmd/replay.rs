@@ -11,7 +11,7 @@
 
 use anyhow::{anyhow, bail, Context};
 use config::Config;
-use fib::reference::{ReferenceFib4, ReferenceFib6};
+use fib::Lookup;
 use netio::pcap;
 use pipeline::{Counters, DropReason, Frame, PortId, PuntReason, Verdict, Worker, WorkerConfig};
 use std::collections::BTreeMap;
@@ -44,10 +44,23 @@ pub struct Args {
     /// Most frames per pipeline call.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub batch: u16,
+    /// Route lookup structure: the fast FIB the daemon uses, or the
+    /// reference one it is tested against.
+    #[arg(long, value_enum, default_value_t = FibKind::Fast)]
+    pub fib: FibKind,
     /// Write an example config and a generated pcap of sample traffic into
     /// DIR, then replay it into DIR/out.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "inputs", "out"])]
     pub demo: Option<PathBuf>,
+}
+
+/// Which FIB the replayed pipeline looks routes up in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FibKind {
+    /// `fib::poptrie`, as `fastfwd run` uses.
+    Fast,
+    /// `fib::reference`, simple and obviously correct.
+    Reference,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -64,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("--out is required"))?;
     let cfg = Config::load(&config_path).map_err(|e| anyhow!("{e}"))?;
     let inputs = parse_inputs(&args.inputs, args.port.as_deref())?;
-    let report = replay(&cfg, &inputs, &out, usize::from(args.batch))?;
+    let report = replay(&cfg, &inputs, &out, usize::from(args.batch), args.fib)?;
     if args.json {
         emit(&format!(
             "{}\n",
@@ -194,10 +207,27 @@ pub fn replay(
     inputs: &[(String, PathBuf)],
     out: &Path,
     batch: usize,
+    fib: FibKind,
 ) -> anyhow::Result<Report> {
-    let rt = cfg
-        .build_tables(ReferenceFib4::new(), ReferenceFib6::new())
-        .map_err(|e| anyhow!("{e}"))?;
+    match fib {
+        FibKind::Fast => {
+            let rt = cfg.build_fast_tables().map_err(|e| anyhow!("{e}"))?;
+            replay_with(cfg, &rt, inputs, out, batch)
+        }
+        FibKind::Reference => {
+            let rt = cfg.build_reference_tables().map_err(|e| anyhow!("{e}"))?;
+            replay_with(cfg, &rt, inputs, out, batch)
+        }
+    }
+}
+
+fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
+    cfg: &Config,
+    rt: &config::Runtime<F4, F6>,
+    inputs: &[(String, PathBuf)],
+    out: &Path,
+    batch: usize,
+) -> anyhow::Result<Report> {
     let mut streams = Vec::new();
     for (port, path) in inputs {
         let port = resolve_port(cfg, &rt.ports, port)?;
@@ -240,7 +270,7 @@ pub fn replay(
             }
         };
         if flush && !pending.is_empty() {
-            run_batch(&mut worker, &rt, pending_port, &mut pending, &mut outputs)?;
+            run_batch(&mut worker, rt, pending_port, &mut pending, &mut outputs)?;
         }
         let Some((_, i)) = next else { break };
         if let Some(rec) = streams[i].next.take() {
@@ -256,9 +286,9 @@ pub fn replay(
     })
 }
 
-fn run_batch(
+fn run_batch<F4: Lookup<u32>, F6: Lookup<u128>>(
     worker: &mut Worker,
-    rt: &config::Runtime<ReferenceFib4, ReferenceFib6>,
+    rt: &config::Runtime<F4, F6>,
     port: PortId,
     pending: &mut Vec<(u64, Vec<u8>)>,
     outputs: &mut Outputs,
@@ -401,7 +431,13 @@ fn run_demo(dir: &Path, json: bool) -> anyhow::Result<()> {
     w.finish()?;
     let cfg = Config::load(&config_path).map_err(|e| anyhow!("{e}"))?;
     let out = dir.join("out");
-    let report = replay(&cfg, &[("d0".to_owned(), input.clone())], &out, 32)?;
+    let report = replay(
+        &cfg,
+        &[("d0".to_owned(), input.clone())],
+        &out,
+        32,
+        FibKind::Fast,
+    )?;
     if json {
         emit(&format!(
             "{}\n",
