@@ -76,11 +76,16 @@ impl Default for FlowKey {
 /// What the ACL decided for one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AclAction {
-    /// Continue to the route lookup.
+    /// Continue to the forward stage.
     #[default]
     Accept,
-    /// Drop, counted as `acl_denied`.
+    /// Drop silently, counted as `acl_denied`.
     Deny,
+    /// Drop, counted as `acl_denied`, and answer with an ICMP (type 3) or
+    /// ICMPv6 (type 1) destination unreachable of this code (RFC 792,
+    /// RFC 4443 §3.1; e.g. 13 / 1: administratively prohibited), under the
+    /// same rules and rate limit as every ICMP error the pipeline sends.
+    RejectUnreachable(u8),
 }
 
 /// A packet classifier run on every chunk of a batch after the next-hop
@@ -110,8 +115,15 @@ pub trait Acl: Send + Sync {
     }
 
     /// Classifies a batch: `out[i]` answers `keys[i]`; both slices have the
-    /// same length.
-    fn classify_batch(&self, state: &mut Self::State, keys: &[FlowKey], out: &mut [AclAction]);
+    /// same length. `now_ns` is the batch's time as given to
+    /// [`crate::Worker::process`] (for connection tracking, rate limits).
+    fn classify_batch(
+        &self,
+        state: &mut Self::State,
+        now_ns: u64,
+        keys: &[FlowKey],
+        out: &mut [AclAction],
+    );
 }
 
 /// The default ACL: everything passes.
@@ -127,7 +139,13 @@ impl Acl for AcceptAll {
         true
     }
 
-    fn classify_batch(&self, _state: &mut (), _keys: &[FlowKey], out: &mut [AclAction]) {
+    fn classify_batch(
+        &self,
+        _state: &mut (),
+        _now_ns: u64,
+        _keys: &[FlowKey],
+        out: &mut [AclAction],
+    ) {
         out.fill(AclAction::Accept);
     }
 }
@@ -140,7 +158,13 @@ impl<T: Acl + ?Sized> Acl for std::sync::Arc<T> {
     fn accepts_all(&self) -> bool {
         (**self).accepts_all()
     }
-    fn classify_batch(&self, state: &mut T::State, keys: &[FlowKey], out: &mut [AclAction]) {
-        (**self).classify_batch(state, keys, out)
+    fn classify_batch(
+        &self,
+        state: &mut T::State,
+        now_ns: u64,
+        keys: &[FlowKey],
+        out: &mut [AclAction],
+    ) {
+        (**self).classify_batch(state, now_ns, keys, out)
     }
 }

@@ -313,7 +313,7 @@ impl Worker {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            self.process_chunk(tables, port, base, &mut frames[base..end]);
+            self.process_chunk(tables, now_ns, port, base, &mut frames[base..end]);
             base = end;
         }
         &self.out
@@ -322,6 +322,7 @@ impl Worker {
     fn process_chunk<F4, F6, A>(
         &mut self,
         tables: &Tables<F4, F6, A>,
+        now_ns: u64,
         port: PortId,
         base: usize,
         frames: &mut [Frame<'_>],
@@ -423,14 +424,42 @@ impl Worker {
             if let Some(st) = state.downcast_mut::<A::State>() {
                 tables
                     .acl
-                    .classify_batch(st, &batch[..k], &mut actions[..k]);
+                    .classify_batch(st, now_ns, &batch[..k], &mut actions[..k]);
             }
             self.acl_state = Some(state);
             for j in 0..k {
-                if actions[j] == AclAction::Deny {
-                    let i = usize::from(idx[j]);
-                    steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
+                let i = usize::from(idx[j]);
+                match actions[j] {
+                    AclAction::Accept => continue,
+                    AclAction::Deny => {}
+                    AclAction::RejectUnreachable(code) => {
+                        let m = &meta[i];
+                        let l3 = usize::from(m.l3);
+                        let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
+                        if batch[j].is_ipv6 {
+                            stages::icmp::error_v6(
+                                self,
+                                tables,
+                                m.in_if,
+                                orig,
+                                stages::icmp::V6_UNREACHABLE,
+                                code,
+                                0,
+                            );
+                        } else {
+                            stages::icmp::error_v4(
+                                self,
+                                tables,
+                                m.in_if,
+                                orig,
+                                stages::icmp::V4_UNREACHABLE,
+                                code,
+                                0,
+                            );
+                        }
+                    }
                 }
+                steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
             }
         }
 

@@ -748,7 +748,7 @@ struct DenyUdpPort(u16);
 impl Acl for DenyUdpPort {
     type State = ();
     fn new_state(&self) {}
-    fn classify_batch(&self, _: &mut (), keys: &[FlowKey], out: &mut [AclAction]) {
+    fn classify_batch(&self, _: &mut (), _now: u64, keys: &[FlowKey], out: &mut [AclAction]) {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = if k.protocol == 17 && k.dst_port == self.0 {
                 AclAction::Deny
@@ -965,7 +965,13 @@ impl Acl for DenyEgress {
     fn new_state(&self) -> Vec<FlowKey> {
         Vec::new()
     }
-    fn classify_batch(&self, seen: &mut Vec<FlowKey>, keys: &[FlowKey], out: &mut [AclAction]) {
+    fn classify_batch(
+        &self,
+        seen: &mut Vec<FlowKey>,
+        _now: u64,
+        keys: &[FlowKey],
+        out: &mut [AclAction],
+    ) {
         seen.extend_from_slice(keys);
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = if k.out_interface == self.0 {
@@ -1013,4 +1019,36 @@ fn acl_sees_the_egress_interface_and_runs_before_neighbour_resolution() {
     );
     assert_eq!(usize::from(k.length), tcp.bytes().len());
     assert_eq!(seen[1].out_interface, 2);
+}
+
+struct RejectAll;
+impl Acl for RejectAll {
+    type State = ();
+    fn new_state(&self) {}
+    fn classify_batch(&self, _: &mut (), _now: u64, _keys: &[FlowKey], out: &mut [AclAction]) {
+        out.fill(AclAction::RejectUnreachable(13));
+    }
+}
+
+#[test]
+fn acl_reject_answers_with_unreachable() {
+    let (b, f4, f6) = builder();
+    let t = b.build_with_acl(f4, f6, RejectAll);
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
+    let o = run_with(
+        &mut Worker::new(WorkerConfig::default()),
+        &t,
+        0,
+        0,
+        &eth4(MAC0, &pkt),
+        HEADROOM,
+    );
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::AclDenied));
+    assert_eq!(o.generated.len(), 1);
+    let g = &o.generated[0].2;
+    assert_eq!(
+        (g[14 + 20], g[14 + 21]),
+        (3, 13),
+        "administratively prohibited"
+    );
 }
