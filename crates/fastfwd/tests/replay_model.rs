@@ -13,7 +13,9 @@ use config::Config;
 use etherparse::{
     Ethernet2Header, Icmpv4Slice, Icmpv6Slice, Ipv4Header, Ipv6Header, SingleVlanHeader,
 };
+use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
+use fib::Lookup;
 use pipeline::{Frame, Verdict, Worker, WorkerConfig, HEADROOM};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -515,9 +517,15 @@ fn random_packets_match_the_reference_router() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/replay-router.toml"),
     )
     .unwrap();
-    let rt = cfg
-        .build_tables(ReferenceFib4::new(), ReferenceFib6::new())
-        .unwrap();
+    // Over the fast FIB (what replay and the daemon use) and the reference one.
+    run_model(&cfg.build_tables(Poptrie4::new(), Poptrie6::new()).unwrap());
+    run_model(
+        &cfg.build_tables(ReferenceFib4::new(), ReferenceFib6::new())
+            .unwrap(),
+    );
+}
+
+fn run_model<F4: Lookup<u32>, F6: Lookup<u128>>(rt: &config::Runtime<F4, F6>) {
     let mut worker = Worker::new(WorkerConfig {
         icmp_rate_per_sec: 1_000_000,
         icmp_burst: 1_000_000,
