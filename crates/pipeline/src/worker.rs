@@ -5,17 +5,17 @@
 //! chunks of [`CHUNK`] frames, each stage over the whole chunk before the
 //! next (so the route lookup sees every destination of the chunk at once):
 //!
-//! 1. input: [`crate::stages::ethernet`] dispatch, then IPv4
-//!    ([`crate::stages::ipv4`]) or IPv6 ([`crate::stages::ipv6`])
+//! 1. input: `stages::ethernet` dispatch, then IPv4
+//!    (`stages::ipv4`) or IPv6 (`stages::ipv6`)
 //!    validation, martian filtering, local delivery and TTL / hop-limit
-//!    expiry; ARP goes to [`crate::stages::arp`];
+//!    expiry; ARP goes to `stages::arp`;
 //! 2. route lookup: one `lookup_batch` per family over the chunk;
 //! 3. next-hop choice: adjacency and ECMP, which fixes the egress
-//!    interface ([`crate::stages::choose_hop`]);
+//!    interface (`stages::choose_hop`);
 //! 4. the ACL stage ([`crate::Acl`]) over the chunk's flow keys (ingress
 //!    and egress interface known);
 //! 5. forward: neighbour, MTU (ICMP error or fragmentation), TTL /
-//!    hop-limit decrement, L2 rewrite, enqueue ([`crate::stages::forward`]).
+//!    hop-limit decrement, L2 rewrite, enqueue (`stages::forward`).
 //!
 //! Results land in the worker's [`BatchOutput`]: a [`Verdict`] per frame,
 //! per-port transmit lists, the punt list, neighbour misses and generated
