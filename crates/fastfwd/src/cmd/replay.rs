@@ -65,7 +65,7 @@ pub enum FibKind {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.demo {
-        return run_demo(dir, args.json);
+        return run_demo(dir, args.json, args.fib);
     }
     let config_path = args
         .config
@@ -416,7 +416,7 @@ impl Report {
 
 /// Writes the example config and a pcap of sample traffic into `dir`, then
 /// replays it into `dir/out`.
-fn run_demo(dir: &Path, json: bool) -> anyhow::Result<()> {
+fn run_demo(dir: &Path, json: bool, fib: FibKind) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let config_path = dir.join("router.toml");
     std::fs::write(&config_path, demo::CONFIG)
@@ -431,13 +431,7 @@ fn run_demo(dir: &Path, json: bool) -> anyhow::Result<()> {
     w.finish()?;
     let cfg = Config::load(&config_path).map_err(|e| anyhow!("{e}"))?;
     let out = dir.join("out");
-    let report = replay(
-        &cfg,
-        &[("d0".to_owned(), input.clone())],
-        &out,
-        32,
-        FibKind::Fast,
-    )?;
+    let report = replay(&cfg, &[("d0".to_owned(), input.clone())], &out, 32, fib)?;
     if json {
         emit(&format!(
             "{}\n",
