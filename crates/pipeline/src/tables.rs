@@ -690,3 +690,128 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fib::reference::{ReferenceFib4, ReferenceFib6};
+
+    fn iface(name: &str, port: PortId, vlan: Vlan) -> Interface {
+        Interface {
+            name: name.into(),
+            port,
+            vlan,
+            mac: MacAddr([2, 0, 0, 0, 0, port as u8]),
+            ipv4: vec![Ipv4IfAddr {
+                addr: Ipv4Addr::new(192, 0, 2, 1 + port as u8),
+                prefix_len: 24,
+            }],
+            ipv6: vec![],
+            mtu: 1500,
+        }
+    }
+
+    #[test]
+    fn builder_refuses_bad_interfaces_and_next_hops() {
+        let mut b = TablesBuilder::new();
+        assert_eq!(b.add_interface(iface("a", 0, Vlan::Untagged)), Ok(0));
+        assert!(matches!(
+            b.add_interface(iface("b", 0, Vlan::Untagged)),
+            Err(TableError::DuplicateInterface { .. })
+        ));
+        assert_eq!(
+            b.add_interface(iface("a", 1, Vlan::Untagged)),
+            Err(TableError::DuplicateName("a".into()))
+        );
+        assert!(matches!(
+            b.add_interface(iface("v", 0, Vlan::Single(4095))),
+            Err(TableError::BadVlanId { id: 4095, .. })
+        ));
+        let mut small = iface("s", 2, Vlan::Untagged);
+        small.mtu = 67;
+        assert!(matches!(
+            b.add_interface(small),
+            Err(TableError::MtuTooSmall { min: 68, .. })
+        ));
+        let mut v6 = iface("six", 3, Vlan::Untagged);
+        v6.ipv6 = vec![Ipv6IfAddr {
+            addr: "2001:db8::1".parse().unwrap(),
+            prefix_len: 64,
+        }];
+        v6.mtu = 1279;
+        assert!(matches!(
+            b.add_interface(v6),
+            Err(TableError::MtuTooSmall { min: 1280, .. })
+        ));
+        assert_eq!(b.add_next_hops(&[]), Err(TableError::EmptyNextHopSet));
+        let hop = NextHop {
+            interface: 7,
+            gateway: None,
+        };
+        assert_eq!(
+            b.add_next_hops(&[hop]),
+            Err(TableError::UnknownInterface(7))
+        );
+        assert_eq!(
+            b.add_neighbour(7, "192.0.2.9".parse().unwrap(), MacAddr::ZERO),
+            Err(TableError::UnknownInterface(7))
+        );
+        let many = vec![
+            NextHop {
+                interface: 0,
+                gateway: None
+            };
+            MAX_ECMP + 1
+        ];
+        assert_eq!(
+            b.add_next_hops(&many),
+            Err(TableError::TooManyNextHops(MAX_ECMP + 1))
+        );
+    }
+
+    #[test]
+    fn build_resolves_gateways_and_local_addresses() {
+        let mut b = TablesBuilder::new();
+        let a = b.add_interface(iface("a", 0, Vlan::Untagged)).unwrap();
+        let v = b.add_interface(iface("a.5", 0, Vlan::Single(5))).unwrap();
+        let gw: IpAddr = "192.0.2.254".parse().unwrap();
+        let known = b
+            .add_next_hops(&[NextHop {
+                interface: a,
+                gateway: Some(gw),
+            }])
+            .unwrap();
+        let unknown = b
+            .add_next_hops(&[NextHop {
+                interface: v,
+                gateway: Some("192.0.2.253".parse().unwrap()),
+            }])
+            .unwrap();
+        b.add_neighbour(a, gw, MacAddr([0xa; 6])).unwrap();
+        let t = b.build(ReferenceFib4::new(), ReferenceFib6::new());
+        let (s, n) = t.adjacencies[known as usize];
+        assert_eq!((n, t.hops[s as usize].mac), (1, Some(MacAddr([0xa; 6]))));
+        let (s, _) = t.adjacencies[unknown as usize];
+        assert_eq!(t.hops[s as usize].mac, None);
+        assert_eq!(
+            t.local4(u32::from(Ipv4Addr::new(192, 0, 2, 1))),
+            Some(LocalKind::Unicast)
+        );
+        assert_eq!(
+            t.local4(u32::from(Ipv4Addr::new(192, 0, 2, 255))),
+            Some(LocalKind::Broadcast)
+        );
+        assert_eq!(t.local4(u32::from(Ipv4Addr::new(192, 0, 2, 77))), None);
+        assert_eq!(t.interface_for(0, Vlan::Single(5)), Some(v));
+        assert_eq!(t.interface_for(0, Vlan::Single(6)), None);
+        assert_eq!(t.interface_for(1, Vlan::Untagged), None);
+        assert_eq!(t.if_rt[usize::from(v)].l2_len(), 18);
+        // The next snapshot keeps ids and neighbours.
+        let t2 = t
+            .to_builder()
+            .build(ReferenceFib4::new(), ReferenceFib6::new());
+        assert_eq!(t2.next_hops(known), t.next_hops(known));
+        assert_eq!(t2.neighbour(a, gw), Some(MacAddr([0xa; 6])));
+        assert_eq!(t2.interface_by_name("a.5").map(|x| x.0), Some(v));
+    }
+}
