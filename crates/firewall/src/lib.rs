@@ -1,2 +1,32 @@
-//! firewall
+//! The fastfwd firewall: an nftables-like rule language, a classifier
+//! compiled for nearly flat per-packet cost from one to tens of thousands of
+//! rules, optional connection tracking, and per-rule counters.
+//!
+//! Control side: [`parse_rules`] → [`Firewall::compile`] (off the fast path)
+//! → publish in an [`SharedFirewall`]. Fast path: each worker owns a
+//! [`FirewallWorker`] and calls [`FirewallWorker::process_batch`] with a
+//! batch of [`PacketKey`]s and the current time; it gets one [`Verdict`] per
+//! packet. No allocation, locking, syscalls or clock reads per packet.
+
 #![forbid(unsafe_code)]
+
+pub mod benchmark;
+pub mod classifier;
+pub mod conntrack;
+mod firewall;
+pub mod gen;
+pub mod key;
+mod parse;
+pub mod rules;
+mod worker;
+
+pub use classifier::{ClassifierStats, CompileError, CompileOptions};
+pub use conntrack::{Conntrack, ConntrackStats};
+pub use firewall::{
+    flatten, BuildStats, ChainSummary, Firewall, FirewallSummary, InterfaceMap, LinearFirewall,
+    RuleCounters, RuleInfo, RuleSummary,
+};
+pub use key::{Action, IfaceId, PacketKey, Verdict, IFACE_NONE};
+pub use parse::{parse_rules, RuleError};
+pub use rules::{Chain, CtState, Family, Policy, RuleAction, RuleSet};
+pub use worker::{FirewallWorker, SharedFirewall, WorkerStats};

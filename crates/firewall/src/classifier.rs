@@ -1,0 +1,1037 @@
+//! The compiled classifier for one chain and one address family.
+//!
+//! Design (recursive flow classification with memory-bounded partitions):
+//!
+//! 1. **Per-field equivalence classes.** For each of the nine fields the
+//!    value space is cut into elementary intervals at every rule boundary;
+//!    two values are in the same class when exactly the same rules match
+//!    them on that field. A packet's class comes from a direct table
+//!    (ports, protocol, flags / ICMP type, ct state, interfaces) or from a
+//!    range trie (addresses: a 16-bit root stride, then 8-bit strides,
+//!    stopping as soon as a chunk lies in one interval).
+//! 2. **Cross-producting.** Classes of several fields are combined pairwise
+//!    through precomputed tables (`class_ab = table[class_a * n_b + class_b]`)
+//!    into a "rest" class (ports, protocol, flags, ct, interfaces) and an
+//!    "address" class (source × destination); a last table maps
+//!    (address, rest) to the outcome: the first matching terminal rule and
+//!    the counting rules matched before it.
+//! 3. **Partitions.** Cross-product tables grow with the product of class
+//!    counts, so the ordered rule list is split into contiguous groups whose
+//!    tables each stay under a budget. Groups are tried in order and the
+//!    first group with a terminal match decides, which keeps first-match
+//!    semantics exact. Per-packet work is a fixed number of table reads per
+//!    group, independent of how many rules a group holds.
+//!
+//! Phase 1 runs over a whole batch (field by field) so the loads of
+//! different packets overlap; phase 2 and 3 then run per packet.
+
+use crate::key::PacketKey;
+use crate::rules::{contains, Family, Field, Intervals, FIELD_COUNT};
+use std::collections::HashMap;
+
+/// A rule reduced to what the classifier needs: one interval set per field
+/// (`None` = any value), whether it ends classification, and its id in the
+/// rule set's counter space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatRule {
+    pub fields: [Option<Intervals>; FIELD_COUNT],
+    pub terminal: bool,
+    pub id: u32,
+}
+
+impl FlatRule {
+    /// Whether the rule matches the packet (the reference definition).
+    pub fn matches(&self, key: &PacketKey) -> bool {
+        Field::ALL.iter().all(|&f| match &self.fields[f as usize] {
+            None => true,
+            Some(iv) => contains(iv, key.value(f)),
+        })
+    }
+}
+
+/// Outcome of a lookup: terminal rule id (or [`NO_RULE`]) and the counting
+/// rules matched before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Outcome {
+    pub rule: u32,
+    pub counted: Vec<u32>,
+}
+
+/// No terminal rule matched: the chain policy applies.
+pub const NO_RULE: u32 = u32::MAX;
+
+/// Tuning of the compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Upper bound on the entries of one cross-product table; rule groups
+    /// are split until every table fits.
+    pub table_budget: usize,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            table_budget: 1 << 18,
+        }
+    }
+}
+/// Upper bound on the entries of one range trie.
+const TRIE_BUDGET: usize = 1 << 27;
+
+/// Why compilation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("the {0} address trie would exceed {TRIE_BUDGET} entries")]
+    TrieTooLarge(&'static str),
+}
+
+/// A fast hash for bit vectors (multiply-rotate per word); the compiler
+/// hashes millions of them, and they are not attacker-chosen.
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..b.len()].copy_from_slice(b);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
+
+/// A set of bit vectors (one per class) over `words` 64-bit words, deduplicated.
+struct Classes {
+    words: usize,
+    data: Vec<u64>,
+    index: FastMap<Box<[u64]>, u32>,
+}
+
+impl Classes {
+    fn new(words: usize) -> Self {
+        Classes {
+            words,
+            data: Vec::new(),
+            index: FastMap::default(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn get(&self, i: usize) -> &[u64] {
+        &self.data[i * self.words..(i + 1) * self.words]
+    }
+
+    fn intern(&mut self, bits: &[u64]) -> u32 {
+        if let Some(&id) = self.index.get(bits) {
+            return id;
+        }
+        let id = self.index.len() as u32;
+        self.data.extend_from_slice(bits);
+        self.index.insert(bits.into(), id);
+        id
+    }
+}
+
+/// How one field's value becomes its global class.
+#[derive(Debug)]
+enum FieldLookup {
+    /// One class: the field is not looked at.
+    Const,
+    /// `table[min(value, len - 1)]` (ports, protocol, flags, ct,
+    /// interfaces: at most 65,536 classes, so 16-bit entries).
+    Direct(Box<[u16]>),
+    /// Addresses.
+    Trie(RangeTrie),
+}
+
+const LEAF: u32 = 1 << 31;
+
+/// A multibit trie over a 32- or 128-bit value space mapping each value to the
+/// class of the elementary interval holding it. Entries are `LEAF | class`
+/// or the offset of a 256-entry child node.
+#[derive(Debug)]
+struct RangeTrie {
+    width: u32,
+    /// 16 bits for large sets (fewer levels), 8 for small ones (a root
+    /// that stays in L1).
+    root_stride: u32,
+    nodes: Vec<u32>,
+}
+
+impl RangeTrie {
+    fn build(
+        width: u32,
+        starts: &[u128],
+        class_of: &[u32],
+        name: &'static str,
+    ) -> Result<Self, CompileError> {
+        let root_stride = if starts.len() > 1024 { 16 } else { 8 };
+        let mut t = RangeTrie {
+            width,
+            root_stride,
+            nodes: Vec::new(),
+        };
+        t.node(0, width - root_stride, root_stride, starts, class_of, name)?;
+        Ok(t)
+    }
+
+    fn node(
+        &mut self,
+        base: u128,
+        low_bits: u32,
+        stride: u32,
+        starts: &[u128],
+        class_of: &[u32],
+        name: &'static str,
+    ) -> Result<u32, CompileError> {
+        let off = self.nodes.len();
+        if off + (1 << stride) > TRIE_BUDGET {
+            return Err(CompileError::TrieTooLarge(name));
+        }
+        self.nodes.resize(off + (1 << stride), 0);
+        let span_minus_one = if low_bits == 0 {
+            0
+        } else {
+            (1u128 << low_bits) - 1
+        };
+        // Index of the elementary interval holding the chunk's first value.
+        let mut idx = starts.partition_point(|&s| s <= base) - 1;
+        for c in 0..(1u128 << stride) {
+            let lo = base + (c << low_bits);
+            let hi = lo + span_minus_one;
+            while idx + 1 < starts.len() && starts[idx + 1] <= lo {
+                idx += 1;
+            }
+            let mixed = idx + 1 < starts.len() && starts[idx + 1] <= hi;
+            let entry = if mixed {
+                self.node(lo, low_bits - 8, 8, starts, class_of, name)?
+            } else {
+                LEAF | class_of[idx]
+            };
+            self.nodes[off + c as usize] = entry;
+        }
+        Ok(off as u32)
+    }
+
+    #[inline]
+    fn lookup(&self, v: u128) -> u32 {
+        let mut shift = self.width - self.root_stride;
+        let mut e = self.nodes[((v >> shift) & ((1 << self.root_stride) - 1)) as usize];
+        while e & LEAF == 0 {
+            shift = shift.saturating_sub(8);
+            e = self.nodes[e as usize + ((v >> shift) & 0xff) as usize];
+        }
+        e & !LEAF
+    }
+}
+
+impl FieldLookup {
+    #[inline]
+    fn class(&self, v: u128) -> u32 {
+        match self {
+            FieldLookup::Const => 0,
+            FieldLookup::Direct(t) => t[(v as usize).min(t.len() - 1)] as u32,
+            FieldLookup::Trie(t) => t.lookup(v),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            FieldLookup::Const => 0,
+            FieldLookup::Direct(t) => t.len() * 2,
+            FieldLookup::Trie(t) => t.nodes.len() * 4,
+        }
+    }
+}
+
+/// One cross-product step: `acc = table[acc * n + class(field)]`.
+#[derive(Debug)]
+struct Step {
+    field: usize,
+    n: u32,
+    table: Box<[u32]>,
+}
+
+/// A contiguous run of rules with its own cross-product tables.
+#[derive(Debug)]
+enum Group {
+    Rfc {
+        /// Global class → group class per field (empty for inactive fields).
+        remap: [Box<[u32]>; FIELD_COUNT],
+        rest: Vec<Step>,
+        addr: Vec<Step>,
+        n_rest: u32,
+        /// `outcome = last[addr * n_rest + rest]`.
+        last: Box<[u32]>,
+    },
+    /// For rule sets whose cross products would not fit: the packet's
+    /// class on a few dimensions (source, destination, and the rest fields
+    /// cross-producted) selects one rule bit vector per dimension; the
+    /// first set bit of their intersection is the first matching rule.
+    /// Aggregate vectors (one bit per 64-rule word) skip empty words
+    /// (the aggregated bit-vector scheme of Baboescu and Varghese).
+    BitVector {
+        dims: Vec<BvDim>,
+        words: usize,
+        agg_words: usize,
+        /// Local rule index → terminal? and global id.
+        terminal: Box<[u64]>,
+        ids: Box<[u32]>,
+    },
+}
+
+/// One dimension of the bit-vector stage.
+#[derive(Debug)]
+struct BvDim {
+    /// `Some(field)`: the class is the field's global class; `None`: the
+    /// class comes from running `steps` (a cross-product chain).
+    field: Option<usize>,
+    steps: Vec<Step>,
+    /// `classes × words` rule bits.
+    bits: Box<[u64]>,
+    /// `classes × agg_words`: bit `w` set when word `w` of `bits` is non-zero.
+    agg: Box<[u64]>,
+}
+
+/// Figures about a compiled classifier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClassifierStats {
+    pub rules: usize,
+    pub groups: usize,
+    /// Whether the bit-vector stage is used (cross products too large).
+    pub bit_vector: bool,
+    pub field_classes: [usize; FIELD_COUNT],
+    pub bytes: usize,
+}
+
+/// Compiled rules of one chain and family.
+#[derive(Debug)]
+pub struct Classifier {
+    fields: [FieldLookup; FIELD_COUNT],
+    /// Fields with more than one class, looked up per packet.
+    active: Vec<usize>,
+    groups: Vec<Group>,
+    outcomes: Vec<Outcome>,
+    /// Outcome of a group that matched nothing.
+    empty_outcome: u32,
+    stats: ClassifierStats,
+}
+
+/// Largest packet batch handled in one pass of phase 1.
+pub const CHUNK: usize = 32;
+
+struct OutcomeTable {
+    list: Vec<Outcome>,
+    index: HashMap<Outcome, u32>,
+}
+
+impl OutcomeTable {
+    fn intern(&mut self, o: Outcome) -> u32 {
+        if let Some(&i) = self.index.get(&o) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(o.clone());
+        self.index.insert(o, i);
+        i
+    }
+}
+
+fn words_for(n: usize) -> usize {
+    n.div_ceil(64).max(1)
+}
+
+fn set_bit(bits: &mut [u64], i: usize) {
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+fn clear_bit(bits: &mut [u64], i: usize) {
+    bits[i / 64] &= !(1 << (i % 64));
+}
+
+/// Elementary intervals of one field: their starts, their class, and the classes.
+fn field_classes(
+    rules: &[FlatRule],
+    f: Field,
+    max: u128,
+    mask: &[u64],
+) -> (Vec<u128>, Vec<u32>, Classes) {
+    let words = words_for(rules.len());
+    let mut cur = vec![0u64; words];
+    let mut scratch = vec![0u64; words];
+    let mut intern = |classes: &mut Classes, cur: &[u64]| {
+        scratch.copy_from_slice(cur);
+        truncate(&mut scratch, mask);
+        classes.intern(&scratch)
+    };
+    let mut events: Vec<(u128, bool, usize)> = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        match &r.fields[f as usize] {
+            None => set_bit(&mut cur, i),
+            Some(iv) => {
+                for &(lo, hi) in iv {
+                    let hi = hi.min(max);
+                    if lo > hi {
+                        continue;
+                    }
+                    events.push((lo, true, i));
+                    if hi < max {
+                        events.push((hi + 1, false, i));
+                    }
+                }
+            }
+        }
+    }
+    events.sort_unstable();
+    let mut classes = Classes::new(words);
+    let mut starts = Vec::new();
+    let mut class_of = Vec::new();
+    let mut k = 0;
+    if events.first().is_none_or(|e| e.0 > 0) {
+        starts.push(0);
+        class_of.push(intern(&mut classes, &cur));
+    }
+    while k < events.len() {
+        let p = events[k].0;
+        while k < events.len() && events[k].0 == p {
+            let (_, add, i) = events[k];
+            if add {
+                set_bit(&mut cur, i);
+            } else {
+                clear_bit(&mut cur, i);
+            }
+            k += 1;
+        }
+        let c = intern(&mut classes, &cur);
+        if class_of.last() == Some(&c) {
+            continue;
+        }
+        starts.push(p);
+        class_of.push(c);
+    }
+    (starts, class_of, classes)
+}
+
+/// Clears every bit after the first bit set in both `bits` and `mask`.
+///
+/// `mask` holds the terminal rules that match every packet on all fields
+/// not yet folded into `bits`: once such a rule is in a class, every packet
+/// of the class matches it, so no later rule can decide (or be counted).
+/// Dropping those bits merges classes that differ only there.
+fn truncate(bits: &mut [u64], mask: &[u64]) {
+    let Some(w) = bits.iter().zip(mask).position(|(b, m)| b & m != 0) else {
+        return;
+    };
+    let first = (bits[w] & mask[w]).trailing_zeros();
+    bits[w] &= if first == 63 {
+        !0
+    } else {
+        (1u64 << (first + 1)) - 1
+    };
+    bits[w + 1..].fill(0);
+}
+
+/// Rules that match every value of `f`.
+fn matches_all(rules: &[FlatRule], f: Field, max: u128) -> Vec<u64> {
+    let mut bits = vec![0u64; words_for(rules.len())];
+    for (i, r) in rules.iter().enumerate() {
+        let all = match &r.fields[f as usize] {
+            None => true,
+            Some(iv) => iv.first().is_some_and(|&(lo, hi)| lo == 0 && hi >= max),
+        };
+        if all {
+            set_bit(&mut bits, i);
+        }
+    }
+    bits
+}
+
+/// Truncation masks: terminal rules matching everything outside a field set.
+struct Masks {
+    terminal: Vec<u64>,
+    all: Vec<Vec<u64>>,
+}
+
+impl Masks {
+    /// The mask for classes that already fold in `inside`, over rules `[from, to)`.
+    fn excluding(&self, inside: &[Field], from: usize, to: usize) -> Vec<u64> {
+        let mut m = self.terminal.clone();
+        for f in Field::ALL {
+            if !inside.contains(&f) {
+                for (x, a) in m.iter_mut().zip(&self.all[f as usize]) {
+                    *x &= a;
+                }
+            }
+        }
+        if from == 0 && to >= m.len() * 64 {
+            return m;
+        }
+        let mut out = vec![0u64; words_for(to - from)];
+        slice_bits(&m, from, to, &mut out);
+        out
+    }
+}
+
+/// Copies bits `[from, to)` of `src` into the start of `dst`.
+fn slice_bits(src: &[u64], from: usize, to: usize, dst: &mut [u64]) {
+    dst.fill(0);
+    for i in from..to {
+        if src[i / 64] >> (i % 64) & 1 == 1 {
+            let j = i - from;
+            dst[j / 64] |= 1 << (j % 64);
+        }
+    }
+}
+
+struct TooBig;
+
+/// Combines two class sets into their cross product.
+fn combine(
+    a: &Classes,
+    b: &Classes,
+    budget: usize,
+    mask: &[u64],
+) -> Result<(Box<[u32]>, Classes), TooBig> {
+    let n = a.len().checked_mul(b.len()).ok_or(TooBig)?;
+    if n > budget {
+        return Err(TooBig);
+    }
+    let words = a.words;
+    let mut out = Classes::new(words);
+    let mut table = vec![0u32; n];
+    let mut scratch = vec![0u64; words];
+    for i in 0..a.len() {
+        let ai = a.get(i);
+        for j in 0..b.len() {
+            let bj = b.get(j);
+            for w in 0..words {
+                scratch[w] = ai[w] & bj[w];
+            }
+            truncate(&mut scratch, mask);
+            table[i * b.len() + j] = out.intern(&scratch);
+        }
+    }
+    Ok((table.into_boxed_slice(), out))
+}
+
+impl Classifier {
+    /// Compiles rules (in priority order) for one address family.
+    pub fn build(
+        rules: &[FlatRule],
+        family: Family,
+        opts: &CompileOptions,
+    ) -> Result<Self, CompileError> {
+        let mut per_field: Vec<(Vec<u128>, Vec<u32>, Classes)> = Vec::with_capacity(FIELD_COUNT);
+        let mut fields: Vec<FieldLookup> = Vec::with_capacity(FIELD_COUNT);
+        let mut stats = ClassifierStats {
+            rules: rules.len(),
+            ..ClassifierStats::default()
+        };
+        let mut terminal = vec![0u64; words_for(rules.len())];
+        for (i, r) in rules.iter().enumerate() {
+            if r.terminal {
+                set_bit(&mut terminal, i);
+            }
+        }
+        let masks = Masks {
+            terminal,
+            all: Field::ALL
+                .iter()
+                .map(|&f| matches_all(rules, f, f.max_value(family)))
+                .collect(),
+        };
+        for f in Field::ALL {
+            let max = f.max_value(family);
+            let mask = masks.excluding(&[f], 0, rules.len());
+            let (starts, class_of, classes) = field_classes(rules, f, max, &mask);
+            stats.field_classes[f as usize] = classes.len();
+            let lookup = if classes.len() <= 1 {
+                FieldLookup::Const
+            } else if matches!(f, Field::Src | Field::Dst) {
+                let name = if f == Field::Src {
+                    "source"
+                } else {
+                    "destination"
+                };
+                FieldLookup::Trie(RangeTrie::build(family.bits(), &starts, &class_of, name)?)
+            } else {
+                let len = (*starts.last().unwrap_or(&0) as usize) + 1;
+                let mut t = vec![0u16; len];
+                for (k, &s) in starts.iter().enumerate() {
+                    let end = starts.get(k + 1).map_or(len, |&e| e as usize);
+                    // At most 65,536 intervals in a 16-bit field: ids fit.
+                    t[s as usize..end].fill(class_of[k] as u16);
+                }
+                FieldLookup::Direct(t.into_boxed_slice())
+            };
+            fields.push(lookup);
+            per_field.push((starts, class_of, classes));
+        }
+        let active: Vec<usize> = (0..FIELD_COUNT)
+            .filter(|&f| !matches!(fields[f], FieldLookup::Const))
+            .collect();
+        let mut outcomes = OutcomeTable {
+            list: Vec::new(),
+            index: HashMap::new(),
+        };
+        let empty_outcome = outcomes.intern(Outcome {
+            rule: NO_RULE,
+            counted: Vec::new(),
+        });
+        let global: Vec<&Classes> = per_field.iter().map(|p| &p.2).collect();
+        let group = match build_group(
+            rules,
+            0,
+            rules.len(),
+            &global,
+            opts.table_budget,
+            &masks,
+            &mut outcomes,
+        ) {
+            Ok(g) => g,
+            Err(TooBig) => build_bit_vector(rules, &global, opts.table_budget, &masks),
+        };
+        let groups = vec![group];
+        let fields: [FieldLookup; FIELD_COUNT] = fields
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one lookup per field"));
+        stats.groups = groups.len();
+        stats.bit_vector = groups.iter().any(|g| matches!(g, Group::BitVector { .. }));
+        stats.bytes = fields.iter().map(FieldLookup::bytes).sum::<usize>()
+            + groups.iter().map(group_bytes).sum::<usize>();
+        Ok(Classifier {
+            fields,
+            active,
+            groups,
+            outcomes: outcomes.list,
+            empty_outcome,
+            stats,
+        })
+    }
+
+    /// Figures about the compiled structure.
+    pub fn stats(&self) -> ClassifierStats {
+        self.stats
+    }
+
+    /// The outcome with this id.
+    #[inline]
+    pub fn outcome(&self, id: u32) -> &Outcome {
+        &self.outcomes[id as usize]
+    }
+
+    /// Classifies `keys[idx[i]]` for each `i`, writing the terminal rule id
+    /// (or [`NO_RULE`]) to `rule_out[i]` and calling `count(rule id, key)` for
+    /// every counting rule the packet matched before it. `idx.len() <= CHUNK`.
+    #[inline]
+    pub fn classify_chunk(
+        &self,
+        keys: &[PacketKey],
+        idx: &[u16],
+        rule_out: &mut [u32],
+        mut count: impl FnMut(u32, &PacketKey),
+    ) {
+        let n = idx.len().min(CHUNK);
+        let mut cls = [[0u32; CHUNK]; FIELD_COUNT];
+        // Phase 1, batched: field by field over the chunk.
+        for &f in &self.active {
+            let lookup = &self.fields[f];
+            let field = Field::ALL[f];
+            for i in 0..n {
+                cls[f][i] = lookup.class(keys[idx[i] as usize].value(field));
+            }
+        }
+        for i in 0..n {
+            let key = &keys[idx[i] as usize];
+            let mut rule = NO_RULE;
+            for g in &self.groups {
+                match g {
+                    Group::Rfc {
+                        remap,
+                        rest,
+                        addr,
+                        n_rest,
+                        last,
+                    } => {
+                        let run = |steps: &[Step]| {
+                            let mut acc = 0u32;
+                            for s in steps {
+                                let c = remap[s.field][cls[s.field][i] as usize];
+                                acc = s.table[(acc * s.n + c) as usize];
+                            }
+                            acc
+                        };
+                        let r = run(rest);
+                        let a = run(addr);
+                        let o = last[(a * n_rest + r) as usize];
+                        if o == self.empty_outcome {
+                            continue;
+                        }
+                        let out = &self.outcomes[o as usize];
+                        for &c in &out.counted {
+                            count(c, key);
+                        }
+                        if out.rule != NO_RULE {
+                            rule = out.rule;
+                            break;
+                        }
+                    }
+                    Group::BitVector {
+                        dims,
+                        words,
+                        agg_words,
+                        terminal,
+                        ids,
+                    } => {
+                        let mut classes = [0usize; FIELD_COUNT];
+                        for (d, c) in dims.iter().zip(classes.iter_mut()) {
+                            *c = match d.field {
+                                Some(f) => cls[f][i] as usize,
+                                None => {
+                                    let mut acc = 0u32;
+                                    for s in &d.steps {
+                                        acc = s.table[(acc * s.n + cls[s.field][i]) as usize];
+                                    }
+                                    acc as usize
+                                }
+                            };
+                        }
+                        let dims_n = dims.len().min(FIELD_COUNT);
+                        'scan: for aw in 0..*agg_words {
+                            let mut a = !0u64;
+                            for d in 0..dims_n {
+                                a &= dims[d].agg[classes[d] * agg_words + aw];
+                            }
+                            while a != 0 {
+                                let w = aw * 64 + a.trailing_zeros() as usize;
+                                a &= a - 1;
+                                let mut x = !0u64;
+                                for d in 0..dims_n {
+                                    x &= dims[d].bits[classes[d] * words + w];
+                                }
+                                while x != 0 {
+                                    let r = w * 64 + x.trailing_zeros() as usize;
+                                    x &= x - 1;
+                                    if terminal[r / 64] >> (r % 64) & 1 == 1 {
+                                        rule = ids[r];
+                                        break 'scan;
+                                    }
+                                    count(ids[r], key);
+                                }
+                            }
+                        }
+                        if rule != NO_RULE {
+                            break;
+                        }
+                    }
+                }
+            }
+            rule_out[i] = rule;
+        }
+    }
+}
+
+fn group_bytes(g: &Group) -> usize {
+    match g {
+        Group::Rfc {
+            remap,
+            rest,
+            addr,
+            last,
+            ..
+        } => {
+            remap.iter().map(|r| r.len() * 4).sum::<usize>()
+                + rest
+                    .iter()
+                    .chain(addr.iter())
+                    .map(|s| s.table.len() * 4)
+                    .sum::<usize>()
+                + last.len() * 4
+        }
+        Group::BitVector {
+            dims,
+            ids,
+            terminal,
+            ..
+        } => {
+            dims.iter()
+                .map(|d| {
+                    (d.bits.len() + d.agg.len()) * 8
+                        + d.steps.iter().map(|s| s.table.len() * 4).sum::<usize>()
+                })
+                .sum::<usize>()
+                + ids.len() * 4
+                + terminal.len() * 8
+        }
+    }
+}
+
+const REST_FIELDS: [Field; 7] = [
+    Field::Proto,
+    Field::Aux,
+    Field::Ct,
+    Field::Iif,
+    Field::Oif,
+    Field::Sport,
+    Field::Dport,
+];
+const ADDR_FIELDS: [Field; 2] = [Field::Src, Field::Dst];
+
+fn build_group(
+    rules: &[FlatRule],
+    from: usize,
+    to: usize,
+    global: &[&Classes],
+    budget: usize,
+    masks: &Masks,
+    outcomes: &mut OutcomeTable,
+) -> Result<Group, TooBig> {
+    let nbits = to - from;
+    let words = words_for(nbits);
+    let mut scratch = vec![0u64; words];
+    // Group classes per field, and the remap from global classes.
+    let mut local: Vec<Classes> = Vec::with_capacity(FIELD_COUNT);
+    let mut remap: Vec<Box<[u32]>> = Vec::with_capacity(FIELD_COUNT);
+    for g in global {
+        let mut cl = Classes::new(words);
+        let mut map = Vec::with_capacity(g.len());
+        for c in 0..g.len() {
+            slice_bits(g.get(c), from, to, &mut scratch);
+            map.push(cl.intern(&scratch));
+        }
+        remap.push(map.into_boxed_slice());
+        local.push(cl);
+    }
+    let (rest, rest_classes) = chain(&REST_FIELDS, &local, words, budget, masks, from, to)?;
+    let (addr, addr_classes) = chain(&ADDR_FIELDS, &local, words, budget, masks, from, to)?;
+    let n_rest = rest_classes.len();
+    let n = addr_classes.len().checked_mul(n_rest).ok_or(TooBig)?;
+    if n > budget {
+        return Err(TooBig);
+    }
+    let group_rules = &rules[from..to];
+    let mut terminal = vec![0u64; words];
+    let mut any_count = false;
+    for (i, r) in group_rules.iter().enumerate() {
+        if r.terminal {
+            set_bit(&mut terminal, i);
+        } else {
+            any_count = true;
+        }
+    }
+    let mut last = vec![0u32; n];
+    let mut memo: HashMap<u32, u32> = HashMap::new();
+    for a in 0..addr_classes.len() {
+        let ab = addr_classes.get(a);
+        for r in 0..n_rest {
+            let rb = rest_classes.get(r);
+            for w in 0..words {
+                scratch[w] = ab[w] & rb[w];
+            }
+            let first_terminal = scratch
+                .iter()
+                .zip(&terminal)
+                .enumerate()
+                .find(|(_, (s, t))| *s & *t != 0)
+                .map(|(w, (s, t))| w * 64 + (s & t).trailing_zeros() as usize);
+            let o = if !any_count {
+                let key = first_terminal.map_or(NO_RULE, |i| i as u32);
+                *memo.entry(key).or_insert_with(|| {
+                    outcomes.intern(Outcome {
+                        rule: first_terminal.map_or(NO_RULE, |i| group_rules[i].id),
+                        counted: Vec::new(),
+                    })
+                })
+            } else {
+                let limit = first_terminal.unwrap_or(nbits);
+                let counted = (0..limit)
+                    .filter(|&i| scratch[i / 64] >> (i % 64) & 1 == 1)
+                    .map(|i| group_rules[i].id)
+                    .collect();
+                outcomes.intern(Outcome {
+                    rule: first_terminal.map_or(NO_RULE, |i| group_rules[i].id),
+                    counted,
+                })
+            };
+            last[a * n_rest + r] = o;
+        }
+    }
+    let remap: [Box<[u32]>; FIELD_COUNT] = remap
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one remap per field"));
+    Ok(Group::Rfc {
+        remap,
+        rest,
+        addr,
+        n_rest: n_rest as u32,
+        last: last.into_boxed_slice(),
+    })
+}
+
+/// Cross-products `fields` (in order) into one class set. Fields with a
+/// single class fold into the starting vector.
+#[allow(clippy::too_many_arguments)]
+fn chain(
+    fields: &[Field],
+    local: &[Classes],
+    words: usize,
+    budget: usize,
+    masks: &Masks,
+    from: usize,
+    to: usize,
+) -> Result<(Vec<Step>, Classes), TooBig> {
+    let mut start = vec![!0u64; words];
+    let mut steps_fields = Vec::new();
+    let mut inside = Vec::new();
+    for &f in fields {
+        let cl = &local[f as usize];
+        if cl.len() == 1 {
+            for (w, b) in start.iter_mut().zip(cl.get(0)) {
+                *w &= b;
+            }
+            inside.push(f);
+        } else {
+            steps_fields.push(f);
+        }
+    }
+    truncate(&mut start, &masks.excluding(&inside, from, to));
+    let mut acc = Classes::new(words);
+    acc.intern(&start);
+    let mut steps = Vec::new();
+    for f in steps_fields {
+        let cl = &local[f as usize];
+        inside.push(f);
+        let mask = masks.excluding(&inside, from, to);
+        let (table, next) = combine(&acc, cl, budget, &mask)?;
+        steps.push(Step {
+            field: f as usize,
+            n: cl.len() as u32,
+            table,
+        });
+        acc = next;
+    }
+    Ok((steps, acc))
+}
+
+fn bv_dim(field: Option<usize>, steps: Vec<Step>, classes: &Classes, agg_words: usize) -> BvDim {
+    let words = classes.words;
+    let mut agg = vec![0u64; classes.len() * agg_words];
+    for c in 0..classes.len() {
+        for (w, &x) in classes.get(c).iter().enumerate() {
+            if x != 0 {
+                agg[c * agg_words + w / 64] |= 1 << (w % 64);
+            }
+        }
+    }
+    BvDim {
+        field,
+        steps,
+        bits: classes.data[..classes.len() * words].into(),
+        agg: agg.into_boxed_slice(),
+    }
+}
+
+/// The bit-vector stage over all rules: source, destination and the rest
+/// fields cross-producted (or, if even that is too large, each rest field
+/// on its own).
+fn build_bit_vector(
+    rules: &[FlatRule],
+    global: &[&Classes],
+    budget: usize,
+    masks: &Masks,
+) -> Group {
+    let n = rules.len();
+    let words = words_for(n);
+    let agg_words = words_for(words);
+    let mut dims = Vec::new();
+    // Single-class fields fold into this vector, applied to the first dimension.
+    let mut constant = vec![!0u64; words];
+    let fold = |f: Field, constant: &mut Vec<u64>| {
+        for (w, b) in constant.iter_mut().zip(global[f as usize].get(0)) {
+            *w &= b;
+        }
+    };
+    for f in ADDR_FIELDS {
+        if global[f as usize].len() > 1 {
+            dims.push(bv_dim(
+                Some(f as usize),
+                Vec::new(),
+                global[f as usize],
+                agg_words,
+            ));
+        } else {
+            fold(f, &mut constant);
+        }
+    }
+    let owned: Vec<Classes> = global
+        .iter()
+        .map(|g| {
+            let mut c = Classes::new(words);
+            for i in 0..g.len() {
+                c.intern(g.get(i));
+            }
+            c
+        })
+        .collect();
+    match chain(&REST_FIELDS, &owned, words, budget, masks, 0, n) {
+        Ok((steps, classes)) => dims.push(bv_dim(None, steps, &classes, agg_words)),
+        Err(TooBig) => {
+            for f in REST_FIELDS {
+                if global[f as usize].len() > 1 {
+                    dims.push(bv_dim(
+                        Some(f as usize),
+                        Vec::new(),
+                        global[f as usize],
+                        agg_words,
+                    ));
+                } else {
+                    fold(f, &mut constant);
+                }
+            }
+        }
+    }
+    if dims.is_empty() {
+        let mut c = Classes::new(words);
+        c.intern(&constant);
+        dims.push(bv_dim(None, Vec::new(), &c, agg_words));
+    } else {
+        // Apply the folded fields to every class of the first dimension.
+        let d = &mut dims[0];
+        for (row, agg) in d.bits.chunks_mut(words).zip(d.agg.chunks_mut(agg_words)) {
+            agg.fill(0);
+            for (w, (x, c)) in row.iter_mut().zip(&constant).enumerate() {
+                *x &= c;
+                if *x != 0 {
+                    agg[w / 64] |= 1 << (w % 64);
+                }
+            }
+        }
+    }
+    let mut terminal = vec![0u64; words];
+    for (i, r) in rules.iter().enumerate() {
+        if r.terminal {
+            set_bit(&mut terminal, i);
+        }
+    }
+    Group::BitVector {
+        dims,
+        words,
+        agg_words,
+        terminal: terminal.into_boxed_slice(),
+        ids: rules.iter().map(|r| r.id).collect(),
+    }
+}

@@ -1,0 +1,376 @@
+//! Connection tracking: a bounded, per-worker flow table (no locks).
+//!
+//! Both directions of a flow map to one entry (endpoints are stored in a
+//! canonical order), so the I/O layer must steer both directions of a flow
+//! to the same worker (symmetric RSS). Time comes from the caller.
+//!
+//! The table is set-associative: a flow hashes to one bucket of [`WAYS`]
+//! slots. An insert takes an empty or expired slot; if the bucket is full
+//! of live entries it evicts the not-yet-established entry that expires
+//! first; if every entry is established the insert fails (counted), so a
+//! flood of new flows cannot push out established connections.
+
+use crate::key::PacketKey;
+use crate::rules::{ConntrackConfig, CtState};
+use serde::Serialize;
+
+/// Slots per bucket.
+pub const WAYS: usize = 8;
+
+const NS: u64 = 1_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Phase {
+    #[default]
+    Empty,
+    /// Only the originator has sent.
+    New,
+    /// Both directions seen.
+    Established,
+    /// TCP FIN or RST seen.
+    Closing,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    a: u128,
+    b: u128,
+    pa: u16,
+    pb: u16,
+    proto: u8,
+    v6: bool,
+    /// Whether the originator is endpoint `a`.
+    orig_a: bool,
+    phase: Phase,
+    expires: u64,
+}
+
+/// Canonical flow identity of a packet, and whether the packet goes a → b.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flow {
+    a: u128,
+    b: u128,
+    pa: u16,
+    pb: u16,
+    proto: u8,
+    v6: bool,
+    from_a: bool,
+}
+
+fn is_icmp(key: &PacketKey) -> bool {
+    (key.proto == 1 && !key.is_v6) || (key.proto == 58 && key.is_v6)
+}
+
+fn flow_of(key: &PacketKey) -> Flow {
+    let mask = if key.is_v6 { u128::MAX } else { 0xffff_ffff };
+    let (src, dst) = (key.src & mask, key.dst & mask);
+    // ICMP queries and replies carry the same identifier in both directions.
+    let (sp, dp) = if is_icmp(key) {
+        (key.sport, key.sport)
+    } else {
+        (key.sport, key.dport)
+    };
+    let from_a = (src, sp) <= (dst, dp);
+    let ((a, pa), (b, pb)) = if from_a {
+        ((src, sp), (dst, dp))
+    } else {
+        ((dst, dp), (src, sp))
+    };
+    Flow {
+        a,
+        b,
+        pa,
+        pb,
+        proto: key.proto,
+        v6: key.is_v6,
+        from_a,
+    }
+}
+
+/// Occupancy and event counters of one table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ConntrackStats {
+    pub capacity: u64,
+    /// Slots holding an entry (expired ones count until reclaimed).
+    pub occupancy: u64,
+    pub inserts: u64,
+    pub insert_failures: u64,
+    pub evictions: u64,
+    pub expirations: u64,
+}
+
+/// A per-worker connection table.
+#[derive(Debug, Clone)]
+pub struct Conntrack {
+    cfg: ConntrackConfig,
+    slots: Vec<Entry>,
+    bucket_mask: usize,
+    seed: u64,
+    sweep_pos: usize,
+    stats: ConntrackStats,
+}
+
+/// Result of looking a packet up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtLookup {
+    pub state: CtState,
+    /// Whether an entry exists (no insert needed).
+    pub tracked: bool,
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+impl Conntrack {
+    /// A table of at least `cfg.size` entries (rounded up to a power of two
+    /// number of buckets). `seed` keys the hash (pick it at random so flows
+    /// cannot be aimed at one bucket).
+    pub fn new(cfg: ConntrackConfig, seed: u64) -> Self {
+        let buckets = cfg.size.div_ceil(WAYS).max(1).next_power_of_two();
+        Conntrack {
+            cfg,
+            slots: vec![Entry::default(); buckets * WAYS],
+            bucket_mask: buckets - 1,
+            seed,
+            sweep_pos: 0,
+            stats: ConntrackStats {
+                capacity: (buckets * WAYS) as u64,
+                ..ConntrackStats::default()
+            },
+        }
+    }
+
+    /// The table's counters.
+    pub fn stats(&self) -> ConntrackStats {
+        self.stats
+    }
+
+    /// The settings the table was made with.
+    pub fn config(&self) -> ConntrackConfig {
+        self.cfg
+    }
+
+    fn bucket(&self, f: &Flow) -> usize {
+        let h = mix(self.seed
+            ^ (f.a as u64)
+            ^ ((f.a >> 64) as u64).rotate_left(7)
+            ^ mix((f.b as u64) ^ ((f.b >> 64) as u64).rotate_left(13))
+            ^ ((f.pa as u64) << 16 | (f.pb as u64) << 32 | f.proto as u64));
+        (h as usize & self.bucket_mask) * WAYS
+    }
+
+    fn same(e: &Entry, f: &Flow) -> bool {
+        e.phase != Phase::Empty
+            && e.a == f.a
+            && e.b == f.b
+            && e.pa == f.pa
+            && e.pb == f.pb
+            && e.proto == f.proto
+            && e.v6 == f.v6
+    }
+
+    fn find(&self, f: &Flow, now: u64) -> Option<usize> {
+        let b = self.bucket(f);
+        (b..b + WAYS).find(|&i| Self::same(&self.slots[i], f) && self.slots[i].expires > now)
+    }
+
+    fn timeout(&self, proto: u8, phase: Phase) -> u64 {
+        let c = &self.cfg;
+        let s = match (proto, phase) {
+            (6, Phase::New) => c.tcp_syn,
+            (6, Phase::Established) => c.tcp_established,
+            (6, _) => c.tcp_closing,
+            (17, Phase::New) => c.udp_new,
+            (17, _) => c.udp_established,
+            (1 | 58, _) => c.icmp,
+            _ => c.other,
+        };
+        s.saturating_mul(NS)
+    }
+
+    /// Finds the packet's flow, advances its state and refreshes its
+    /// timeout. Returns the `ct state` the rules see.
+    pub fn lookup(&mut self, key: &PacketKey, now: u64) -> CtLookup {
+        let f = flow_of(key);
+        let Some(i) = self.find(&f, now) else {
+            let state = if key.proto == 6 && (key.tcp_flags & 0x12) != 0x02 {
+                // A TCP segment that is not an initial SYN and has no entry.
+                CtState::Invalid
+            } else {
+                CtState::New
+            };
+            return CtLookup {
+                state,
+                tracked: false,
+            };
+        };
+        let e = &mut self.slots[i];
+        let original = f.from_a == e.orig_a;
+        if !original && e.phase == Phase::New {
+            e.phase = Phase::Established;
+        }
+        if key.proto == 6 && key.tcp_flags & 0x05 != 0 {
+            // FIN or RST: the connection is going away.
+            e.phase = Phase::Closing;
+        }
+        let state = match e.phase {
+            Phase::New => CtState::New,
+            _ => CtState::Established,
+        };
+        let phase = e.phase;
+        let t = self.timeout(key.proto, phase);
+        self.slots[i].expires = now.saturating_add(t);
+        CtLookup {
+            state,
+            tracked: true,
+        }
+    }
+
+    /// Records a new flow after the rules accepted its first packet.
+    /// Returns false when the bucket had no room (counted).
+    pub fn insert(&mut self, key: &PacketKey, now: u64) -> bool {
+        let f = flow_of(key);
+        if self.find(&f, now).is_some() {
+            return true;
+        }
+        let b = self.bucket(&f);
+        let mut slot = None;
+        let mut victim: Option<usize> = None;
+        for i in b..b + WAYS {
+            let e = &self.slots[i];
+            if e.phase == Phase::Empty {
+                slot = Some(i);
+                break;
+            }
+            if e.expires <= now {
+                self.stats.expirations += 1;
+                self.stats.occupancy -= 1;
+                self.slots[i].phase = Phase::Empty;
+                slot = Some(i);
+                break;
+            }
+            if e.phase == Phase::New && victim.is_none_or(|v| self.slots[v].expires > e.expires) {
+                victim = Some(i);
+            }
+        }
+        let i = match (slot, victim) {
+            (Some(i), _) => i,
+            (None, Some(v)) => {
+                self.stats.evictions += 1;
+                self.stats.occupancy -= 1;
+                v
+            }
+            (None, None) => {
+                self.stats.insert_failures += 1;
+                return false;
+            }
+        };
+        self.slots[i] = Entry {
+            a: f.a,
+            b: f.b,
+            pa: f.pa,
+            pb: f.pb,
+            proto: f.proto,
+            v6: f.v6,
+            orig_a: f.from_a,
+            phase: Phase::New,
+            expires: now.saturating_add(self.timeout(f.proto, Phase::New)),
+        };
+        self.stats.inserts += 1;
+        self.stats.occupancy += 1;
+        true
+    }
+
+    /// Reclaims expired entries among the next `budget` slots (call it
+    /// from the worker loop: bounded work, no allocation).
+    pub fn sweep(&mut self, now: u64, budget: usize) {
+        for _ in 0..budget.min(self.slots.len()) {
+            let i = self.sweep_pos;
+            self.sweep_pos = (self.sweep_pos + 1) % self.slots.len();
+            let e = &mut self.slots[i];
+            if e.phase != Phase::Empty && e.expires <= now {
+                e.phase = Phase::Empty;
+                self.stats.expirations += 1;
+                self.stats.occupancy -= 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(src: u32, sport: u16, dst: u32, dport: u16, flags: u8) -> PacketKey {
+        PacketKey {
+            src: src as u128,
+            dst: dst as u128,
+            sport,
+            dport,
+            proto: 6,
+            tcp_flags: flags,
+            ..PacketKey::default()
+        }
+    }
+
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+
+    #[test]
+    fn tcp_handshake_becomes_established() {
+        let mut ct = Conntrack::new(ConntrackConfig::default(), 7);
+        let syn = tcp(1, 1000, 2, 80, SYN);
+        assert_eq!(ct.lookup(&syn, 0).state, CtState::New);
+        assert!(ct.insert(&syn, 0));
+        let l = ct.lookup(&syn, 1);
+        assert_eq!(
+            l,
+            CtLookup {
+                state: CtState::New,
+                tracked: true
+            }
+        );
+        let synack = tcp(2, 80, 1, 1000, SYN | ACK);
+        assert_eq!(ct.lookup(&synack, 2).state, CtState::Established);
+        assert_eq!(
+            ct.lookup(&tcp(1, 1000, 2, 80, ACK), 3).state,
+            CtState::Established
+        );
+        // Another port pair is not the same flow; without SYN it is invalid.
+        assert_eq!(
+            ct.lookup(&tcp(1, 1001, 2, 80, ACK), 3).state,
+            CtState::Invalid
+        );
+        assert_eq!(ct.stats().occupancy, 1);
+    }
+
+    #[test]
+    fn entries_expire() {
+        let cfg = ConntrackConfig {
+            udp_new: 5,
+            ..ConntrackConfig::default()
+        };
+        let mut ct = Conntrack::new(cfg, 1);
+        let k = PacketKey {
+            src: 1,
+            dst: 2,
+            sport: 5,
+            dport: 53,
+            proto: 17,
+            ..PacketKey::default()
+        };
+        assert!(ct.insert(&k, 0));
+        assert!(ct.lookup(&k, 4 * NS).tracked);
+        // Refreshed at 4 s: alive until 9 s.
+        assert!(ct.lookup(&k, 8 * NS).tracked);
+        assert!(!ct.lookup(&k, 14 * NS).tracked);
+        ct.sweep(14 * NS, usize::MAX);
+        assert_eq!(ct.stats().occupancy, 0);
+        assert_eq!(ct.stats().expirations, 1);
+    }
+}

@@ -1,0 +1,501 @@
+//! A whole compiled rule set: both chains, both families, rule metadata,
+//! counters and their summary.
+
+use crate::classifier::{
+    Classifier, ClassifierStats, CompileError, CompileOptions, FlatRule, CHUNK, NO_RULE,
+};
+use crate::key::{Action, IfaceId, PacketKey, Verdict};
+use crate::rules::{
+    complement, normalize, Chain, ConntrackConfig, Family, IfaceMatch, Intervals, Policy,
+    RejectLimit, RejectWith, RuleAction, RuleSet, FIELD_COUNT,
+};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Interface names known to the router and their ids.
+#[derive(Debug, Clone, Default)]
+pub struct InterfaceMap {
+    ids: HashMap<String, IfaceId>,
+}
+
+impl InterfaceMap {
+    /// An empty map (rules naming interfaces then match nothing).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a name.
+    pub fn insert(&mut self, name: impl Into<String>, id: IfaceId) {
+        self.ids.insert(name.into(), id);
+    }
+
+    /// The id of a name.
+    pub fn get(&self, name: &str) -> Option<IfaceId> {
+        self.ids.get(name).copied()
+    }
+}
+
+impl<S: Into<String>> FromIterator<(S, IfaceId)> for InterfaceMap {
+    fn from_iter<T: IntoIterator<Item = (S, IfaceId)>>(iter: T) -> Self {
+        InterfaceMap {
+            ids: iter.into_iter().map(|(n, i)| (n.into(), i)).collect(),
+        }
+    }
+}
+
+/// What `show firewall` prints about one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleInfo {
+    pub chain: Chain,
+    pub line: usize,
+    pub text: String,
+    pub action: RuleAction,
+}
+
+/// Per-worker rule counters: plain arrays indexed by [`Verdict::rule`],
+/// one slot per rule then one per chain policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleCounters {
+    pub packets: Vec<u64>,
+    pub bytes: Vec<u64>,
+}
+
+impl RuleCounters {
+    /// Zeroed counters for `slots` rules and policies.
+    pub fn new(slots: usize) -> Self {
+        RuleCounters {
+            packets: vec![0; slots],
+            bytes: vec![0; slots],
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, slot: u32, len: u16) {
+        if let (Some(p), Some(b)) = (
+            self.packets.get_mut(slot as usize),
+            self.bytes.get_mut(slot as usize),
+        ) {
+            *p += 1;
+            *b += len as u64;
+        }
+    }
+
+    /// Adds another worker's counters (same rule set) into these.
+    pub fn accumulate(&mut self, other: &RuleCounters) {
+        for (a, b) in self.packets.iter_mut().zip(&other.packets) {
+            *a += b;
+        }
+        for (a, b) in self.bytes.iter_mut().zip(&other.bytes) {
+            *a += b;
+        }
+    }
+}
+
+/// Build figures of a compiled rule set.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BuildStats {
+    /// `[chain][family]`: forward v4, forward v6, input v4, input v6.
+    pub classifiers: Vec<ClassifierStats>,
+    pub bytes: usize,
+}
+
+/// A compiled, immutable rule set. Build it off the fast path with
+/// [`Firewall::compile`], publish it with `arc_swap::ArcSwap`, and let
+/// each worker classify with its own [`RuleCounters`].
+#[derive(Debug)]
+pub struct Firewall {
+    source: String,
+    /// `[chain][family]`.
+    classifiers: [[Classifier; 2]; 2],
+    rules: Vec<RuleInfo>,
+    policies: [Policy; 2],
+    stateful: bool,
+    conntrack: ConntrackConfig,
+    reject_limit: RejectLimit,
+    stats: BuildStats,
+}
+
+fn family_index(f: Family) -> usize {
+    match f {
+        Family::V4 => 0,
+        Family::V6 => 1,
+    }
+}
+
+fn iface_intervals(m: &IfaceMatch, ifaces: &InterfaceMap) -> Intervals {
+    let ids: Intervals = m
+        .names
+        .iter()
+        .filter_map(|n| ifaces.get(n))
+        .map(|i| (i as u128, i as u128))
+        .collect();
+    let ids = normalize(ids);
+    if m.negate {
+        complement(&ids, u16::MAX as u128)
+    } else {
+        ids
+    }
+}
+
+/// The rules of one chain that apply to one family, in order, reduced to
+/// interval sets. Rule ids count over the whole rule set (forward first).
+pub fn flatten(
+    set: &RuleSet,
+    chain: Chain,
+    family: Family,
+    ifaces: &InterfaceMap,
+) -> Vec<FlatRule> {
+    let base: usize = Chain::ALL
+        .iter()
+        .take_while(|&&c| c != chain)
+        .map(|&c| set.chain(c).rules.len())
+        .sum();
+    set.chain(chain)
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.applies_to(family))
+        .map(|(i, r)| {
+            let fields: [Option<Intervals>; FIELD_COUNT] = [
+                r.src.clone(),
+                r.dst.clone(),
+                r.sport.clone(),
+                r.dport.clone(),
+                r.proto.clone(),
+                r.aux.clone(),
+                r.ct.clone(),
+                r.iif.as_ref().map(|m| iface_intervals(m, ifaces)),
+                r.oif.as_ref().map(|m| iface_intervals(m, ifaces)),
+            ];
+            FlatRule {
+                fields,
+                terminal: r.action.is_terminal(),
+                id: (base + i) as u32,
+            }
+        })
+        .collect()
+}
+
+impl Firewall {
+    /// Compiles a rule set. Takes time proportional to the rule set (run it
+    /// off the fast path); the result is immutable.
+    pub fn compile(set: &RuleSet, ifaces: &InterfaceMap) -> Result<Self, CompileError> {
+        Self::compile_with(set, ifaces, &CompileOptions::default())
+    }
+
+    /// [`Firewall::compile`] with explicit compiler settings.
+    pub fn compile_with(
+        set: &RuleSet,
+        ifaces: &InterfaceMap,
+        opts: &CompileOptions,
+    ) -> Result<Self, CompileError> {
+        let build = |chain: Chain, family: Family| -> Result<Classifier, CompileError> {
+            Classifier::build(&flatten(set, chain, family, ifaces), family, opts)
+        };
+        let classifiers = [
+            [
+                build(Chain::Forward, Family::V4)?,
+                build(Chain::Forward, Family::V6)?,
+            ],
+            [
+                build(Chain::Input, Family::V4)?,
+                build(Chain::Input, Family::V6)?,
+            ],
+        ];
+        let rules: Vec<RuleInfo> = Chain::ALL
+            .iter()
+            .flat_map(|&c| {
+                set.chain(c).rules.iter().map(move |r| RuleInfo {
+                    chain: c,
+                    line: r.line,
+                    text: r.text.clone(),
+                    action: r.action,
+                })
+            })
+            .collect();
+        let cstats: Vec<ClassifierStats> =
+            classifiers.iter().flatten().map(|c| c.stats()).collect();
+        let bytes = cstats.iter().map(|s| s.bytes).sum();
+        Ok(Firewall {
+            source: set.source.clone(),
+            classifiers,
+            rules,
+            policies: [
+                set.chain(Chain::Forward).policy,
+                set.chain(Chain::Input).policy,
+            ],
+            stateful: set.uses_conntrack(),
+            conntrack: set.conntrack,
+            reject_limit: set.reject_limit,
+            stats: BuildStats {
+                classifiers: cstats,
+                bytes,
+            },
+        })
+    }
+
+    /// A rule set that accepts everything.
+    pub fn accept_all() -> Self {
+        let set = RuleSet::default();
+        Self::compile(&set, &InterfaceMap::new())
+            .unwrap_or_else(|_| unreachable!("empty rule set compiles"))
+    }
+
+    /// Number of counter slots (rules, then one policy per chain).
+    pub fn counter_slots(&self) -> usize {
+        self.rules.len() + Chain::ALL.len()
+    }
+
+    /// The counter slot of a chain's policy.
+    pub fn policy_slot(&self, chain: Chain) -> u32 {
+        (self.rules.len() + chain.index()) as u32
+    }
+
+    /// Rule metadata by slot (`None` for policy slots).
+    pub fn rule_info(&self, slot: u32) -> Option<&RuleInfo> {
+        self.rules.get(slot as usize)
+    }
+
+    /// Whether any rule matches on `ct state` (tracking is needed).
+    pub fn stateful(&self) -> bool {
+        self.stateful
+    }
+
+    /// Connection-tracking settings of the rule set.
+    pub fn conntrack_config(&self) -> ConntrackConfig {
+        self.conntrack
+    }
+
+    /// Reject rate limit of the rule set.
+    pub fn reject_limit(&self) -> RejectLimit {
+        self.reject_limit
+    }
+
+    /// Compiled-structure figures (memory, groups, classes).
+    pub fn build_stats(&self) -> &BuildStats {
+        &self.stats
+    }
+
+    /// The verdict of a rule or policy for one packet.
+    #[inline]
+    fn verdict(&self, chain: Chain, rule: u32, key: &PacketKey) -> Verdict {
+        if rule == NO_RULE {
+            let action = match self.policies[chain.index()] {
+                Policy::Accept => Action::Accept,
+                Policy::Drop => Action::Drop,
+            };
+            return Verdict {
+                action,
+                rule: self.policy_slot(chain),
+            };
+        }
+        let action = match self.rules.get(rule as usize).map(|r| r.action) {
+            Some(RuleAction::Accept) => Action::Accept,
+            Some(RuleAction::Reject(with)) => reject_action(with, key),
+            _ => Action::Drop,
+        };
+        Verdict { action, rule }
+    }
+
+    /// Classifies a batch in one chain: `out[i]` answers `keys[i]` (up to the
+    /// shorter of the two). Counts every matched rule (terminal and
+    /// `counter`-only) in `counters`, which are resized if they belong to
+    /// another rule set. No allocation (once counters fit), locking or
+    /// syscalls.
+    pub fn classify_batch(
+        &self,
+        chain: Chain,
+        keys: &[PacketKey],
+        out: &mut [Verdict],
+        counters: &mut RuleCounters,
+    ) {
+        if counters.packets.len() != self.counter_slots()
+            || counters.bytes.len() != self.counter_slots()
+        {
+            *counters = RuleCounters::new(self.counter_slots());
+        }
+        let n = keys.len().min(out.len());
+        let chain_cls = &self.classifiers[chain.index()];
+        let mut base = 0;
+        while base < n {
+            let end = (base + CHUNK).min(n);
+            let chunk = &keys[base..end];
+            let mut idx = [[0u16; CHUNK]; 2];
+            let mut cnt = [0usize; 2];
+            for (i, k) in chunk.iter().enumerate() {
+                let f = family_index(k.family());
+                idx[f][cnt[f]] = i as u16;
+                cnt[f] += 1;
+            }
+            for f in 0..2 {
+                if cnt[f] == 0 {
+                    continue;
+                }
+                let mut rules = [NO_RULE; CHUNK];
+                chain_cls[f].classify_chunk(chunk, &idx[f][..cnt[f]], &mut rules, |id, key| {
+                    counters.add(id, key.len)
+                });
+                for j in 0..cnt[f] {
+                    let i = idx[f][j] as usize;
+                    let key = &chunk[i];
+                    let v = self.verdict(chain, rules[j], key);
+                    counters.add(v.rule, key.len);
+                    out[base + i] = v;
+                }
+            }
+            base = end;
+        }
+    }
+
+    /// Sums per-worker counters into a serialisable summary.
+    pub fn summary<'a>(
+        &self,
+        workers: impl IntoIterator<Item = &'a RuleCounters>,
+    ) -> FirewallSummary {
+        let mut total = RuleCounters::new(self.counter_slots());
+        for w in workers {
+            total.accumulate(w);
+        }
+        let chains = Chain::ALL
+            .iter()
+            .map(|&c| {
+                let slot = self.policy_slot(c) as usize;
+                ChainSummary {
+                    chain: c,
+                    policy: self.policies[c.index()],
+                    policy_packets: total.packets[slot],
+                    policy_bytes: total.bytes[slot],
+                    rules: self
+                        .rules
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| r.chain == c)
+                        .map(|(i, r)| RuleSummary {
+                            slot: i as u32,
+                            line: r.line,
+                            rule: r.text.clone(),
+                            packets: total.packets[i],
+                            bytes: total.bytes[i],
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        FirewallSummary {
+            source: self.source.clone(),
+            stateful: self.stateful,
+            chains,
+            memory_bytes: self.stats.bytes,
+        }
+    }
+}
+
+/// The concrete reject for a packet. Never answers an ICMP error with an
+/// ICMP error (RFC 1812 §4.3.2.7) nor a RST with a RST (RFC 9293 §3.10.7.1):
+/// those are dropped.
+fn reject_action(with: RejectWith, key: &PacketKey) -> Action {
+    let is_tcp = key.proto == 6;
+    let icmp_error = match (key.is_v6, key.proto) {
+        (false, 1) => matches!(key.icmp_type, 3 | 4 | 5 | 11 | 12),
+        (true, 58) => key.icmp_type < 128,
+        _ => false,
+    };
+    if icmp_error || (is_tcp && key.tcp_flags & 0x04 != 0) {
+        return Action::Drop;
+    }
+    let unreach = |v4: u8, v6: u8| {
+        if key.is_v6 {
+            Action::RejectIcmp6(v6)
+        } else {
+            Action::RejectIcmp(v4)
+        }
+    };
+    match with {
+        RejectWith::Default if is_tcp => Action::RejectTcpReset,
+        RejectWith::Default => unreach(3, 4),
+        RejectWith::TcpReset if is_tcp => Action::RejectTcpReset,
+        RejectWith::TcpReset => Action::Drop,
+        RejectWith::Icmp(code) => unreach(code, 4),
+        RejectWith::Icmp6(code) => unreach(3, code),
+        RejectWith::Icmpx(r) => unreach(r.v4_code(), r.v6_code()),
+    }
+}
+
+/// Counters of one rule in a summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleSummary {
+    pub slot: u32,
+    pub line: usize,
+    pub rule: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// One chain in a summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainSummary {
+    pub chain: Chain,
+    pub policy: Policy,
+    pub policy_packets: u64,
+    pub policy_bytes: u64,
+    pub rules: Vec<RuleSummary>,
+}
+
+/// What `fastfwd show firewall` prints (also as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FirewallSummary {
+    pub source: String,
+    pub stateful: bool,
+    pub chains: Vec<ChainSummary>,
+    pub memory_bytes: usize,
+}
+
+/// The reference classifier: a linear first-match scan over the same rules.
+/// Used by the property tests and as the benchmark's baseline.
+#[derive(Debug, Clone)]
+pub struct LinearFirewall {
+    /// `[chain][family]`.
+    rules: [[Vec<FlatRule>; 2]; 2],
+    policies: [u32; 2],
+}
+
+impl LinearFirewall {
+    /// The same rule set as [`Firewall::compile`] sees it.
+    pub fn new(set: &RuleSet, ifaces: &InterfaceMap) -> Self {
+        let f = |c: Chain| {
+            [
+                flatten(set, c, Family::V4, ifaces),
+                flatten(set, c, Family::V6, ifaces),
+            ]
+        };
+        let n = set.rule_count() as u32;
+        LinearFirewall {
+            rules: [f(Chain::Forward), f(Chain::Input)],
+            policies: [n, n + 1],
+        }
+    }
+
+    /// First terminal rule matching, or the policy slot; with the counting
+    /// rules matched before it.
+    pub fn classify(&self, chain: Chain, key: &PacketKey) -> (u32, Vec<u32>) {
+        let mut counted = Vec::new();
+        for r in &self.rules[chain.index()][family_index(key.family())] {
+            if r.matches(key) {
+                if r.terminal {
+                    return (r.id, counted);
+                }
+                counted.push(r.id);
+            }
+        }
+        (self.policies[chain.index()], counted)
+    }
+
+    /// First terminal rule only (the benchmark's loop).
+    #[inline]
+    pub fn first_match(&self, chain: Chain, key: &PacketKey) -> u32 {
+        self.rules[chain.index()][family_index(key.family())]
+            .iter()
+            .find(|r| r.terminal && r.matches(key))
+            .map_or(self.policies[chain.index()], |r| r.id)
+    }
+}

@@ -1,0 +1,344 @@
+//! The compiled classifier against the linear first-match reference, on
+//! random rule sets (overlapping prefixes, ranges, sets, negations, every
+//! action, both chains and families) and random packets near the rules'
+//! boundaries.
+
+use firewall::gen::SplitMix;
+use firewall::rules::{
+    complement, normalize, ChainRules, CtState, Family, IcmpxReason, IfaceMatch, Intervals, Policy,
+    RejectWith, Rule, RuleAction, RuleSet,
+};
+use firewall::{
+    Chain, CompileOptions, Firewall, InterfaceMap, LinearFirewall, PacketKey, RuleCounters,
+    Verdict, IFACE_NONE,
+};
+use proptest::prelude::*;
+
+const IFACES: [&str; 4] = ["eth0", "eth1", "eth2", "ghost"];
+
+struct Pools {
+    v4: Vec<u128>,
+    v6: Vec<u128>,
+}
+
+fn pools(rng: &mut SplitMix) -> Pools {
+    let v4 = (0..6)
+        .map(|_| (rng.next_u64() as u32) as u128)
+        .chain([0, u32::MAX as u128])
+        .collect();
+    let v6 = (0..6)
+        .map(|_| {
+            (0x2001_0db8u128 << 96) | ((rng.next_u64() as u128) << 32) | rng.below(1 << 20) as u128
+        })
+        .chain([0, u128::MAX])
+        .collect();
+    Pools { v4, v6 }
+}
+
+fn prefix_iv(base: u128, len: u32, bits: u32) -> (u128, u128) {
+    if len == 0 {
+        return (
+            0,
+            if bits == 128 {
+                u128::MAX
+            } else {
+                (1u128 << bits) - 1
+            },
+        );
+    }
+    let host = bits - len;
+    let mask_host = if host == 0 { 0 } else { (1u128 << host) - 1 };
+    let lo = base & !mask_host;
+    (lo, lo | mask_host)
+}
+
+fn addr_set(rng: &mut SplitMix, p: &Pools, fam: Family) -> Intervals {
+    let (pool, bits) = match fam {
+        Family::V4 => (&p.v4, 32),
+        Family::V6 => (&p.v6, 128),
+    };
+    let n = 1 + rng.below(3);
+    let mut iv = Vec::new();
+    for _ in 0..n {
+        let base = pool[rng.below(pool.len() as u64) as usize];
+        let len = match rng.below(6) {
+            0 => bits,
+            1 => bits - rng.below(4) as u32,
+            2 => rng.below(bits as u64 + 1) as u32,
+            _ => bits / 2 + rng.below(bits as u64 / 2) as u32,
+        };
+        iv.push(prefix_iv(base, len, bits));
+    }
+    let iv = normalize(iv);
+    if rng.percent(15) {
+        complement(&iv, fam.max_addr())
+    } else {
+        iv
+    }
+}
+
+const PORTS: [u128; 8] = [0, 1, 22, 53, 80, 443, 1024, 65535];
+
+fn port_set(rng: &mut SplitMix) -> Intervals {
+    let n = 1 + rng.below(3);
+    let mut iv = Vec::new();
+    for _ in 0..n {
+        let a = PORTS[rng.below(8) as usize];
+        let b = if rng.percent(50) {
+            a
+        } else {
+            PORTS[rng.below(8) as usize]
+        };
+        iv.push((a.min(b), a.max(b)));
+    }
+    let iv = normalize(iv);
+    if rng.percent(15) {
+        complement(&iv, 65535)
+    } else {
+        iv
+    }
+}
+
+fn small_set(rng: &mut SplitMix, values: &[u128], max: u128) -> Intervals {
+    let mut iv = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        let v = if rng.percent(80) {
+            values[rng.below(values.len() as u64) as usize]
+        } else {
+            rng.below(max as u64 + 1) as u128
+        };
+        let hi = if rng.percent(20) {
+            (v + rng.below(8) as u128).min(max)
+        } else {
+            v
+        };
+        iv.push((v, hi));
+    }
+    normalize(iv)
+}
+
+fn random_rule(rng: &mut SplitMix, p: &Pools) -> Rule {
+    let family = match rng.below(3) {
+        0 => None,
+        1 => Some(Family::V4),
+        _ => Some(Family::V6),
+    };
+    let mut r = Rule::any(RuleAction::Accept);
+    r.family = family;
+    if let Some(f) = family {
+        if rng.percent(60) {
+            r.src = Some(addr_set(rng, p, f));
+        }
+        if rng.percent(60) {
+            r.dst = Some(addr_set(rng, p, f));
+        }
+    }
+    if rng.percent(50) {
+        r.proto = Some(small_set(rng, &[1, 6, 17, 58], 255));
+    }
+    if rng.percent(40) {
+        r.sport = Some(port_set(rng));
+    }
+    if rng.percent(50) {
+        r.dport = Some(port_set(rng));
+    }
+    if rng.percent(20) {
+        r.aux = Some(small_set(rng, &[0, 2, 8, 16, 18, 128], 255));
+    }
+    if rng.percent(20) {
+        r.ct = Some(small_set(rng, &[0, 1, 2, 3, 4], 4));
+    }
+    let iface = |rng: &mut SplitMix| IfaceMatch {
+        names: (0..1 + rng.below(2))
+            .map(|_| IFACES[rng.below(4) as usize].to_string())
+            .collect(),
+        negate: rng.percent(25),
+    };
+    if rng.percent(20) {
+        r.iif = Some(iface(rng));
+    }
+    if rng.percent(15) {
+        r.oif = Some(iface(rng));
+    }
+    r.action = match rng.below(9) {
+        0 | 1 => RuleAction::Accept,
+        2 | 3 => RuleAction::Drop,
+        4 => RuleAction::Reject(RejectWith::Default),
+        5 => RuleAction::Reject(RejectWith::Icmpx(IcmpxReason::AdminProhibited)),
+        6 => RuleAction::Reject(RejectWith::TcpReset),
+        _ => RuleAction::Count,
+    };
+    r
+}
+
+fn random_set(rng: &mut SplitMix, p: &Pools, n: usize) -> RuleSet {
+    let chain = |rng: &mut SplitMix| ChainRules {
+        policy: if rng.percent(50) {
+            Policy::Accept
+        } else {
+            Policy::Drop
+        },
+        rules: (0..n).map(|_| random_rule(rng, p)).collect(),
+    };
+    RuleSet {
+        chains: [chain(rng), chain(rng)],
+        ..RuleSet::default()
+    }
+}
+
+fn near(rng: &mut SplitMix, pool: &[u128], bits: u32) -> u128 {
+    let max = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    let base = pool[rng.below(pool.len() as u64) as usize];
+    match rng.below(4) {
+        0 => base,
+        1 => base.wrapping_add(1 + rng.below(3) as u128) & max,
+        2 => base.wrapping_sub(1 + rng.below(3) as u128) & max,
+        _ => {
+            let k = rng.below(bits as u64) as u32;
+            (base ^ (1u128 << k)) & max
+        }
+    }
+}
+
+fn random_key(rng: &mut SplitMix, p: &Pools) -> PacketKey {
+    let is_v6 = rng.percent(50);
+    let (pool, bits) = if is_v6 { (&p.v6, 128) } else { (&p.v4, 32) };
+    let port = |rng: &mut SplitMix| {
+        let v = PORTS[rng.below(8) as usize] as u16;
+        match rng.below(3) {
+            0 => v,
+            1 => v.wrapping_add(1),
+            _ => v.wrapping_sub(1),
+        }
+    };
+    let iface = |rng: &mut SplitMix| {
+        if rng.percent(15) {
+            IFACE_NONE
+        } else {
+            rng.below(5) as u16
+        }
+    };
+    let mut k = PacketKey {
+        src: near(rng, pool, bits),
+        dst: near(rng, pool, bits),
+        sport: port(rng),
+        dport: port(rng),
+        iif: iface(rng),
+        oif: iface(rng),
+        len: 40 + rng.below(1400) as u16,
+        proto: [1, 6, 17, 58, 47][rng.below(5) as usize],
+        tcp_flags: [0, 2, 16, 18, 4, 1][rng.below(6) as usize],
+        icmp_type: [0, 3, 8, 128, 129, 1][rng.below(6) as usize],
+        icmp_code: 0,
+        ct: [
+            CtState::Invalid,
+            CtState::New,
+            CtState::Established,
+            CtState::Related,
+            CtState::Untracked,
+        ][rng.below(5) as usize],
+        is_v6,
+    };
+    if !is_v6 && rng.percent(30) {
+        // IPv4-mapped form: the upper bits must be ignored.
+        k.src |= 0xffff << 32;
+    }
+    k
+}
+
+fn ifaces() -> InterfaceMap {
+    [("eth0", 0u16), ("eth1", 1), ("eth2", 2)]
+        .into_iter()
+        .collect()
+}
+
+fn check(seed: u64, rules_per_chain: usize, budget: usize) {
+    let mut rng = SplitMix::new(seed);
+    let p = pools(&mut rng);
+    let set = random_set(&mut rng, &p, rules_per_chain);
+    let ifs = ifaces();
+    let fw = Firewall::compile_with(
+        &set,
+        &ifs,
+        &CompileOptions {
+            table_budget: budget,
+        },
+    )
+    .unwrap();
+    let lin = LinearFirewall::new(&set, &ifs);
+    let keys: Vec<PacketKey> = (0..300).map(|_| random_key(&mut rng, &p)).collect();
+    for chain in Chain::ALL {
+        let mut out = vec![Verdict::default(); keys.len()];
+        let mut counters = RuleCounters::new(fw.counter_slots());
+        fw.classify_batch(chain, &keys, &mut out, &mut counters);
+        let mut expect = RuleCounters::new(fw.counter_slots());
+        for (k, v) in keys.iter().zip(&out) {
+            let (rule, counted) = lin.classify(chain, k);
+            assert_eq!(v.rule, rule, "seed {seed} chain {chain} key {k:?}");
+            for c in counted.into_iter().chain([rule]) {
+                expect.packets[c as usize] += 1;
+                expect.bytes[c as usize] += k.len as u64;
+            }
+            let info = fw.rule_info(rule);
+            match info.map(|i| i.action) {
+                Some(RuleAction::Accept) => assert!(v.action.accepts()),
+                Some(RuleAction::Drop) => assert_eq!(v.action, firewall::Action::Drop),
+                Some(RuleAction::Reject(_)) => assert!(!v.action.accepts()),
+                Some(RuleAction::Count) => panic!("a counting rule cannot be terminal"),
+                None => {
+                    let accept = set.chain(chain).policy == Policy::Accept;
+                    assert_eq!(v.action.accepts(), accept);
+                }
+            }
+        }
+        assert_eq!(
+            counters, expect,
+            "seed {seed} chain {chain}: counters differ"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compiled_equals_linear_small(seed in any::<u64>(), n in 0usize..24) {
+        check(seed, n, CompileOptions::default().table_budget);
+    }
+
+    #[test]
+    fn compiled_equals_linear_split_groups(seed in any::<u64>(), n in 40usize..200) {
+        // A tiny budget forces many groups and the linear fallback.
+        check(seed, n, 256);
+    }
+
+    #[test]
+    fn compiled_equals_linear_larger(seed in any::<u64>(), n in 100usize..200) {
+        check(seed, n, CompileOptions::default().table_budget);
+    }
+}
+
+#[test]
+fn generated_firewall_sets_agree_with_linear() {
+    for n in [1usize, 100, 1000] {
+        let rules = firewall::gen::rules(n, n as u64);
+        let set = firewall::parse_rules(&firewall::gen::to_rule_text(&rules), "gen").unwrap();
+        let fw = Firewall::compile(&set, &InterfaceMap::new()).unwrap();
+        let lin = LinearFirewall::new(&set, &InterfaceMap::new());
+        let keys = firewall::gen::trace(&rules, 5000, 99);
+        let mut out = vec![Verdict::default(); keys.len()];
+        let mut c = RuleCounters::default();
+        fw.classify_batch(Chain::Forward, &keys, &mut out, &mut c);
+        let mut hits = 0;
+        for (k, v) in keys.iter().zip(&out) {
+            let want = lin.first_match(Chain::Forward, k);
+            assert_eq!(v.rule, want, "{n} rules, key {k:?}");
+            hits += usize::from((want as usize) < n);
+        }
+        assert!(hits > keys.len() / 2, "the trace should mostly hit rules");
+    }
+}
