@@ -314,6 +314,16 @@ impl LabRunner {
                 let g = generator
                     .join()
                     .map_err(|_| LabError::Other("generator thread panicked".into()));
+                if sinks.is_empty() {
+                    // No whole second was sampled (a trial under a second,
+                    // or a late sampler): one reading scaled to a second.
+                    let secs = t0.elapsed().as_secs_f64().max(1e-3);
+                    let cur = (self.d0.read()?, self.d1.read()?, self.s0.read()?);
+                    let per_s = |n: u64| (n as f64 / secs) as u64;
+                    ins.push(per_s(cur.0.since(&prev.0).rx_packets));
+                    outs.push(per_s(cur.1.since(&prev.1).tx_packets));
+                    sinks.push(per_s(cur.2.since(&prev.2).rx_packets));
+                }
                 std::thread::sleep(self.traffic.grace);
                 recv_stop.store(true, Ordering::Relaxed);
                 let r = receiver
