@@ -17,6 +17,7 @@ mod firewall;
 pub mod gen;
 pub mod key;
 mod parse;
+pub mod pipeline_acl;
 pub mod rules;
 mod worker;
 
@@ -28,5 +29,6 @@ pub use firewall::{
 };
 pub use key::{Action, IfaceId, PacketKey, Verdict, IFACE_NONE};
 pub use parse::{parse_rules, RuleError};
+pub use pipeline_acl::PipelineFirewall;
 pub use rules::{Chain, CtState, Family, Policy, RuleAction, RuleSet};
 pub use worker::{FirewallWorker, SharedFirewall, WorkerStats};
