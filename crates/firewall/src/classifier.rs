@@ -227,6 +227,18 @@ impl RangeTrie {
         Ok(off as u32)
     }
 
+    /// [`RangeTrie::lookup`] in 32-bit arithmetic (IPv4).
+    #[inline]
+    fn lookup32(&self, v: u32) -> u32 {
+        let mut shift = 32 - self.root_stride;
+        let mut e = self.nodes[((v >> shift) & ((1 << self.root_stride) - 1)) as usize];
+        while e & LEAF == 0 {
+            shift = shift.saturating_sub(8);
+            e = self.nodes[e as usize + ((v >> shift) & 0xff) as usize];
+        }
+        e & !LEAF
+    }
+
     #[inline]
     fn lookup(&self, v: u128) -> u32 {
         let mut shift = self.width - self.root_stride;
@@ -240,20 +252,36 @@ impl RangeTrie {
 }
 
 impl FieldLookup {
-    #[inline]
-    fn class(&self, v: u128) -> u32 {
-        match self {
-            FieldLookup::Const => 0,
-            FieldLookup::Direct(t) => t[(v as usize).min(t.len() - 1)] as u32,
-            FieldLookup::Trie(t) => t.lookup(v),
-        }
-    }
-
     fn bytes(&self) -> usize {
         match self {
             FieldLookup::Const => 0,
             FieldLookup::Direct(t) => t.len() * 2,
             FieldLookup::Trie(t) => t.nodes.len() * 4,
+        }
+    }
+}
+
+/// Phase 1 for one field over a chunk, specialised per lookup kind and
+/// per field so the inner loop has no dispatch.
+#[inline(always)]
+fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(usize) -> u128) {
+    match lookup {
+        FieldLookup::Const => {}
+        FieldLookup::Direct(t) => {
+            let last = t.len() - 1;
+            for (i, o) in out.iter_mut().enumerate().take(n) {
+                *o = t[(value(i) as usize).min(last)] as u32;
+            }
+        }
+        FieldLookup::Trie(t) if t.width == 32 => {
+            for (i, o) in out.iter_mut().enumerate().take(n) {
+                *o = t.lookup32(value(i) as u32);
+            }
+        }
+        FieldLookup::Trie(t) => {
+            for (i, o) in out.iter_mut().enumerate().take(n) {
+                *o = t.lookup(value(i));
+            }
         }
     }
 }
@@ -649,99 +677,117 @@ impl Classifier {
         let mut cls = [[0u32; CHUNK]; FIELD_COUNT];
         // Phase 1, batched: field by field over the chunk.
         for &f in &self.active {
+            let out = &mut cls[f];
             let lookup = &self.fields[f];
-            let field = Field::ALL[f];
-            for i in 0..n {
-                cls[f][i] = lookup.class(keys[idx[i] as usize].value(field));
+            let keys_at = |i: usize| &keys[idx[i] as usize];
+            match Field::ALL[f] {
+                Field::Src => fill(lookup, out, n, |i| keys_at(i).value(Field::Src)),
+                Field::Dst => fill(lookup, out, n, |i| keys_at(i).value(Field::Dst)),
+                Field::Sport => fill(lookup, out, n, |i| keys_at(i).sport as u128),
+                Field::Dport => fill(lookup, out, n, |i| keys_at(i).dport as u128),
+                Field::Proto => fill(lookup, out, n, |i| keys_at(i).proto as u128),
+                Field::Aux => fill(lookup, out, n, |i| keys_at(i).aux() as u128),
+                Field::Ct => fill(lookup, out, n, |i| keys_at(i).ct as u8 as u128),
+                Field::Iif => fill(lookup, out, n, |i| keys_at(i).iif as u128),
+                Field::Oif => fill(lookup, out, n, |i| keys_at(i).oif as u128),
             }
         }
-        for i in 0..n {
-            let key = &keys[idx[i] as usize];
-            let mut rule = NO_RULE;
-            for g in &self.groups {
-                match g {
-                    Group::Rfc {
-                        remap,
-                        rest,
-                        addr,
-                        n_rest,
-                        last,
-                    } => {
-                        let run = |steps: &[Step]| {
-                            let mut acc = 0u32;
-                            for s in steps {
-                                let c = remap[s.field][cls[s.field][i] as usize];
-                                acc = s.table[(acc * s.n + c) as usize];
+        // Phases 2 and 3, still stage by stage over the chunk so the table
+        // reads of different packets overlap.
+        let mut rule = [NO_RULE; CHUNK];
+        for g in &self.groups {
+            match g {
+                Group::Rfc {
+                    remap,
+                    rest,
+                    addr,
+                    n_rest,
+                    last,
+                } => {
+                    let run = |steps: &[Step]| {
+                        let mut acc = [0u32; CHUNK];
+                        for s in steps {
+                            let rm = &remap[s.field];
+                            let c = &cls[s.field];
+                            for (a, &ci) in acc.iter_mut().zip(c.iter()).take(n) {
+                                *a = s.table[(*a * s.n + rm[ci as usize]) as usize];
                             }
-                            acc
-                        };
-                        let r = run(rest);
-                        let a = run(addr);
-                        let o = last[(a * n_rest + r) as usize];
+                        }
+                        acc
+                    };
+                    let r = run(rest);
+                    let a = run(addr);
+                    for i in 0..n {
+                        if rule[i] != NO_RULE {
+                            continue;
+                        }
+                        let o = last[(a[i] * n_rest + r[i]) as usize];
                         if o == self.empty_outcome {
                             continue;
                         }
                         let out = &self.outcomes[o as usize];
+                        let key = &keys[idx[i] as usize];
                         for &c in &out.counted {
                             count(c, key);
                         }
-                        if out.rule != NO_RULE {
-                            rule = out.rule;
-                            break;
+                        rule[i] = out.rule;
+                    }
+                }
+                Group::BitVector {
+                    dims,
+                    words,
+                    agg_words,
+                    terminal,
+                    ids,
+                } => {
+                    let dims_n = dims.len().min(FIELD_COUNT);
+                    let mut dcls = [[0u32; CHUNK]; FIELD_COUNT];
+                    for (d, dim) in dims.iter().enumerate().take(dims_n) {
+                        match dim.field {
+                            Some(f) => dcls[d] = cls[f],
+                            None => {
+                                for s in &dim.steps {
+                                    let c = &cls[s.field];
+                                    for (a, &ci) in dcls[d].iter_mut().zip(c.iter()).take(n) {
+                                        *a = s.table[(*a * s.n + ci) as usize];
+                                    }
+                                }
+                            }
                         }
                     }
-                    Group::BitVector {
-                        dims,
-                        words,
-                        agg_words,
-                        terminal,
-                        ids,
-                    } => {
-                        let mut classes = [0usize; FIELD_COUNT];
-                        for (d, c) in dims.iter().zip(classes.iter_mut()) {
-                            *c = match d.field {
-                                Some(f) => cls[f][i] as usize,
-                                None => {
-                                    let mut acc = 0u32;
-                                    for s in &d.steps {
-                                        acc = s.table[(acc * s.n + cls[s.field][i]) as usize];
-                                    }
-                                    acc as usize
-                                }
-                            };
+                    for i in 0..n {
+                        if rule[i] != NO_RULE {
+                            continue;
                         }
-                        let dims_n = dims.len().min(FIELD_COUNT);
+                        let key = &keys[idx[i] as usize];
                         'scan: for aw in 0..*agg_words {
                             let mut a = !0u64;
                             for d in 0..dims_n {
-                                a &= dims[d].agg[classes[d] * agg_words + aw];
+                                a &= dims[d].agg[dcls[d][i] as usize * agg_words + aw];
                             }
                             while a != 0 {
                                 let w = aw * 64 + a.trailing_zeros() as usize;
                                 a &= a - 1;
                                 let mut x = !0u64;
                                 for d in 0..dims_n {
-                                    x &= dims[d].bits[classes[d] * words + w];
+                                    x &= dims[d].bits[dcls[d][i] as usize * words + w];
                                 }
                                 while x != 0 {
                                     let r = w * 64 + x.trailing_zeros() as usize;
                                     x &= x - 1;
                                     if terminal[r / 64] >> (r % 64) & 1 == 1 {
-                                        rule = ids[r];
+                                        rule[i] = ids[r];
                                         break 'scan;
                                     }
                                     count(ids[r], key);
                                 }
                             }
                         }
-                        if rule != NO_RULE {
-                            break;
-                        }
                     }
                 }
             }
-            rule_out[i] = rule;
         }
+        rule_out[..n].copy_from_slice(&rule[..n]);
     }
 }
 
