@@ -161,7 +161,7 @@ const HOLD_NS: u64 = 1_000_000_000;
 /// Empty rounds before a worker sleeps.
 const SPIN_ROUNDS: u32 = 64;
 /// Longest sleep in poll(2), so stop requests are seen promptly.
-const SLEEP_MS: i32 = 50;
+const SLEEP_MS: i32 = 100;
 /// How often a worker publishes its counters.
 const REPORT_NS: u64 = 100_000_000;
 
@@ -548,7 +548,7 @@ impl Daemon {
         let mut dirty_since: Option<Instant> = None;
         let mut delta = Delta::default();
         while !os::stop_requested() {
-            os::poll_readable(&[self.kernel.events_fd(), server.fd()], 10)?;
+            os::poll_readable(&[self.kernel.events_fd(), server.fd()], 25)?;
             self.kernel
                 .poll_events(&mut self.router.state.kernel, &mut delta)?;
             if !delta.is_empty() {
