@@ -755,23 +755,52 @@ impl Classifier {
                             }
                         }
                     }
+                    // The first aggregate word and the first candidate word of
+                    // every packet, batched: most scans end there.
+                    let mut a0 = [0u64; CHUNK];
+                    let mut x0 = [0u64; CHUNK];
+                    for i in 0..n {
+                        let mut a = !0u64;
+                        for d in 0..dims_n {
+                            a &= dims[d].agg[dcls[d][i] as usize * agg_words];
+                        }
+                        a0[i] = a;
+                    }
+                    for i in 0..n {
+                        if a0[i] != 0 {
+                            let w = a0[i].trailing_zeros() as usize;
+                            let mut x = !0u64;
+                            for d in 0..dims_n {
+                                x &= dims[d].bits[dcls[d][i] as usize * words + w];
+                            }
+                            x0[i] = x;
+                        }
+                    }
                     for i in 0..n {
                         if rule[i] != NO_RULE {
                             continue;
                         }
                         let key = &keys[idx[i] as usize];
                         'scan: for aw in 0..*agg_words {
-                            let mut a = !0u64;
-                            for d in 0..dims_n {
-                                a &= dims[d].agg[dcls[d][i] as usize * agg_words + aw];
+                            let mut a = a0[i];
+                            if aw > 0 {
+                                a = !0u64;
+                                for d in 0..dims_n {
+                                    a &= dims[d].agg[dcls[d][i] as usize * agg_words + aw];
+                                }
                             }
+                            let mut first = aw == 0;
                             while a != 0 {
                                 let w = aw * 64 + a.trailing_zeros() as usize;
                                 a &= a - 1;
-                                let mut x = !0u64;
-                                for d in 0..dims_n {
-                                    x &= dims[d].bits[dcls[d][i] as usize * words + w];
+                                let mut x = x0[i];
+                                if !first {
+                                    x = !0u64;
+                                    for d in 0..dims_n {
+                                        x &= dims[d].bits[dcls[d][i] as usize * words + w];
+                                    }
                                 }
+                                first = false;
                                 while x != 0 {
                                     let r = w * 64 + x.trailing_zeros() as usize;
                                     x &= x - 1;
