@@ -5,6 +5,10 @@
 //! - the reference FIB holding a full Internet table (901,899 IPv4 /
 //!   160,147 IPv6 prefixes from data/full-table-prefixes.txt.gz),
 //! - the fast FIB (`fib::poptrie::Poptrie`) holding the same full table;
+//! - the reference FIB with the small table and the firewall
+//!   (`firewall::PipelineFirewall`) as the ACL stage, with 1,000 and 10,000
+//!   generated rules (`firewall::gen`, ClassBench-like, policy drop, plus a
+//!   last rule accepting the benchmark's sources);
 //!
 //! and, in the same run, two peers over the same frames:
 //! - `copy`: only the per-batch refill of the frames from their templates
@@ -226,6 +230,69 @@ fn run_pipeline<const N: usize, M: Measurement, F4: Lookup<u32>, F6: Lookup<u128
     });
 }
 
+/// The small router with `rules` generated firewall rules as its ACL.
+fn firewall_tables(
+    rules: usize,
+) -> Tables<fib::reference::ReferenceFib4, fib::reference::ReferenceFib6, firewall::PipelineFirewall>
+{
+    let mut text = firewall::gen::to_rule_text(&firewall::gen::rules(rules, 7));
+    let end = text.rfind('}').unwrap_or(text.len());
+    text.insert_str(
+        end,
+        "    ip saddr 198.18.0.0/15 accept\n    ip6 saddr 2001:2::/48 accept\n",
+    );
+    let set = firewall::parse_rules(&text, "bench-rules").expect("generated rules parse");
+    let fw =
+        firewall::Firewall::compile(&set, &firewall::InterfaceMap::new()).expect("rules compile");
+    let (b, f4, f6) = builder();
+    b.build_with_acl(
+        f4,
+        f6,
+        firewall::PipelineFirewall::new(std::sync::Arc::new(fw), 1),
+    )
+}
+
+/// Like [`run_pipeline`] for a firewall ACL: generated rules may drop some
+/// flows, so it reports the forwarded share instead of requiring all.
+fn run_with_firewall<const N: usize, M: Measurement>(
+    c: &mut criterion::BenchmarkGroup<'_, M>,
+    name: &str,
+    tables: &Tables<
+        fib::reference::ReferenceFib4,
+        fib::reference::ReferenceFib6,
+        firewall::PipelineFirewall,
+    >,
+    templates: &[Vec<u8>],
+) {
+    let len = templates[0].len();
+    let mut bufs = Box::new([[0u8; BUF]; N]);
+    let mut w = Worker::new(WorkerConfig::default());
+    let mut next = 0;
+    let mut forwarded = 0;
+    for _ in 0..templates.len().div_ceil(N) {
+        refill(&mut bufs, templates, &mut next);
+        let mut frames = bufs.each_mut().map(|b| Frame::new(b, HEADROOM, len));
+        let out = w.process(tables, 0, 0, &mut frames);
+        forwarded += out
+            .verdicts()
+            .iter()
+            .filter(|v| matches!(v, Verdict::Forward { .. }))
+            .count();
+    }
+    eprintln!(
+        "{name}/{N}: {forwarded} of {} frames forwarded, the rest denied",
+        templates.len().div_ceil(N) * N
+    );
+    c.bench_function(BenchmarkId::new(name, N), |b| {
+        b.iter(|| {
+            refill(&mut bufs, templates, &mut next);
+            let mut frames = bufs.each_mut().map(|b| Frame::new(b, HEADROOM, len));
+            let out = w.process(tables, 0, 0, &mut frames);
+            black_box(out.verdicts().len());
+        })
+    });
+}
+
 fn run_peers<const N: usize, M: Measurement>(
     c: &mut criterion::BenchmarkGroup<'_, M>,
     templates: &[Vec<u8>],
@@ -306,6 +373,8 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
         }
     };
 
+    let fw1k = firewall_tables(1_000);
+    let fw10k = firewall_tables(10_000);
     let v4_small = v4_frames(&small_v4_dsts());
     let v6_small = v6_frames(&small_v6_dsts());
 
@@ -335,6 +404,13 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 if let (Some(t), Some(f)) = (&full_pop, &full_frames) {
                     run_pipeline::<$n, _, _, _>(&mut g, "pipeline_poptrie_full", t, f);
                 }
+                run_with_firewall::<$n, _>(&mut g, "pipeline_ref_small_fw1k", &fw1k, small_frames);
+                run_with_firewall::<$n, _>(
+                    &mut g,
+                    "pipeline_ref_small_fw10k",
+                    &fw10k,
+                    small_frames,
+                );
             };
         }
         sizes!(32);
