@@ -342,3 +342,26 @@ fn generated_firewall_sets_agree_with_linear() {
         assert!(hits > keys.len() / 2, "the trace should mostly hit rules");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Arbitrary text built from the language's own words never panics the
+    /// parser or the compiler.
+    #[test]
+    fn parser_never_panics(words in proptest::collection::vec(0usize..40, 0..60)) {
+        const VOCAB: [&str; 40] = [
+            "chain", "forward", "input", "{", "}", "\n", ";", ",", "policy", "accept", "drop",
+            "reject", "with", "tcp", "reset", "icmpx", "type", "ip", "ip6", "saddr", "daddr",
+            "10.0.0.0/8", "::/0", "dport", "80-90", "$x", "@x", "define", "x", "=", "ct",
+            "state", "new", "!=", "flags", "syn", "/", "counter", "iif", "\"c\"",
+        ];
+        let text: Vec<&str> = words.iter().map(|&w| VOCAB[w]).collect();
+        let text = text.join(" ");
+        if let Ok(set) = firewall::parse_rules(&text, "fuzz") {
+            let fw = Firewall::compile(&set, &InterfaceMap::new()).unwrap();
+            let mut out = [Verdict::default()];
+            fw.classify_batch(Chain::Forward, &[PacketKey::default()], &mut out, &mut RuleCounters::default());
+        }
+    }
+}
