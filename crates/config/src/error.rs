@@ -220,6 +220,23 @@ pub enum ErrorKind {
     /// An IPv6 link-local gateway without an interface.
     #[error("link-local gateway {0} needs an `interface`")]
     LinkLocalNeedsInterface(String),
+    /// A firewall rule that does not parse or compile (the message names
+    /// the rule's field).
+    #[error("{0}")]
+    Firewall(String),
+    /// `[firewall]` with both or neither of `rules` and `file`.
+    #[error(
+        "give the rules either inline (`rules`) or in a file (`file`), not both and not neither"
+    )]
+    FirewallSource,
+    /// The firewall rules file could not be read.
+    #[error("cannot read {path:?}: {reason}")]
+    FirewallFile {
+        /// The path as resolved.
+        path: String,
+        /// What the operating system said.
+        reason: String,
+    },
     /// A static neighbour given twice.
     #[error("neighbour {addr} on {interface:?} is already defined on line {first_line}")]
     DuplicateNeighbour {

@@ -23,9 +23,10 @@ mod validate;
 
 pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use model::{
-    Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError, Route,
+    FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError,
+    Route,
 };
-pub use runtime::{is_router_address, BuildError, Runtime};
+pub use runtime::{is_router_address, BuildError, ConfigAcl, Runtime, FIREWALL_SEED};
 pub use validate::{DEFAULT_MTU, MAX_MTU, MAX_NEXT_HOPS, MIN_MTU, MIN_MTU_V6};
 
 use std::path::Path;
@@ -42,8 +43,8 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Static neighbours, in file order.
     pub neighbours: Vec<Neighbour>,
-    /// The `[firewall]` section, reserved, carried unparsed.
-    pub firewall: Option<toml::Value>,
+    /// The `[firewall]` section: rules parsed and compiled.
+    pub firewall: Option<FirewallConfig>,
     /// The `[workers]` section, reserved, carried unparsed.
     pub workers: Option<toml::Value>,
     /// The `[io]` section, reserved, carried unparsed.
@@ -62,11 +63,19 @@ impl Config {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        Config::parse(&name, &text)
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        Config::parse_in(&name, &text, dir)
     }
 
     /// Parses and validates configuration text; `file` names it in errors.
+    /// A firewall rules file is looked for relative to the current directory.
     pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        Config::parse_in(file, text, Path::new("."))
+    }
+
+    /// Parses and validates configuration text; `file` names it in errors,
+    /// `dir` is where relative paths in it (the firewall's `file`) start.
+    pub fn parse_in(file: &str, text: &str, dir: &Path) -> Result<Config, ConfigError> {
         let lines = error::LineIndex::new(text);
         let raw: raw::RawConfig = match toml::from_str(text) {
             Ok(r) => r,
@@ -90,7 +99,7 @@ impl Config {
                 }]));
             }
         };
-        validate::validate(file, text, raw).map_err(ConfigError::Invalid)
+        validate::validate(file, text, raw, dir).map_err(ConfigError::Invalid)
     }
 
     /// The interface called `name`.

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
+use std::sync::Arc;
 use wire::{Cidr, Ipv4Cidr, Ipv6Cidr};
 
 /// An Ethernet MAC address.
@@ -194,6 +195,26 @@ pub struct Neighbour {
     pub ip: IpAddr,
     /// Its MAC.
     pub mac: MacAddr,
+}
+
+/// The `[firewall]` section: the parsed rule set and its compiled form
+/// (interface names resolved to the ids of [`crate::Config::interfaces`],
+/// in file order).
+#[derive(Debug, Clone)]
+pub struct FirewallConfig {
+    /// Where the rules came from: `router.toml [firewall]` or the rules file.
+    pub source: String,
+    /// The rules as parsed.
+    pub rules: firewall::RuleSet,
+    /// The rules compiled against the config's interfaces.
+    pub compiled: Arc<firewall::Firewall>,
+}
+
+impl PartialEq for FirewallConfig {
+    /// Same source and same rules (the compiled form follows from them).
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source && self.rules == other.rules
+    }
 }
 
 pub(crate) fn is_v6_link_local(a: Ipv6Addr) -> bool {

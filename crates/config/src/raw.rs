@@ -17,9 +17,9 @@ pub(crate) struct RawConfig {
     pub routes: Vec<S<RawRoute>>,
     #[serde(default, alias = "neighbors")]
     pub neighbours: Vec<S<RawNeighbour>>,
-    /// Reserved for the firewall rule set; carried unparsed.
+    /// The firewall rule set: inline text or a rules file.
     #[serde(default)]
-    pub firewall: Option<toml::Value>,
+    pub firewall: Option<S<RawFirewall>>,
     /// Reserved for worker / core placement; carried unparsed.
     #[serde(default)]
     pub workers: Option<toml::Value>,
@@ -83,6 +83,17 @@ pub(crate) struct RawNeighbour {
     #[serde(alias = "address")]
     pub ip: S<String>,
     pub mac: S<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFirewall {
+    /// The rules as text (nftables-like, docs/firewall.md).
+    #[serde(default)]
+    pub rules: Option<S<String>>,
+    /// A rules file, relative to the config file's directory.
+    #[serde(default)]
+    pub file: Option<S<String>>,
 }
 
 /// `via = "a"` or `via = ["a", "b"]`, each element with its own span.

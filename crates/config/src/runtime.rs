@@ -10,11 +10,19 @@ use pipeline::{InterfaceId, PortId, Tables, TablesBuilder, Vlan};
 use std::net::IpAddr;
 use wire::Cidr;
 
+/// The ACL stage a configuration builds: its `[firewall]` rules (forward
+/// chain), or accept-all without that section.
+pub type ConfigAcl = Option<firewall::PipelineFirewall>;
+
+/// Key of the firewall's connection-table hash in the tables built here
+/// (fixed, so that a replay is reproducible).
+pub const FIREWALL_SEED: u64 = 0x6661_7374_6677_6400;
+
 /// The pipeline's tables for a configuration, with the port numbering used.
 #[derive(Debug)]
 pub struct Runtime<F4, F6> {
-    /// The tables the workers read.
-    pub tables: Tables<F4, F6>,
+    /// The tables the workers read; the ACL is the config's firewall.
+    pub tables: Tables<F4, F6, ConfigAcl>,
     /// Port names (kernel interfaces), indexed by [`PortId`].
     pub ports: Vec<String>,
 }
@@ -51,7 +59,9 @@ pub struct BuildError {
 impl Config {
     /// Builds the pipeline's tables over the given (empty) route tables:
     /// interfaces and their connected subnets, static routes (each a
-    /// next-hop set), static neighbours.
+    /// next-hop set), static neighbours, and the `[firewall]` rules as the
+    /// ACL stage. Interface ids follow [`Config::interfaces`], the order the
+    /// firewall was compiled with.
     pub fn build_tables<F4, F6>(
         &self,
         mut fib4: F4,
@@ -134,8 +144,11 @@ impl Config {
             b.add_neighbour(id_of(&n.interface), n.ip, wire::MacAddr(n.mac.0))
                 .map_err(|e| err(format!("neighbours[{} {}]", n.interface, n.ip), e))?;
         }
+        let acl = self.firewall.as_ref().map(|f| {
+            firewall::PipelineFirewall::new(std::sync::Arc::clone(&f.compiled), FIREWALL_SEED)
+        });
         Ok(Runtime {
-            tables: b.build(fib4, fib6),
+            tables: b.build_with_acl(fib4, fib6, acl),
             ports,
         })
     }

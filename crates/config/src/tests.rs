@@ -104,12 +104,133 @@ fn next_hops_table_and_direct_routes() {
 fn reserved_sections_are_carried() {
     let c = Config::parse(
         "r.toml",
+        &format!("{LAB}\n[workers]\ncores = [1]\n[io]\nbackend = \"af_xdp\"\n"),
+    )
+    .unwrap();
+    assert!(c.firewall.is_none() && c.workers.is_some() && c.io.is_some());
+}
+
+#[test]
+fn firewall_inline_rules_compile_against_the_interfaces() {
+    let c = Config::parse(
+        "r.toml",
         &format!(
-            "{LAB}\n[firewall]\nrules = []\n[workers]\ncores = [1]\n[io]\nbackend = \"af_xdp\"\n"
+            "{LAB}\n[firewall]\nrules = \"\"\"\nchain forward {{\n  policy accept\n  iif d1.100 oif d0 udp dport 53 counter drop\n}}\n\"\"\"\n"
         ),
     )
     .unwrap();
-    assert!(c.firewall.is_some() && c.workers.is_some() && c.io.is_some());
+    let fw = c.firewall.as_ref().unwrap();
+    assert_eq!(fw.source, "r.toml [firewall]");
+    let rule = &fw.rules.chain(firewall::Chain::Forward).rules[0];
+    assert_eq!(rule.line, 3);
+    // d1.100 is the third interface (id 2), d0 the first (id 0).
+    let mut key = firewall::PacketKey {
+        src: 0x0a64_0002,
+        dst: 0xc612_0001,
+        proto: 17,
+        sport: 999,
+        dport: 53,
+        iif: 2,
+        oif: 0,
+        len: 40,
+        ..Default::default()
+    };
+    let mut w = firewall::FirewallWorker::new(std::sync::Arc::clone(&fw.compiled), 1);
+    let mut v = [firewall::Verdict::default()];
+    w.process_batch(
+        firewall::Chain::Forward,
+        std::slice::from_mut(&mut key),
+        &mut v,
+        0,
+    );
+    assert_eq!(v[0].action, firewall::Action::Drop);
+    assert_eq!(v[0].rule, 0);
+    key.iif = 1;
+    w.process_batch(
+        firewall::Chain::Forward,
+        std::slice::from_mut(&mut key),
+        &mut v,
+        0,
+    );
+    assert_eq!(v[0].action, firewall::Action::Accept);
+}
+
+#[test]
+fn firewall_rule_error_points_at_the_toml_line() {
+    // Multi-line basic string: rule line 3 is two lines below `rules`.
+    let d = one_error(
+        "\n[firewall]\nrules = \"\"\"\nchain forward {\n  policy accept\n  ip saddr 10.0.0.1/8 drop\n}\n\"\"\"\n",
+    );
+    assert_eq!(d.file, "router.toml");
+    assert_eq!(d.line, LAB_LINES + 6, "{d}");
+    assert_eq!(d.field, "firewall.rules");
+    assert!(d.to_string().contains("ip saddr"), "{d}");
+    // Literal string, no newline after the delimiter.
+    let d = one_error("\n[firewall]\nrules = '''chain forward {\n  ip daddr 1.2.3.4 bogus\n}'''\n");
+    assert_eq!(d.line, LAB_LINES + 4, "{d}");
+    // An escaped newline breaks the line correspondence: the error points
+    // at the key and names the rule's own line.
+    let d = one_error("\n[firewall]\nrules = \"chain forward {\\n ip daddr 1.2.3.4 bogus\\n}\"\n");
+    assert_eq!(d.line, LAB_LINES + 3, "{d}");
+    assert!(d.to_string().contains("line 2 of the rules"), "{d}");
+}
+
+#[test]
+fn firewall_unknown_interface_is_an_error() {
+    let d = one_error(
+        "\n[firewall]\nrules = \"\"\"\nchain forward {\n  oifname eth9 drop\n}\n\"\"\"\n",
+    );
+    assert_eq!(d.line, LAB_LINES + 5, "{d}");
+    assert_eq!(
+        d.kind,
+        ErrorKind::Firewall("unknown interface \"eth9\"".into())
+    );
+}
+
+#[test]
+fn firewall_rules_file_is_relative_to_the_config() {
+    let dir = std::env::temp_dir().join(format!("fastfwd-config-fw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rules.nft"),
+        "chain forward {\n  policy drop\n  tcp dport 22 accept\n}\n",
+    )
+    .unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(&cfg, format!("{LAB}\n[firewall]\nfile = \"rules.nft\"\n")).unwrap();
+    let c = Config::load(&cfg).unwrap();
+    let fw = c.firewall.unwrap();
+    assert_eq!(fw.source, "rules.nft");
+    assert_eq!(fw.rules.chain(firewall::Chain::Forward).rules.len(), 1);
+    // An error in the file names the file and its line.
+    std::fs::write(
+        dir.join("rules.nft"),
+        "chain forward {\n  policy drop\n  tcp dport 99999 accept\n}\n",
+    )
+    .unwrap();
+    let e = Config::load(&cfg).unwrap_err();
+    let d = &e.diagnostics()[0];
+    assert_eq!((d.file.as_str(), d.line), ("rules.nft", 3), "{e}");
+    // A missing file: the error is on the `file` key's line.
+    std::fs::write(&cfg, format!("{LAB}\n[firewall]\nfile = \"nope.nft\"\n")).unwrap();
+    let e = Config::load(&cfg).unwrap_err();
+    let d = &e.diagnostics()[0];
+    assert_eq!(
+        (d.line, d.field.as_str()),
+        (LAB_LINES + 3, "firewall.file"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn firewall_needs_rules_or_file() {
+    let d = one_error("\n[firewall]\n");
+    assert_eq!(d.kind, ErrorKind::FirewallSource);
+    let d = one_error("\n[firewall]\nrules = \"\"\nfile = \"x\"\n");
+    assert_eq!(d.kind, ErrorKind::FirewallSource);
+    let d = one_error("\n[firewall]\nrule = \"\"\n");
+    assert_eq!(d.field, "firewall.rule", "{d}");
 }
 
 #[test]

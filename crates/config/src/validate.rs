@@ -4,13 +4,16 @@
 
 use crate::error::{Diagnostic, ErrorKind, LineIndex};
 use crate::model::{
-    is_v6_link_local, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, Route,
+    is_v6_link_local, FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour,
+    NextHop, Route,
 };
-use crate::raw::{OneOrMany, RawConfig, RawInterface, RawRoute, S};
+use crate::raw::{OneOrMany, RawConfig, RawFirewall, RawInterface, RawRoute, S};
 use crate::Config;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
 use wire::Cidr;
 
 /// Smallest MTU an IPv4 interface may have (RFC 791: every host must take 68).
@@ -213,7 +216,12 @@ fn check_mtu(
     }
 }
 
-pub(crate) fn validate(file: &str, text: &str, raw: RawConfig) -> Result<Config, Vec<Diagnostic>> {
+pub(crate) fn validate(
+    file: &str,
+    text: &str,
+    raw: RawConfig,
+    dir: &Path,
+) -> Result<Config, Vec<Diagnostic>> {
     let mut ctx = Ctx {
         file,
         lines: LineIndex::new(text),
@@ -222,6 +230,10 @@ pub(crate) fn validate(file: &str, text: &str, raw: RawConfig) -> Result<Config,
     let interfaces = interfaces(&mut ctx, &raw.interfaces);
     let routes = routes(&mut ctx, &raw.routes, &interfaces);
     let neighbours = neighbours(&mut ctx, &raw, &interfaces);
+    let firewall = raw
+        .firewall
+        .as_ref()
+        .and_then(|f| firewall_section(&mut ctx, text, f, &interfaces, dir));
     if !ctx.diags.is_empty() {
         ctx.diags.sort_by_key(|d| (d.line, d.column));
         return Err(ctx.diags);
@@ -231,7 +243,7 @@ pub(crate) fn validate(file: &str, text: &str, raw: RawConfig) -> Result<Config,
         interfaces,
         routes,
         neighbours,
-        firewall: raw.firewall,
+        firewall,
         workers: raw.workers,
         io: raw.io,
     })
@@ -854,4 +866,174 @@ fn neighbours(ctx: &mut Ctx<'_>, raw: &RawConfig, ifs: &[Interface]) -> Vec<Neig
         });
     }
     out
+}
+
+/// Where the lines of a rule text are: in the config (a TOML string whose
+/// lines map one to one onto the file's), or in a rules file.
+enum RuleSite<'a> {
+    /// Inline: rule line n is config line `first + n - 1`; `None` when the
+    /// string's escapes break the correspondence (errors then point at
+    /// the `rules` key and give the rule's own line number).
+    Inline {
+        first: Option<usize>,
+        span: Range<usize>,
+    },
+    /// A rules file, named as in errors.
+    File(&'a str),
+}
+
+/// The config line of the first line of a TOML string's value, when every
+/// value line is one source line (no escaped newlines or line-ending
+/// backslashes).
+fn string_first_line(
+    text: &str,
+    span: &Range<usize>,
+    value: &str,
+    lines: &LineIndex<'_>,
+) -> Option<usize> {
+    let raw = text.get(span.clone())?;
+    let start = lines.line(span.start);
+    let (body, multiline) = if raw.starts_with("\"\"\"") || raw.starts_with("'''") {
+        (raw.get(3..)?, true)
+    } else {
+        (raw.get(1..)?, false)
+    };
+    // TOML drops a newline right after the opening delimiter.
+    let trimmed = multiline && (body.starts_with('\n') || body.starts_with("\r\n"));
+    let raw_newlines = body.matches('\n').count();
+    let value_newlines = value.matches('\n').count();
+    (raw_newlines == value_newlines + usize::from(trimmed)).then_some(start + usize::from(trimmed))
+}
+
+fn firewall_error(
+    ctx: &mut Ctx<'_>,
+    site: &RuleSite<'_>,
+    line: usize,
+    field: &str,
+    message: String,
+) {
+    match site {
+        RuleSite::Inline {
+            first: Some(first),
+            span,
+        } => {
+            let column = ctx.lines.line_col(span.start).1;
+            ctx.diags.push(Diagnostic {
+                file: ctx.file.to_owned(),
+                line: first + line.max(1) - 1,
+                column,
+                field: field.to_owned(),
+                kind: ErrorKind::Firewall(message),
+            });
+        }
+        RuleSite::Inline { first: None, span } => ctx.err(
+            span.clone(),
+            field,
+            ErrorKind::Firewall(format!("line {line} of the rules: {message}")),
+        ),
+        RuleSite::File(name) => ctx.diags.push(Diagnostic {
+            file: (*name).to_owned(),
+            line,
+            column: 1,
+            field: field.to_owned(),
+            kind: ErrorKind::Firewall(message),
+        }),
+    }
+}
+
+/// `[firewall]`: reads the rules (inline or from a file next to the
+/// config), parses them, checks that every interface they name exists and
+/// compiles them against the config's interface ids (file order).
+fn firewall_section(
+    ctx: &mut Ctx<'_>,
+    text: &str,
+    raw: &S<RawFirewall>,
+    interfaces: &[Interface],
+    dir: &Path,
+) -> Option<FirewallConfig> {
+    let f = raw.get_ref();
+    let (rules_text, source, site, field) = match (&f.rules, &f.file) {
+        (Some(r), None) => {
+            let first = string_first_line(text, &r.span(), r.get_ref(), &ctx.lines);
+            (
+                r.get_ref().clone(),
+                format!("{} [firewall]", ctx.file),
+                RuleSite::Inline {
+                    first,
+                    span: r.span(),
+                },
+                "firewall.rules",
+            )
+        }
+        (None, Some(p)) => {
+            let path = dir.join(p.get_ref());
+            match std::fs::read_to_string(&path) {
+                Ok(t) => (
+                    t,
+                    p.get_ref().clone(),
+                    RuleSite::File(p.get_ref()),
+                    "firewall.file",
+                ),
+                Err(e) => {
+                    ctx.err(
+                        p.span(),
+                        "firewall.file",
+                        ErrorKind::FirewallFile {
+                            path: path.display().to_string(),
+                            reason: e.to_string(),
+                        },
+                    );
+                    return None;
+                }
+            }
+        }
+        _ => {
+            ctx.err(raw.span(), "firewall", ErrorKind::FirewallSource);
+            return None;
+        }
+    };
+    let set = match firewall::parse_rules(&rules_text, &source) {
+        Ok(s) => s,
+        Err(e) => {
+            firewall_error(ctx, &site, e.line, field, e.message);
+            return None;
+        }
+    };
+    let before = ctx.diags.len();
+    for chain in firewall::Chain::ALL {
+        for rule in &set.chain(chain).rules {
+            for m in [&rule.iif, &rule.oif].into_iter().flatten() {
+                for name in &m.names {
+                    if !interfaces.iter().any(|i| i.name == *name) {
+                        firewall_error(
+                            ctx,
+                            &site,
+                            rule.line,
+                            field,
+                            ErrorKind::UnknownInterface(name.clone()).to_string(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if ctx.diags.len() > before {
+        return None;
+    }
+    let ids: firewall::InterfaceMap = interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, iface)| (iface.name.clone(), i as firewall::IfaceId))
+        .collect();
+    match firewall::Firewall::compile(&set, &ids) {
+        Ok(fw) => Some(FirewallConfig {
+            source,
+            rules: set,
+            compiled: Arc::new(fw),
+        }),
+        Err(e) => {
+            ctx.err(raw.span(), "firewall", ErrorKind::Firewall(e.to_string()));
+            None
+        }
+    }
 }

@@ -168,3 +168,70 @@ impl<T: Acl + ?Sized> Acl for std::sync::Arc<T> {
         (**self).classify_batch(state, now_ns, keys, out)
     }
 }
+
+/// An optional ACL: `None` accepts everything (and, like [`AcceptAll`],
+/// lets the pipeline skip building keys), `Some` classifies.
+impl<T: Acl> Acl for Option<T> {
+    type State = Option<T::State>;
+    fn new_state(&self) -> Option<T::State> {
+        self.as_ref().map(Acl::new_state)
+    }
+    fn accepts_all(&self) -> bool {
+        self.as_ref().is_none_or(Acl::accepts_all)
+    }
+    fn classify_batch(
+        &self,
+        state: &mut Option<T::State>,
+        now_ns: u64,
+        keys: &[FlowKey],
+        out: &mut [AclAction],
+    ) {
+        match (self, state) {
+            (Some(acl), Some(st)) => acl.classify_batch(st, now_ns, keys, out),
+            (Some(acl), st @ None) => {
+                let st = st.insert(acl.new_state());
+                acl.classify_batch(st, now_ns, keys, out)
+            }
+            (None, _) => out.fill(AclAction::Accept),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Denies everything, counting the packets it saw.
+    struct DenyAll;
+    impl Acl for DenyAll {
+        type State = u32;
+        fn new_state(&self) -> u32 {
+            0
+        }
+        fn classify_batch(&self, seen: &mut u32, _: u64, keys: &[FlowKey], out: &mut [AclAction]) {
+            *seen += keys.len() as u32;
+            out.fill(AclAction::Deny);
+        }
+    }
+
+    #[test]
+    fn optional_acl_is_accept_all_when_absent() {
+        let keys = [FlowKey::default(); 3];
+        let mut out = [AclAction::Deny; 3];
+        let none: Option<DenyAll> = None;
+        assert!(none.accepts_all());
+        let mut st = none.new_state();
+        none.classify_batch(&mut st, 0, &keys, &mut out);
+        assert_eq!(out, [AclAction::Accept; 3]);
+        assert!(st.is_none());
+
+        let some = Some(DenyAll);
+        assert!(!some.accepts_all());
+        // A state made while the ACL was absent is replaced on first use.
+        some.classify_batch(&mut st, 0, &keys, &mut out);
+        assert_eq!(out, [AclAction::Deny; 3]);
+        let mut st2 = some.new_state();
+        some.classify_batch(&mut st2, 0, &keys[..2], &mut out[..2]);
+        assert_eq!((st, st2), (Some(3), Some(2)));
+    }
+}
