@@ -70,18 +70,42 @@ const OUTSIDE: u32 = 0xc633_6401;
 fn established_flows_pass_new_ones_from_outside_do_not() {
     let mut w = worker(RULES);
     // Outbound handshake.
-    assert_eq!(one(&mut w, tcp(LAN, INSIDE, 40000, OUTSIDE, 443, SYN), 0), Action::Accept);
-    assert_eq!(one(&mut w, tcp(WAN, OUTSIDE, 443, INSIDE, 40000, SYN | ACK), 1), Action::Accept);
-    assert_eq!(one(&mut w, tcp(LAN, INSIDE, 40000, OUTSIDE, 443, ACK), 2), Action::Accept);
-    assert_eq!(one(&mut w, tcp(WAN, OUTSIDE, 443, INSIDE, 40000, ACK), 3), Action::Accept);
+    assert_eq!(
+        one(&mut w, tcp(LAN, INSIDE, 40000, OUTSIDE, 443, SYN), 0),
+        Action::Accept
+    );
+    assert_eq!(
+        one(&mut w, tcp(WAN, OUTSIDE, 443, INSIDE, 40000, SYN | ACK), 1),
+        Action::Accept
+    );
+    assert_eq!(
+        one(&mut w, tcp(LAN, INSIDE, 40000, OUTSIDE, 443, ACK), 2),
+        Action::Accept
+    );
+    assert_eq!(
+        one(&mut w, tcp(WAN, OUTSIDE, 443, INSIDE, 40000, ACK), 3),
+        Action::Accept
+    );
     // Inbound new connection: dropped by the policy.
-    assert_eq!(one(&mut w, tcp(WAN, OUTSIDE, 5555, INSIDE, 22, SYN), 4), Action::Drop);
+    assert_eq!(
+        one(&mut w, tcp(WAN, OUTSIDE, 5555, INSIDE, 22, SYN), 4),
+        Action::Drop
+    );
     // A mid-stream segment with no entry is invalid: dropped.
-    assert_eq!(one(&mut w, tcp(WAN, OUTSIDE, 5556, INSIDE, 22, ACK), 5), Action::Drop);
+    assert_eq!(
+        one(&mut w, tcp(WAN, OUTSIDE, 5556, INSIDE, 22, ACK), 5),
+        Action::Drop
+    );
     // A new connection from inside without SYN is not allowed either.
-    assert_eq!(one(&mut w, tcp(LAN, INSIDE, 40001, OUTSIDE, 443, ACK), 6), Action::Drop);
+    assert_eq!(
+        one(&mut w, tcp(LAN, INSIDE, 40001, OUTSIDE, 443, ACK), 6),
+        Action::Drop
+    );
     // The dropped inbound SYN created no entry: its "reply" is not established.
-    assert_eq!(one(&mut w, tcp(LAN, INSIDE, 22, OUTSIDE, 5555, SYN | ACK), 7), Action::Drop);
+    assert_eq!(
+        one(&mut w, tcp(LAN, INSIDE, 22, OUTSIDE, 5555, SYN | ACK), 7),
+        Action::Drop
+    );
     let s = w.conntrack_stats().unwrap();
     assert_eq!(s.occupancy, 1);
     assert_eq!(s.inserts, 1);
@@ -102,8 +126,14 @@ fn flood_of_new_flows_stays_within_bound_and_spares_established() {
     let mut w = worker(RULES);
     // A few established UDP flows first.
     for i in 0..20u16 {
-        assert_eq!(one(&mut w, udp(LAN, INSIDE, 1000 + i, OUTSIDE, 53), 0), Action::Accept);
-        assert_eq!(one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 1000 + i), 0), Action::Accept);
+        assert_eq!(
+            one(&mut w, udp(LAN, INSIDE, 1000 + i, OUTSIDE, 53), 0),
+            Action::Accept
+        );
+        assert_eq!(
+            one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 1000 + i), 0),
+            Action::Accept
+        );
     }
     let cap = w.conntrack_stats().unwrap().capacity;
     assert!((1024..4096).contains(&cap), "capacity {cap}");
@@ -149,39 +179,70 @@ fn inserts_fail_when_buckets_hold_only_established_flows() {
 #[test]
 fn entries_expire() {
     let mut w = worker(RULES);
-    assert_eq!(one(&mut w, udp(LAN, INSIDE, 999, OUTSIDE, 53), 0), Action::Accept);
-    assert_eq!(one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), SEC), Action::Accept);
+    assert_eq!(
+        one(&mut w, udp(LAN, INSIDE, 999, OUTSIDE, 53), 0),
+        Action::Accept
+    );
+    assert_eq!(
+        one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), SEC),
+        Action::Accept
+    );
     // Established timeout is 20 s from the last packet (1 s).
-    assert_eq!(one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), 20 * SEC), Action::Accept);
+    assert_eq!(
+        one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), 20 * SEC),
+        Action::Accept
+    );
     // 20 s after that: gone, so the reply is new and dropped.
-    assert_eq!(one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), 41 * SEC), Action::Drop);
+    assert_eq!(
+        one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 999), 41 * SEC),
+        Action::Drop
+    );
     // An unanswered flow expires after udp-new (10 s).
-    assert_eq!(one(&mut w, udp(LAN, INSIDE, 998, OUTSIDE, 53), 50 * SEC), Action::Accept);
-    assert_eq!(one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 998), 61 * SEC), Action::Drop);
+    assert_eq!(
+        one(&mut w, udp(LAN, INSIDE, 998, OUTSIDE, 53), 50 * SEC),
+        Action::Accept
+    );
+    assert_eq!(
+        one(&mut w, udp(WAN, OUTSIDE, 53, INSIDE, 998), 61 * SEC),
+        Action::Drop
+    );
 }
 
 #[test]
 fn rejects_are_rate_limited() {
     let text = "limit reject 10/second burst 5\nchain forward {\n tcp dport 23 reject\n udp dport 69 reject\n}";
     let mut w = worker(text);
-    let mut keys: Vec<PacketKey> = (0..20).map(|i| tcp(WAN, OUTSIDE, 1000 + i, INSIDE, 23, SYN)).collect();
+    let mut keys: Vec<PacketKey> = (0..20)
+        .map(|i| tcp(WAN, OUTSIDE, 1000 + i, INSIDE, 23, SYN))
+        .collect();
     let mut out = vec![Verdict::default(); keys.len()];
     w.process_batch(Chain::Forward, &mut keys, &mut out, SEC);
-    let rst = out.iter().filter(|v| v.action == Action::RejectTcpReset).count();
+    let rst = out
+        .iter()
+        .filter(|v| v.action == Action::RejectTcpReset)
+        .count();
     assert_eq!(rst, 5);
     assert_eq!(w.stats().rejects_rate_limited, 15);
-    assert!(out.iter().all(|v| matches!(v.action, Action::RejectTcpReset | Action::Drop)));
+    assert!(out
+        .iter()
+        .all(|v| matches!(v.action, Action::RejectTcpReset | Action::Drop)));
     // Half a second later: 5 more tokens.
     let mut keys = vec![udp(WAN, OUTSIDE, 1, INSIDE, 69); 10];
     let mut out = vec![Verdict::default(); 10];
     w.process_batch(Chain::Forward, &mut keys, &mut out, SEC + SEC / 2);
-    assert_eq!(out.iter().filter(|v| v.action == Action::RejectIcmp(3)).count(), 5);
+    assert_eq!(
+        out.iter()
+            .filter(|v| v.action == Action::RejectIcmp(3))
+            .count(),
+        5
+    );
 }
 
 #[test]
 fn workers_pick_up_a_swapped_rule_set() {
     let ifaces = InterfaceMap::new();
-    let compile = |t: &str| Arc::new(Firewall::compile(&parse_rules(t, "swap").unwrap(), &ifaces).unwrap());
+    let compile =
+        |t: &str| Arc::new(Firewall::compile(&parse_rules(t, "swap").unwrap(), &ifaces).unwrap());
     let shared = SharedFirewall::from(compile("chain forward {\n policy accept\n}"));
     let mut w = FirewallWorker::new(shared.load_full(), 1);
     let k = udp(WAN, OUTSIDE, 1, INSIDE, 69);

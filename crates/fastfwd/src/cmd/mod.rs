@@ -1,11 +1,11 @@
 //! One module per subcommand.
 
+pub mod config;
 pub mod fib;
 pub mod firewall;
 pub mod lab;
-pub mod replay;
-pub mod config;
 pub mod neighbor;
+pub mod replay;
 pub mod route;
 pub mod run;
 pub mod show;
