@@ -125,6 +125,8 @@ pub struct Report {
     pub counters: Counters,
     /// Frames written per output file name (`d1.pcap`, `punt.pcap`, ...).
     pub outputs: BTreeMap<String, u64>,
+    /// Per-rule counters of the config's firewall, when it has one.
+    pub firewall: Option<firewall::FirewallSummary>,
 }
 
 /// One input stream, with its next record read ahead.
@@ -280,9 +282,17 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
         streams[i].advance()?;
     }
     let counts = outputs.finish()?;
+    let firewall = rt.tables.acl.as_ref().map(|acl| {
+        let state = worker
+            .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
+            .and_then(Option::as_ref);
+        acl.firewall()
+            .summary(state.map(firewall::FirewallWorker::counters))
+    });
     Ok(Report {
         counters: worker.counters().clone(),
         outputs: counts,
+        firewall,
     })
 }
 
@@ -350,11 +360,18 @@ impl Report {
                 }
             }
         }
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "config": cfg.file,
             "counters": counters,
             "outputs": self.outputs,
-        })
+        });
+        if let (Some(fw), Some(obj)) = (&self.firewall, v.as_object_mut()) {
+            obj.insert(
+                "firewall".into(),
+                serde_json::to_value(fw).unwrap_or_default(),
+            );
+        }
+        v
     }
 
     /// Counters as text tables.
@@ -404,6 +421,38 @@ impl Report {
             let n = c.punt_count(*r);
             if n > 0 {
                 let _ = writeln!(s, "  {:<28} {:>8}  {}", r.name(), n, r.description());
+            }
+        }
+        if let Some(fw) = &self.firewall {
+            let _ = writeln!(s, "\nfirewall ({})", fw.source);
+            for chain in fw.chains.iter().filter(|c| !c.rules.is_empty()) {
+                let _ = writeln!(
+                    s,
+                    "  chain {:<8} {:>6} {:>10} {:>12}  rule",
+                    chain.chain.name(),
+                    "line",
+                    "packets",
+                    "bytes"
+                );
+                for r in &chain.rules {
+                    let _ = writeln!(
+                        s,
+                        "  {:<14} {:>6} {:>10} {:>12}  {}",
+                        "", r.line, r.packets, r.bytes, r.rule
+                    );
+                }
+                let _ = writeln!(
+                    s,
+                    "  {:<14} {:>6} {:>10} {:>12}  policy {}",
+                    "",
+                    "",
+                    chain.policy_packets,
+                    chain.policy_bytes,
+                    match chain.policy {
+                        firewall::Policy::Accept => "accept",
+                        firewall::Policy::Drop => "drop",
+                    }
+                );
             }
         }
         let _ = writeln!(s, "\noutputs");
