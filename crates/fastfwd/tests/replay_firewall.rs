@@ -8,7 +8,7 @@
 //! Frames and the pcap container are built byte by byte here, so nothing of
 //! fastfwd's own parsing judges fastfwd's output.
 
-use etherparse::{Ethernet2Header, Icmpv4Slice, Ipv4Header};
+use etherparse::{Ethernet2Header, Icmpv4Slice, Ipv4Header, Ipv6Header, TcpHeader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -193,7 +193,11 @@ fn tmpdir(name: &str) -> PathBuf {
 }
 
 fn replay(dir: &Path, frames: &[Vec<u8>], json: bool) -> std::process::Output {
-    std::fs::write(dir.join("router.toml"), CONFIG).unwrap();
+    replay_config(dir, CONFIG, frames, json)
+}
+
+fn replay_config(dir: &Path, config: &str, frames: &[Vec<u8>], json: bool) -> std::process::Output {
+    std::fs::write(dir.join("router.toml"), config).unwrap();
     write_pcap(&dir.join("in.pcap"), frames);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fastfwd"));
     cmd.arg("replay")
@@ -506,5 +510,259 @@ fn replay_refuses_a_bad_rule_naming_the_toml_line() {
         "{err}"
     );
     assert!(!dir.join("out").exists(), "nothing replayed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ------------------------------------------------------------ TCP reset
+
+const GEN6: &str = "2001:db8::108";
+const SINK6: &str = "2001:db8:1::108";
+
+/// A router with IPv4 and IPv6 on both sides; TCP to port 25 is refused
+/// with a RST, other TCP with a plain `reject` (a RST for TCP too).
+const CONFIG_RST: &str = r#"
+[[interfaces]]
+name = "d0"
+mac = "02:00:00:00:00:10"
+addresses = ["198.18.0.10/24", "2001:db8::10/64"]
+
+[[interfaces]]
+name = "d1"
+mac = "02:00:00:00:01:10"
+addresses = ["198.19.0.10/24", "2001:db8:1::10/64"]
+
+[[neighbours]]
+interface = "d0"
+ip = "198.18.0.108"
+mac = "02:00:00:00:00:08"
+
+[[neighbours]]
+interface = "d0"
+ip = "2001:db8::108"
+mac = "02:00:00:00:00:08"
+
+[[neighbours]]
+interface = "d1"
+ip = "198.19.0.108"
+mac = "02:00:00:00:01:08"
+
+[firewall]
+rules = """
+chain forward {
+    policy accept
+    tcp dport 25 reject with tcp reset
+    tcp dport 110 reject
+}
+"""
+"#;
+
+const LINE_RST: usize = 3;
+const LINE_RST_DEFAULT: usize = 4;
+
+/// A TCP segment (20-byte header) with `data_len` bytes of data.
+fn tcp_segment(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, data_len: usize) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&ack.to_be_bytes());
+    t.extend_from_slice(&[0x50, flags]);
+    t.extend_from_slice(&8192u16.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 0]);
+    t.extend((0..data_len).map(|i| i as u8));
+    t
+}
+
+fn tcp4_frame(seg: &[u8], id: u16) -> Vec<u8> {
+    let mut seg = seg.to_vec();
+    let c = l4_checksum(GEN4, SINK4, 6, &seg);
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    eth(&ipv4(GEN4, SINK4, 6, id, &seg))
+}
+
+fn v6_pseudo_sum(src: [u8; 16], dst: [u8; 16], len: usize) -> u32 {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&(len as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 6]);
+    ones_sum(0, &pseudo)
+}
+
+fn tcp6_frame(seg: &[u8]) -> Vec<u8> {
+    let (src, dst) = (v6(GEN6), v6(SINK6));
+    let mut seg = seg.to_vec();
+    let c = !(ones_sum(v6_pseudo_sum(src, dst, seg.len()), &seg) as u16);
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut ip = vec![0x60, 0, 0, 0];
+    ip.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    ip.extend_from_slice(&[6, 64]);
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    ip.extend_from_slice(&seg);
+    let mut f = Vec::new();
+    f.extend_from_slice(&R_D0);
+    f.extend_from_slice(&GEN);
+    f.extend_from_slice(&0x86ddu16.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f
+}
+
+fn v6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// A RST the router sent back toward the generator: (TCP header, IP
+/// source, IP destination), with the Ethernet, IP and TCP checksums checked.
+fn decode_reset(frame: &[u8]) -> (TcpHeader, Vec<u8>, Vec<u8>) {
+    let (eh, rest) = Ethernet2Header::from_slice(frame).expect("ethernet header");
+    assert_eq!((eh.destination, eh.source), (GEN, R_D0));
+    let (src, dst, seg, pseudo) = match eh.ether_type.0 {
+        0x0800 => {
+            let (ip, _) = Ipv4Header::from_slice(rest).expect("ipv4 header");
+            assert_eq!(
+                ip.header_checksum,
+                ip.calc_header_checksum(),
+                "IPv4 checksum"
+            );
+            assert_eq!(ip.protocol.0, 6);
+            assert_eq!(ip.time_to_live, 64);
+            let seg = &rest[ip.header_len()..usize::from(ip.total_len)];
+            let mut p = Vec::new();
+            p.extend_from_slice(&ip.source);
+            p.extend_from_slice(&ip.destination);
+            p.extend_from_slice(&[0, 6]);
+            p.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+            (
+                ip.source.to_vec(),
+                ip.destination.to_vec(),
+                seg,
+                ones_sum(0, &p),
+            )
+        }
+        0x86dd => {
+            let (ip, _) = Ipv6Header::from_slice(rest).expect("ipv6 header");
+            assert_eq!(ip.next_header.0, 6);
+            assert_eq!(ip.hop_limit, 64);
+            let seg = &rest[40..40 + usize::from(ip.payload_length)];
+            (
+                ip.source.to_vec(),
+                ip.destination.to_vec(),
+                seg,
+                v6_pseudo_sum(ip.source, ip.destination, seg.len()),
+            )
+        }
+        t => panic!("ethertype {t:#06x}"),
+    };
+    assert_eq!(ones_sum(pseudo, seg), 0xffff, "TCP checksum");
+    let (tcp, payload) = TcpHeader::from_slice(seg).expect("tcp header");
+    assert!(payload.is_empty(), "a RST carries no data");
+    assert!(tcp.rst && !tcp.syn && !tcp.fin);
+    assert_eq!(tcp.window_size, 0);
+    (tcp, src, dst)
+}
+
+/// A segment, its source port, and the reset expected in answer
+/// (sequence, acknowledgement, ACK flag), or `None` for no answer.
+type ResetCase = (Vec<u8>, u16, Option<(u32, u32, bool)>);
+
+#[test]
+fn replay_answers_reject_with_tcp_reset() {
+    let dir = tmpdir("rst");
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const PSH: u8 = 0x08;
+    const RST: u8 = 0x04;
+    // (frame, source port, expected (seq, ack, ACK flag)); None: no answer.
+    let cases: Vec<ResetCase> = vec![
+        // SYN, no ACK: SEQ 0, ACK = SEG.SEQ + 1 (the SYN counts).
+        (
+            tcp4_frame(&tcp_segment(41001, 25, 1000, 0, SYN, 0), 1),
+            41001,
+            Some((0, 1001, true)),
+        ),
+        // Data with ACK: SEQ = SEG.ACK, no ACK flag.
+        (
+            tcp4_frame(&tcp_segment(41002, 25, 5000, 0x8000_0000, ACK | PSH, 10), 2),
+            41002,
+            Some((0x8000_0000, 0, false)),
+        ),
+        // FIN with data, no ACK, sequence wrapping: ACK = SEQ + 3 + 1.
+        (
+            tcp4_frame(&tcp_segment(41003, 110, 0xffff_fffe, 0, 0x01, 3), 3),
+            41003,
+            Some((0, 2, true)),
+        ),
+        // A RST is never answered.
+        (
+            tcp4_frame(&tcp_segment(41004, 25, 9, 9, RST | ACK, 0), 4),
+            41004,
+            None,
+        ),
+        // IPv6 SYN.
+        (
+            tcp6_frame(&tcp_segment(41005, 25, 77, 0, SYN, 0)),
+            41005,
+            Some((0, 78, true)),
+        ),
+        // Other ports pass.
+        (
+            tcp4_frame(&tcp_segment(41006, 80, 1, 0, SYN, 0), 6),
+            41006,
+            None,
+        ),
+    ];
+    let frames: Vec<Vec<u8>> = cases.iter().map(|c| c.0.clone()).collect();
+    let res = replay_config(&dir, CONFIG_RST, &frames, true);
+    let json: serde_json::Value = serde_json::from_slice(&res.stdout).expect("JSON on stdout");
+    let out = dir.join("out");
+
+    let d0 = read_pcap(&out.join("d0.pcap"));
+    let want: Vec<_> = cases.iter().filter(|c| c.2.is_some()).collect();
+    assert_eq!(d0.len(), want.len(), "one RST per rejected segment");
+    for rst in &d0 {
+        let (tcp, src, dst) = decode_reset(rst);
+        let case = cases
+            .iter()
+            .find(|c| c.1 == tcp.destination_port)
+            .expect("the RST goes to a test segment's source port");
+        let (seq, ack, ack_flag) = case.2.expect("an answer to this segment");
+        assert_eq!(
+            (tcp.sequence_number, tcp.acknowledgment_number, tcp.ack),
+            (seq, ack, ack_flag),
+            "reset for source port {}",
+            case.1
+        );
+        // From the segment's destination back to its source.
+        if src.len() == 4 {
+            assert_eq!((src.as_slice(), dst.as_slice()), (&SINK4[..], &GEN4[..]));
+            assert_eq!(
+                tcp.source_port,
+                u16::from_be_bytes([case.0[36], case.0[37]])
+            );
+        } else {
+            assert_eq!((src, dst), (v6(SINK6).to_vec(), v6(GEN6).to_vec()));
+            assert_eq!(
+                tcp.source_port,
+                u16::from_be_bytes([case.0[56], case.0[57]])
+            );
+        }
+    }
+    let c = &json["counters"];
+    assert_eq!(c["tcp_resets_sent"].as_u64(), Some(want.len() as u64));
+    assert_eq!(c["icmp_sent"].as_u64(), Some(0));
+    assert_eq!(c["drops"]["acl_denied"].as_u64(), Some(5));
+    assert_eq!(read_pcap(&out.join("d1.pcap")).len(), 1, "port 80 passes");
+    // Per-rule counters: four segments to port 25, one to 110.
+    let sum = |idx: &[usize]| {
+        (
+            idx.len() as u64,
+            idx.iter()
+                .map(|&i| (frames[i].len() - 14) as u64)
+                .sum::<u64>(),
+        )
+    };
+    assert_eq!(rule_counters(&json, LINE_RST), sum(&[0, 1, 3, 4]));
+    assert_eq!(rule_counters(&json, LINE_RST_DEFAULT), sum(&[2]));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,8 +6,8 @@
 //! table, reject limiter).
 //! Next: accepted packets continue to neighbour resolution; dropped ones
 //! are counted as `acl_denied`; rejected ones also get an ICMP / ICMPv6
-//! destination unreachable from the pipeline (RFC 792, RFC 4443 §3.1).
-//! The pipeline builds no TCP RST yet, so `reject with tcp reset` drops.
+//! destination unreachable (RFC 792, RFC 4443 §3.1) or a TCP RST (RFC 9293
+//! §3.10.7.1) from the pipeline.
 
 use crate::classifier::CHUNK;
 use crate::key::{Action, PacketKey, Verdict};
@@ -61,7 +61,8 @@ pub fn packet_key(k: &FlowKey) -> PacketKey {
 pub fn acl_action(a: Action) -> AclAction {
     match a {
         Action::Accept => AclAction::Accept,
-        Action::Drop | Action::RejectTcpReset => AclAction::Deny,
+        Action::Drop => AclAction::Deny,
+        Action::RejectTcpReset => AclAction::RejectTcpReset,
         Action::RejectIcmp(code) | Action::RejectIcmp6(code) => AclAction::RejectUnreachable(code),
     }
 }
@@ -158,7 +159,7 @@ mod tests {
         assert_eq!(
             out,
             [
-                AclAction::Deny, // reject of TCP = RST, not built by the pipeline yet
+                AclAction::RejectTcpReset, // plain reject of TCP: a RST
                 AclAction::Accept,
                 AclAction::Accept,
                 AclAction::Deny,

@@ -8,7 +8,8 @@
 //! causes nothing (not even a punt on a neighbour miss).
 //! Writes: nothing in the packet.
 //! Next: accepted packets go on to the forward stage; denied ones are
-//! dropped and counted as `acl_denied`.
+//! dropped and counted as `acl_denied`; rejected ones are dropped too and
+//! answered with an ICMP unreachable or a TCP RST.
 //!
 //! The stage works on whole batches so a classifier can overlap its memory
 //! accesses. [`AcceptAll`] is the default; the pipeline skips building
@@ -86,6 +87,10 @@ pub enum AclAction {
     /// RFC 4443 §3.1; e.g. 13 / 1: administratively prohibited), under the
     /// same rules and rate limit as every ICMP error the pipeline sends.
     RejectUnreachable(u8),
+    /// Drop, counted as `acl_denied`, and answer a TCP segment with a RST
+    /// from its destination (RFC 9293 §3.10.7.1); counted as
+    /// `tcp_resets_sent`. Not rate limited by the pipeline.
+    RejectTcpReset,
 }
 
 /// A packet classifier run on every chunk of a batch after the next-hop

@@ -191,6 +191,11 @@ pub struct Counters {
     pub icmp_suppressed: u64,
     /// IPv4 fragments generated.
     pub fragments_sent: u64,
+    /// TCP resets generated for the ACL (RFC 9293 §3.10.7.1).
+    pub tcp_resets_sent: u64,
+    /// TCP resets not sent (answer to a RST, non-first fragment, truncated
+    /// header, broadcast source, no route or neighbour back).
+    pub tcp_resets_suppressed: u64,
     /// Drops by reason, indexed by [`DropReason::index`].
     pub drops: [u64; DropReason::COUNT],
     /// Punts by reason, indexed by [`PuntReason::index`].
@@ -216,6 +221,8 @@ impl Counters {
             icmp_rate_limited: 0,
             icmp_suppressed: 0,
             fragments_sent: 0,
+            tcp_resets_sent: 0,
+            tcp_resets_suppressed: 0,
             drops: [0; DropReason::COUNT],
             punts: [0; PuntReason::COUNT],
             interfaces: vec![InterfaceCounters::default(); interfaces],
@@ -252,6 +259,8 @@ impl Counters {
         self.icmp_rate_limited += o.icmp_rate_limited;
         self.icmp_suppressed += o.icmp_suppressed;
         self.fragments_sent += o.fragments_sent;
+        self.tcp_resets_sent += o.tcp_resets_sent;
+        self.tcp_resets_suppressed += o.tcp_resets_suppressed;
         for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
             *a += b;
         }
@@ -304,7 +313,7 @@ impl<R: Copy> Serialize for ReasonMap<'_, R> {
 /// array indexed by interface id.
 impl Serialize for Counters {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Counters", 10)?;
+        let mut st = s.serialize_struct("Counters", 12)?;
         st.serialize_field("rx_frames", &self.rx_frames)?;
         st.serialize_field("forwarded_ipv4", &self.forwarded_ipv4)?;
         st.serialize_field("forwarded_ipv6", &self.forwarded_ipv6)?;
@@ -312,6 +321,8 @@ impl Serialize for Counters {
         st.serialize_field("icmp_rate_limited", &self.icmp_rate_limited)?;
         st.serialize_field("icmp_suppressed", &self.icmp_suppressed)?;
         st.serialize_field("fragments_sent", &self.fragments_sent)?;
+        st.serialize_field("tcp_resets_sent", &self.tcp_resets_sent)?;
+        st.serialize_field("tcp_resets_suppressed", &self.tcp_resets_suppressed)?;
         st.serialize_field(
             "drops",
             &ReasonMap(&self.drops, DropReason::ALL, DropReason::name),

@@ -432,6 +432,16 @@ impl Worker {
                 match actions[j] {
                     AclAction::Accept => continue,
                     AclAction::Deny => {}
+                    AclAction::RejectTcpReset => {
+                        let m = &meta[i];
+                        let l3 = usize::from(m.l3);
+                        let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
+                        if batch[j].is_ipv6 {
+                            stages::tcp_reset::reset_v6(self, tables, orig);
+                        } else {
+                            stages::tcp_reset::reset_v4(self, tables, orig);
+                        }
+                    }
                     AclAction::RejectUnreachable(code) => {
                         let m = &meta[i];
                         let l3 = usize::from(m.l3);

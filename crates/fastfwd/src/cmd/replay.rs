@@ -400,14 +400,16 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "\nframes {}  forwarded ipv4 {} ipv6 {}  icmp errors sent {} (rate limited {}, suppressed {})  fragments sent {}",
+            "\nframes {}  forwarded ipv4 {} ipv6 {}  icmp errors sent {} (rate limited {}, suppressed {})  fragments sent {}  tcp resets sent {} (suppressed {})",
             c.rx_frames,
             c.forwarded_ipv4,
             c.forwarded_ipv6,
             c.icmp_sent,
             c.icmp_rate_limited,
             c.icmp_suppressed,
-            c.fragments_sent
+            c.fragments_sent,
+            c.tcp_resets_sent,
+            c.tcp_resets_suppressed
         );
         let _ = writeln!(s, "\ndrops ({} total)", c.total_drops());
         for r in DropReason::ALL {

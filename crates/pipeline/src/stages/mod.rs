@@ -11,6 +11,7 @@ pub(crate) mod fragment;
 pub(crate) mod icmp;
 pub(crate) mod ipv4;
 pub(crate) mod ipv6;
+pub(crate) mod tcp_reset;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
