@@ -377,6 +377,15 @@ pub fn run(args: Args) -> Result<()> {
         bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(fw) = &config.firewall {
+        // The running router's tables have no ACL stage yet; say so rather
+        // than forward silently past the rules.
+        eprintln!(
+            "fastfwd: warning: {}: the firewall rules ({}) are checked but not applied by `fastfwd run` yet (`fastfwd replay` applies them)",
+            args.config.display(),
+            fw.source
+        );
+    }
     let cores = match &args.cores {
         Some(s) => parse_cores(s)?,
         None => vec![*os::allowed_cpus()?.first().context("no CPU allowed")?],
