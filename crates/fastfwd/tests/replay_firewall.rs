@@ -8,7 +8,7 @@
 //! Frames and the pcap container are built byte by byte here, so nothing of
 //! fastfwd's own parsing judges fastfwd's output.
 
-use etherparse::{Ethernet2Header, Icmpv4Slice, Ipv4Header, Ipv6Header, TcpHeader};
+use etherparse::{Ethernet2Header, Icmpv4Slice, Icmpv6Slice, Ipv4Header, Ipv6Header, TcpHeader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -552,12 +552,14 @@ chain forward {
     policy accept
     tcp dport 25 reject with tcp reset
     tcp dport 110 reject
+    ip6 daddr 2001:db8:1::/64 udp dport 7 reject with icmpx type admin-prohibited
 }
 """
 "#;
 
 const LINE_RST: usize = 3;
 const LINE_RST_DEFAULT: usize = 4;
+const LINE_REJECT_V6: usize = 5;
 
 /// A TCP segment (20-byte header) with `data_len` bytes of data.
 fn tcp_segment(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, data_len: usize) -> Vec<u8> {
@@ -712,12 +714,52 @@ fn replay_answers_reject_with_tcp_reset() {
             None,
         ),
     ];
-    let frames: Vec<Vec<u8>> = cases.iter().map(|c| c.0.clone()).collect();
+    let mut frames: Vec<Vec<u8>> = cases.iter().map(|c| c.0.clone()).collect();
+    // An IPv6 UDP datagram refused with ICMPv6 administratively prohibited.
+    let udp6 = {
+        let (src, dst) = (v6(GEN6), v6(SINK6));
+        let mut u = vec![0x9c, 0x40, 0, 7, 0, 12, 0, 0, 1, 2, 3, 4];
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&src);
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&(u.len() as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, 17]);
+        let c = !(ones_sum(ones_sum(0, &pseudo), &u) as u16);
+        u[6..8].copy_from_slice(&c.to_be_bytes());
+        let mut ip = vec![0x60, 0, 0, 0, 0, u.len() as u8, 17, 64];
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        ip.extend_from_slice(&u);
+        let mut f = Vec::new();
+        f.extend_from_slice(&R_D0);
+        f.extend_from_slice(&GEN);
+        f.extend_from_slice(&0x86ddu16.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f
+    };
+    frames.push(udp6.clone());
     let res = replay_config(&dir, CONFIG_RST, &frames, true);
     let json: serde_json::Value = serde_json::from_slice(&res.stdout).expect("JSON on stdout");
     let out = dir.join("out");
 
-    let d0 = read_pcap(&out.join("d0.pcap"));
+    let mut d0 = read_pcap(&out.join("d0.pcap"));
+    // The ICMPv6 error: from the router's d0 address back to the source,
+    // type 1 code 1, checksum over the pseudo-header, the datagram quoted.
+    let icmp6_at = d0
+        .iter()
+        .position(|f| f[12..14] == [0x86, 0xdd] && f[20] == 58)
+        .expect("an ICMPv6 error on d0");
+    let e = d0.remove(icmp6_at);
+    let (ip6, rest) = Ipv6Header::from_slice(&e[14..]).unwrap();
+    assert_eq!(ip6.source, v6("2001:db8::10"));
+    assert_eq!(ip6.destination, v6(GEN6));
+    let icmp6 = Icmpv6Slice::from_slice(&rest[..usize::from(ip6.payload_length)]).unwrap();
+    assert!(
+        icmp6.is_checksum_valid(ip6.source, ip6.destination),
+        "ICMPv6 checksum"
+    );
+    assert_eq!((icmp6.type_u8(), icmp6.code_u8()), (1, 1));
+    assert_eq!(icmp6.payload(), &udp6[14..], "the datagram quoted whole");
     let want: Vec<_> = cases.iter().filter(|c| c.2.is_some()).collect();
     assert_eq!(d0.len(), want.len(), "one RST per rejected segment");
     for rst in &d0 {
@@ -750,8 +792,8 @@ fn replay_answers_reject_with_tcp_reset() {
     }
     let c = &json["counters"];
     assert_eq!(c["tcp_resets_sent"].as_u64(), Some(want.len() as u64));
-    assert_eq!(c["icmp_sent"].as_u64(), Some(0));
-    assert_eq!(c["drops"]["acl_denied"].as_u64(), Some(5));
+    assert_eq!(c["icmp_sent"].as_u64(), Some(1));
+    assert_eq!(c["drops"]["acl_denied"].as_u64(), Some(6));
     assert_eq!(read_pcap(&out.join("d1.pcap")).len(), 1, "port 80 passes");
     // Per-rule counters: four segments to port 25, one to 110.
     let sum = |idx: &[usize]| {
@@ -764,5 +806,6 @@ fn replay_answers_reject_with_tcp_reset() {
     };
     assert_eq!(rule_counters(&json, LINE_RST), sum(&[0, 1, 3, 4]));
     assert_eq!(rule_counters(&json, LINE_RST_DEFAULT), sum(&[2]));
+    assert_eq!(rule_counters(&json, LINE_REJECT_V6), sum(&[6]));
     std::fs::remove_dir_all(&dir).unwrap();
 }
