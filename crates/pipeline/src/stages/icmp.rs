@@ -17,8 +17,8 @@
 //! delivery. Sent at most at the token bucket's rate per worker (RFC 1812
 //! §4.3.2.8, RFC 4443 §2.4 (f)); excess is counted as `icmp_rate_limited`.
 
-use super::{ipv4::be32, ipv6, resolve, write_l2, Resolved};
-use crate::tables::{v4_key, InterfaceId, LocalKind, Tables};
+use super::{ipv4::be32, ipv6, route_back_v4, route_back_v6, write_l2};
+use crate::tables::{InterfaceId, LocalKind, Tables};
 use crate::worker::{Generated, Worker};
 
 /// ICMP type 3: destination unreachable.
@@ -122,11 +122,7 @@ pub(crate) fn error_v4<F4, F6, A>(
         w.counters.icmp_suppressed += 1;
         return;
     };
-    let Some(nh) = tables.fib4.lookup(src) else {
-        w.counters.icmp_suppressed += 1;
-        return;
-    };
-    let Resolved::Hop { out_if, mac } = resolve(tables, nh, src, v4_key(src)) else {
+    let Some((out_if, mac)) = route_back_v4(tables, src) else {
         w.counters.icmp_suppressed += 1;
         return;
     };
@@ -234,12 +230,7 @@ pub(crate) fn error_v6<F4, F6, A>(
         w.counters.icmp_suppressed += 1;
         return;
     };
-    let Some(nh) = tables.fib6.lookup(src) else {
-        w.counters.icmp_suppressed += 1;
-        return;
-    };
-    let Resolved::Hop { out_if, mac } = resolve(tables, nh, src as u32 ^ (src >> 96) as u32, src)
-    else {
+    let Some((out_if, mac)) = route_back_v6(tables, src) else {
         w.counters.icmp_suppressed += 1;
         return;
     };

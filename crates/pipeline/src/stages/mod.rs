@@ -247,6 +247,37 @@ pub(crate) fn resolve<F4, F6, A>(
     }
 }
 
+/// The way back to `src` for a packet the router generates about one it
+/// received (ICMP error, TCP reset): egress interface and next-hop MAC, or
+/// `None` when there is no route or no known neighbour.
+pub(crate) fn route_back_v4<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    src: u32,
+) -> Option<(InterfaceId, MacAddr)>
+where
+    F4: fib::Lookup<u32>,
+{
+    match resolve(tables, tables.fib4.lookup(src)?, src, v4_key(src)) {
+        Resolved::Hop { out_if, mac } => Some((out_if, mac)),
+        _ => None,
+    }
+}
+
+/// [`route_back_v4`] for IPv6.
+pub(crate) fn route_back_v6<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    src: u128,
+) -> Option<(InterfaceId, MacAddr)>
+where
+    F6: fib::Lookup<u128>,
+{
+    let hash = src as u32 ^ (src >> 96) as u32;
+    match resolve(tables, tables.fib6.lookup(src)?, hash, src) {
+        Resolved::Hop { out_if, mac } => Some((out_if, mac)),
+        _ => None,
+    }
+}
+
 /// Next-hop choice stage, after the route lookup.
 ///
 /// Reads: the lookup result, the adjacency (next-hop set) and, when the

@@ -19,8 +19,8 @@
 //! no route or known neighbour back. Rate limiting is the ACL's business
 //! (the firewall's `limit reject`).
 
-use super::{ipv4::be32, ipv6, resolve, write_l2, Resolved};
-use crate::tables::{v4_key, InterfaceId, LocalKind, Tables};
+use super::{ipv4::be32, ipv6, route_back_v4, route_back_v6, write_l2};
+use crate::tables::{InterfaceId, LocalKind, Tables};
 use crate::worker::{Generated, Worker};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -82,11 +82,7 @@ where
         w.counters.tcp_resets_suppressed += 1;
         return;
     }
-    let Some(nh) = tables.fib4.lookup(src) else {
-        w.counters.tcp_resets_suppressed += 1;
-        return;
-    };
-    let Resolved::Hop { out_if, mac } = resolve(tables, nh, src, v4_key(src)) else {
+    let Some((out_if, mac)) = route_back_v4(tables, src) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };
@@ -153,12 +149,7 @@ where
         return;
     };
     let (src, dst) = (ipv6::be128(orig, 8), ipv6::be128(orig, 24));
-    let Some(nh) = tables.fib6.lookup(src) else {
-        w.counters.tcp_resets_suppressed += 1;
-        return;
-    };
-    let Resolved::Hop { out_if, mac } = resolve(tables, nh, src as u32 ^ (src >> 96) as u32, src)
-    else {
+    let Some((out_if, mac)) = route_back_v6(tables, src) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };
