@@ -114,6 +114,12 @@ reasons! {
         AclDenied => ("acl_denied", "denied by the firewall classifier"),
         /// No route to the destination.
         NoRoute => ("no_route", "no route to the destination"),
+        /// The route is a blackhole.
+        RouteBlackhole => ("route_blackhole", "the destination's route is a blackhole: dropped silently"),
+        /// The route is unreachable.
+        RouteUnreachable => ("route_unreachable", "the destination's route is unreachable: dropped, ICMP unreachable sent"),
+        /// The route is prohibit.
+        RouteProhibited => ("route_prohibited", "the destination's route is prohibit: dropped, ICMP administratively prohibited sent"),
         /// The route's next-hop id is not in the adjacency table.
         BadNextHop => ("bad_next_hop", "route points to a missing or empty next-hop set"),
         /// IPv4 with DF set larger than the egress MTU.

@@ -45,7 +45,7 @@ pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, InterfaceCounters, PuntReason};
 pub use frame::{Frame, HEADROOM};
 pub use tables::{
-    Interface, InterfaceId, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, NextHopId, PortId,
-    TableError, Tables, TablesBuilder, Vlan, MAX_ECMP,
+    Discard, Interface, InterfaceId, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, NextHopId, PortId,
+    RouteTarget, TableError, Tables, TablesBuilder, Vlan, MAX_ECMP,
 };
 pub use worker::{BatchOutput, Verdict, Worker, WorkerConfig, CHUNK};

@@ -99,6 +99,69 @@ pub struct NextHop {
     pub gateway: Option<IpAddr>,
 }
 
+/// A route that discards what it matches instead of forwarding it, as the
+/// kernel's `blackhole`, `unreachable`, `prohibit` and `throw` routes do.
+///
+/// Decided at the next-hop choice, before the ACL (a discarded packet never
+/// reaches the forward chain, as in the kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Discard {
+    /// Drop silently, counted as `route_blackhole`.
+    Blackhole,
+    /// Drop, counted as `route_unreachable`, answer ICMP host unreachable
+    /// (type 3 code 1) / ICMPv6 no route to destination (type 1 code 0)
+    /// (RFC 1812 §5.2.7.1, RFC 4443 §3.1).
+    Unreachable,
+    /// Drop, counted as `route_prohibited`, answer ICMP communication
+    /// administratively prohibited (type 3 code 13, RFC 1812 §5.2.7.1) /
+    /// ICMPv6 administratively prohibited (type 1 code 1, RFC 4443 §3.1).
+    Prohibit,
+    /// The lookup ends here with no route (with a single table, `throw`
+    /// means "not in this table"): exactly the `no_route` case.
+    Throw,
+}
+
+impl Discard {
+    /// Code stored in the adjacency (never 0, which marks no discard).
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Discard::Blackhole => 1,
+            Discard::Unreachable => 2,
+            Discard::Prohibit => 3,
+            Discard::Throw => 4,
+        }
+    }
+
+    pub(crate) fn from_code(c: u32) -> Option<Discard> {
+        Some(match c {
+            1 => Discard::Blackhole,
+            2 => Discard::Unreachable,
+            3 => Discard::Prohibit,
+            4 => Discard::Throw,
+            _ => return None,
+        })
+    }
+
+    /// The word `ip route` uses for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Discard::Blackhole => "blackhole",
+            Discard::Unreachable => "unreachable",
+            Discard::Prohibit => "prohibit",
+            Discard::Throw => "throw",
+        }
+    }
+}
+
+/// What a FIB entry's next-hop id stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RouteTarget {
+    /// Forward through one of these equal-cost next hops.
+    Forward(Vec<NextHop>),
+    /// Discard (see [`Discard`]).
+    Discard(Discard),
+}
+
 /// Errors found while building tables.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
@@ -295,7 +358,7 @@ pub type ConnectedRoutes = (Vec<(Ipv4Cidr, NextHopId)>, Vec<(Ipv6Cidr, NextHopId
 #[derive(Debug, Clone, Default)]
 pub struct TablesBuilder {
     interfaces: Vec<Interface>,
-    next_hops: Vec<Vec<NextHop>>,
+    targets: Vec<RouteTarget>,
     neighbours: NeighbourMap,
 }
 
@@ -379,9 +442,26 @@ impl TablesBuilder {
         {
             return Err(TableError::UnknownInterface(h.interface));
         }
-        let id = self.next_hops.len() as NextHopId;
-        self.next_hops.push(hops.to_vec());
+        let id = self.targets.len() as NextHopId;
+        self.targets.push(RouteTarget::Forward(hops.to_vec()));
         Ok(id)
+    }
+
+    /// Adds a discarding route target and returns the id a FIB route
+    /// stores to use it.
+    pub fn add_discard(&mut self, d: Discard) -> NextHopId {
+        let id = self.targets.len() as NextHopId;
+        self.targets.push(RouteTarget::Discard(d));
+        id
+    }
+
+    /// Adds either kind of target ([`Self::add_next_hops`] or
+    /// [`Self::add_discard`]).
+    pub fn add_target(&mut self, t: &RouteTarget) -> Result<NextHopId, TableError> {
+        match t {
+            RouteTarget::Forward(hops) => self.add_next_hops(hops),
+            RouteTarget::Discard(d) => Ok(self.add_discard(*d)),
+        }
     }
 
     /// Adds or replaces a neighbour: `ip` on `interface` has MAC `mac`.
@@ -523,8 +603,16 @@ impl TablesBuilder {
         local6.dedup_by_key(|e| e.0);
 
         let mut hops = Vec::new();
-        let mut adjacencies = Vec::with_capacity(self.next_hops.len());
-        for set in &self.next_hops {
+        let mut adjacencies = Vec::with_capacity(self.targets.len());
+        for t in &self.targets {
+            let set = match t {
+                RouteTarget::Forward(set) => set,
+                RouteTarget::Discard(d) => {
+                    // No hops: the first field carries the discard's code.
+                    adjacencies.push((d.code(), 0));
+                    continue;
+                }
+            };
             let start = hops.len() as u32;
             for h in set {
                 let mac = h.gateway.and_then(|g| {
@@ -560,7 +648,7 @@ impl TablesBuilder {
             local6_filter,
             hops,
             adjacencies,
-            next_hops: self.next_hops,
+            targets: self.targets,
             neighbours: self.neighbours,
             fib4,
             fib6,
@@ -601,9 +689,10 @@ pub struct Tables<F4, F6, A = AcceptAll> {
     local4_filter: [u64; 4],
     local6_filter: [u64; 4],
     pub(crate) hops: Vec<ResolvedHop>,
-    /// Next-hop id -> (first index in `hops`, count).
+    /// Next-hop id -> (first index in `hops`, count); a count of 0 marks a
+    /// [`Discard`], whose code is then the first field.
     pub(crate) adjacencies: Vec<(u32, u32)>,
-    next_hops: Vec<Vec<NextHop>>,
+    targets: Vec<RouteTarget>,
     pub(crate) neighbours: NeighbourMap,
     /// IPv4 FIB: destination -> next-hop id.
     pub fib4: F4,
@@ -633,9 +722,17 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         self.ports.len()
     }
 
-    /// The next-hop set behind a FIB next-hop id.
+    /// The next-hop set behind a FIB next-hop id (empty for a discard).
     pub fn next_hops(&self, id: NextHopId) -> Option<&[NextHop]> {
-        self.next_hops.get(id as usize).map(Vec::as_slice)
+        match self.targets.get(id as usize)? {
+            RouteTarget::Forward(h) => Some(h),
+            RouteTarget::Discard(_) => Some(&[]),
+        }
+    }
+
+    /// What a FIB next-hop id stands for.
+    pub fn target(&self, id: NextHopId) -> Option<&RouteTarget> {
+        self.targets.get(id as usize)
     }
 
     /// The MAC of a neighbour, if known.
@@ -651,7 +748,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
     pub fn to_builder(&self) -> TablesBuilder {
         TablesBuilder {
             interfaces: self.interfaces.clone(),
-            next_hops: self.next_hops.clone(),
+            targets: self.targets.clone(),
             neighbours: self.neighbours.clone(),
         }
     }

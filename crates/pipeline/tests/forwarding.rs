@@ -4,6 +4,7 @@
 mod support;
 
 use etherparse::{Ethernet2Header, Ipv4Header, Ipv6Header, SlicedPacket, VlanSlice};
+use fib::{Lookup, RouteTable};
 use pipeline::*;
 use support::*;
 
@@ -496,6 +497,74 @@ fn no_route_sends_unreachable() {
     let o = run(&t, 0, &eth6(MAC0, &p6));
     assert_eq!(o.verdict, Verdict::Drop(DropReason::NoRoute));
     assert_eq!(o.generated[0].2[14 + 40], 1);
+}
+
+#[test]
+fn discard_routes_drop_by_reason_and_answer_as_the_kernel_does() {
+    let (mut b, mut f4, mut f6) = builder();
+    // More specific than 198.19.0.0/16 toward eth1: the discard must win.
+    for (i, d) in [
+        Discard::Blackhole,
+        Discard::Unreachable,
+        Discard::Prohibit,
+        Discard::Throw,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = b.add_discard(d);
+        f4.insert(format!("198.19.{}.0/24", 10 + i).parse().unwrap(), id);
+        f6.insert(
+            format!("2001:2:0:8{:03x}::/64", 0x10 + i).parse().unwrap(),
+            id,
+        );
+    }
+    let t = b.build(f4, f6);
+    // (reason, ICMP code or none, ICMPv6 code or none)
+    let want = [
+        (DropReason::RouteBlackhole, None, None),
+        (DropReason::RouteUnreachable, Some(1), Some(0)),
+        (DropReason::RouteProhibited, Some(13), Some(1)),
+        (DropReason::NoRoute, Some(0), Some(0)),
+    ];
+    for (i, (reason, code4, code6)) in want.into_iter().enumerate() {
+        let pkt = Ipv4Spec::udp("198.18.0.108", &format!("198.19.{}.7", 10 + i), 1, 2, 20).bytes();
+        let o = run(&t, 0, &eth4(MAC0, &pkt));
+        assert_eq!(o.verdict, Verdict::Drop(reason), "v4 {i}");
+        assert_eq!(o.counters.drop_count(reason), 1);
+        match code4 {
+            None => assert!(o.generated.is_empty(), "a blackhole answers nothing"),
+            Some(c) => {
+                check_icmp4(&o.generated[0].2, "198.18.0.10", "198.18.0.108", 3, c, &pkt);
+            }
+        }
+        let p6 = ipv6(
+            "2001:2::108",
+            &format!("2001:2:0:8{:03x}::7", 0x10 + i),
+            64,
+            17,
+            &udp_payload(1, 2, 8),
+        );
+        let o = run(&t, 0, &eth6(MAC0, &p6));
+        assert_eq!(o.verdict, Verdict::Drop(reason), "v6 {i}");
+        match code6 {
+            None => assert!(o.generated.is_empty()),
+            Some(c) => {
+                let g = &o.generated[0].2;
+                assert_eq!((g[14 + 40], g[14 + 41]), (1, c), "ICMPv6 type/code");
+            }
+        }
+    }
+    // The covering route still forwards outside the discarded /24.
+    let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.9.7", 1, 2, 20).bytes();
+    assert!(matches!(
+        run(&t, 0, &eth4(MAC0, &pkt)).verdict,
+        Verdict::Forward { .. }
+    ));
+    // The targets read back as they were added.
+    let id = t.fib4.lookup(u32::from(v4("198.19.12.1"))).unwrap();
+    assert_eq!(t.target(id), Some(&RouteTarget::Discard(Discard::Prohibit)));
+    assert_eq!(t.next_hops(id), Some(&[][..]));
 }
 
 #[test]

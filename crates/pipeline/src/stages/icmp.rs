@@ -25,6 +25,10 @@ use crate::worker::{Generated, Worker};
 pub(crate) const V4_UNREACHABLE: u8 = 3;
 /// Code 0 of type 3: net unreachable (no route).
 pub(crate) const V4_NET_UNREACHABLE: u8 = 0;
+/// Code 1 of type 3: host unreachable (an `unreachable` route).
+pub(crate) const V4_HOST_UNREACHABLE: u8 = 1;
+/// Code 13 of type 3: communication administratively prohibited (RFC 1812 §5.2.7.1).
+pub(crate) const V4_ADMIN_PROHIBITED: u8 = 13;
 /// Code 4 of type 3: fragmentation needed and DF set (RFC 1191).
 pub(crate) const V4_FRAG_NEEDED: u8 = 4;
 /// ICMP type 11: time exceeded.

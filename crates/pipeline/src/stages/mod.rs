@@ -22,7 +22,7 @@ use crate::acl::FlowKey;
 use crate::counters::{DropReason, PuntReason};
 use crate::frame::Frame;
 use crate::tables::{
-    v4_key, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables,
+    v4_key, Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables,
 };
 use crate::worker::{Meta, Step, Verdict, Worker};
 
@@ -283,8 +283,11 @@ where
 /// Reads: the lookup result, the adjacency (next-hop set) and, when the
 /// set has several next hops or the ACL runs, the packet's flow key.
 /// Writes: `key` (when built), with the egress interface filled in.
-/// Next: the ACL, then [`forward`]. No route: ICMP destination unreachable,
-/// code 0 (RFC 1812 §5.2.7.1, RFC 4443 §3.1), and drop `no_route`; a
+/// Next: the ACL, then [`forward`]. No route (or a `throw` route): ICMP
+/// destination unreachable, code 0 (RFC 1812 §5.2.7.1, RFC 4443 §3.1), and
+/// drop `no_route`; a discarding route ([`Discard`]): its ICMP error, if
+/// any, and drop under `route_blackhole` / `route_unreachable` /
+/// `route_prohibited`; a
 /// missing or empty next-hop set: drop `bad_next_hop`. ECMP picks one of
 /// the equal-cost next hops by a hash of the flow's 5-tuple (RFC 2992), so
 /// a flow stays on one path.
@@ -304,28 +307,16 @@ where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
-    let l3 = usize::from(m.l3);
-    let Some(nh) = nh else {
-        let orig = &f.data()[l3..l3 + m.l3_len as usize];
-        if is_ipv6 {
-            icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_UNREACHABLE, 0, 0);
-        } else {
-            icmp::error_v4(
-                w,
-                tables,
-                m.in_if,
-                orig,
-                icmp::V4_UNREACHABLE,
-                icmp::V4_NET_UNREACHABLE,
-                0,
-            );
-        }
-        return Err(w.drop_in(m.in_if, DropReason::NoRoute));
+    let adjacency = nh.and_then(|nh| tables.adjacencies.get(nh as usize).copied());
+    let (nh, discard) = match (nh, adjacency) {
+        (Some(nh), Some((code, 0))) => (nh, Discard::from_code(code)),
+        (Some(nh), _) => (nh, None),
+        (None, _) => (0, Some(Discard::Throw)),
     };
-    let multipath = tables
-        .adjacencies
-        .get(nh as usize)
-        .is_some_and(|&(_, n)| n > 1);
+    if let Some(d) = discard {
+        return Err(discard_packet(w, tables, f, m, is_ipv6, d));
+    }
+    let multipath = adjacency.is_some_and(|(_, n)| n > 1);
     let mut hash = 0;
     if need_key || multipath {
         *key = flow_key(f.data(), m, is_ipv6);
@@ -339,6 +330,39 @@ where
     };
     key.out_interface = hop.interface;
     Ok(idx)
+}
+
+/// A packet whose route discards it (or that has no route): the ICMP
+/// error the route calls for, then the drop under the route's reason.
+#[cold]
+fn discard_packet<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    f: &Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+    d: Discard,
+) -> Verdict
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    // ICMP codes: RFC 1812 §5.2.7.1 (net 0, host 1, prohibited 13),
+    // RFC 4443 §3.1 (no route 0, prohibited 1).
+    let (reason, v4_code, v6_code) = match d {
+        Discard::Blackhole => return w.drop_in(m.in_if, DropReason::RouteBlackhole),
+        Discard::Throw => (DropReason::NoRoute, icmp::V4_NET_UNREACHABLE, 0),
+        Discard::Unreachable => (DropReason::RouteUnreachable, icmp::V4_HOST_UNREACHABLE, 0),
+        Discard::Prohibit => (DropReason::RouteProhibited, icmp::V4_ADMIN_PROHIBITED, 1),
+    };
+    let l3 = usize::from(m.l3);
+    let orig = &f.data()[l3..l3 + m.l3_len as usize];
+    if is_ipv6 {
+        icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_UNREACHABLE, v6_code, 0);
+    } else {
+        icmp::error_v4(w, tables, m.in_if, orig, icmp::V4_UNREACHABLE, v4_code, 0);
+    }
+    w.drop_in(m.in_if, reason)
 }
 
 fn key_to_ip(k: u128) -> IpAddr {
