@@ -7,6 +7,7 @@
 //! `linux/if_addr.h` and `linux/neighbour.h`. Malformed input yields no
 //! event rather than a panic.
 
+use pipeline::Discard;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::{Cidr, Ipv4Cidr, Ipv6Cidr};
 
@@ -38,6 +39,10 @@ const NLM_F_CREATE: u16 = 0x400;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 const RTN_UNICAST: u8 = 1;
+const RTN_BLACKHOLE: u8 = 6;
+const RTN_UNREACHABLE: u8 = 7;
+const RTN_PROHIBIT: u8 = 8;
+const RTN_THROW: u8 = 9;
 /// The main routing table.
 pub const RT_TABLE_MAIN: u32 = 254;
 const RTPROT_STATIC: u8 = 4;
@@ -103,7 +108,8 @@ pub enum Event {
         prefix: Cidr,
         /// Routing table id.
         table: u32,
-        /// RTN_* type (only unicast routes forward).
+        /// RTN_* type: unicast routes forward; blackhole, unreachable,
+        /// prohibit and throw routes discard (see [`Event::route_discard`]).
         kind: u8,
         /// Metric (RTA_PRIORITY).
         metric: u32,
@@ -130,10 +136,31 @@ pub enum Event {
 }
 
 impl Event {
-    /// Whether this route event is one fastfwd forwards with: a unicast
-    /// route of the main table.
+    /// Whether this route event is one fastfwd forwards with: a route of
+    /// the main table that forwards (unicast) or discards (blackhole,
+    /// unreachable, prohibit, throw). Local, broadcast, multicast and NAT
+    /// routes are the host's business.
     pub fn is_forwarding_route(&self) -> bool {
-        matches!(self, Event::Route { table, kind, .. } if *table == RT_TABLE_MAIN && *kind == RTN_UNICAST)
+        matches!(self, Event::Route { table, kind, .. } if *table == RT_TABLE_MAIN
+            && (*kind == RTN_UNICAST || discard_of(*kind).is_some()))
+    }
+
+    /// For a discarding route, what it does.
+    pub fn route_discard(&self) -> Option<Discard> {
+        match self {
+            Event::Route { kind, .. } => discard_of(*kind),
+            _ => None,
+        }
+    }
+}
+
+fn discard_of(kind: u8) -> Option<Discard> {
+    match kind {
+        RTN_BLACKHOLE => Some(Discard::Blackhole),
+        RTN_UNREACHABLE => Some(Discard::Unreachable),
+        RTN_PROHIBIT => Some(Discard::Prohibit),
+        RTN_THROW => Some(Discard::Throw),
+        _ => None,
     }
 }
 
@@ -490,6 +517,36 @@ mod tests {
         v.extend_from_slice(&[0; 10]);
         v.extend_from_slice(body);
         v
+    }
+
+    #[test]
+    fn discarding_route_types_are_kept_local_ones_are_not() {
+        for (kind, want) in [
+            (RTN_BLACKHOLE, Some(Discard::Blackhole)),
+            (RTN_UNREACHABLE, Some(Discard::Unreachable)),
+            (RTN_PROHIBIT, Some(Discard::Prohibit)),
+            (RTN_THROW, Some(Discard::Throw)),
+            (RTN_UNICAST, None),
+            (2, None), // RTN_LOCAL
+            (3, None), // RTN_BROADCAST
+        ] {
+            let mut body = vec![AF_INET, 24, 0, 0, 254, 4, 0, kind, 0, 0, 0, 0];
+            body.extend(attr(1, &[10, 9, 8, 0]));
+            let buf = message(msg::RTM_NEWROUTE, &body);
+            let (ty, _, _, b) = messages(&buf).next().unwrap();
+            let ev = parse(ty, b).unwrap();
+            assert_eq!(ev.route_discard(), want, "kind {kind}");
+            assert_eq!(
+                ev.is_forwarding_route(),
+                kind == RTN_UNICAST || want.is_some(),
+                "kind {kind}"
+            );
+            let Event::Route { prefix, hops, .. } = ev else {
+                panic!("{ev:?}")
+            };
+            assert_eq!(prefix.to_string(), "10.9.8.0/24");
+            assert!(hops.is_empty());
+        }
     }
 
     #[test]

@@ -12,10 +12,12 @@
 //! that points at it.
 
 use crate::snapshot::Snapshot;
-use crate::state::{Origin, RouteEntry, RouteView, RouterState};
+use crate::state::{KernelRoute, Origin, RouteEntry, RouteView, RouterState};
 use crate::ControlError;
 use fib::shared::{FibReader, FibWriter};
-use pipeline::{Interface, InterfaceId, NextHop, NextHopId, Tables, TablesBuilder, Vlan};
+use pipeline::{
+    Interface, InterfaceId, NextHop, NextHopId, RouteTarget, Tables, TablesBuilder, Vlan,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
@@ -33,9 +35,10 @@ pub struct Router {
     ifaces: Vec<Interface>,
     ports: Vec<String>,
     by_ifindex: HashMap<u32, InterfaceId>,
-    /// Next-hop sets by id, their ids, and their text for `show route`.
-    sets: Vec<Vec<NextHop>>,
-    set_ids: HashMap<Vec<NextHop>, NextHopId>,
+    /// Route targets (next-hop sets, discards) by id, their ids, and
+    /// their text for `show route`.
+    sets: Vec<RouteTarget>,
+    set_ids: HashMap<RouteTarget, NextHopId>,
     set_text: Vec<Vec<String>>,
     /// Installed routes: prefix -> (origin, index into `set_text`).
     routes: BTreeMap<Cidr, (Origin, u32)>,
@@ -81,8 +84,8 @@ impl Router {
         let built = self.state.build()?;
         let mut tables = built.tables;
         let mut sets = Vec::new();
-        while let Some(s) = tables.next_hops(sets.len() as NextHopId) {
-            sets.push(s.to_vec());
+        while let Some(t) = tables.target(sets.len() as NextHopId) {
+            sets.push(t.clone());
         }
         let ifaces = tables.interfaces().to_vec();
         let routes = built
@@ -135,7 +138,8 @@ impl Router {
             let _ = b.add_interface(i.clone());
         }
         for s in &self.sets {
-            let _ = b.add_next_hops(s);
+            // Accepted when first added: ids stay as they were.
+            let _ = b.add_target(s);
         }
         self.neighbours = self.state.neighbour_views(&self.ifaces, &self.by_ifindex);
         for n in &self.neighbours {
@@ -155,15 +159,15 @@ impl Router {
         snap.publish(t);
     }
 
-    /// The winning route for `p` now, as next hops (None: no route).
-    fn winner(&self, p: Cidr) -> Option<(Origin, Vec<NextHop>)> {
+    /// The winning route for `p` now (None: no route).
+    fn winner(&self, p: Cidr) -> Option<(Origin, RouteTarget)> {
         let id_by_name = |name: &str| {
             self.ifaces
                 .iter()
                 .position(|i| i.name == name)
                 .map(|i| i as InterfaceId)
         };
-        let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {
+        let to_hops = |hops: &[config::NextHop]| -> Option<RouteTarget> {
             hops.iter()
                 .map(|h| {
                     id_by_name(&h.interface).map(|id| NextHop {
@@ -171,7 +175,8 @@ impl Router {
                         gateway: h.via,
                     })
                 })
-                .collect()
+                .collect::<Option<Vec<_>>>()
+                .map(RouteTarget::Forward)
         };
         if let Some(r) = self.state.api_routes.get(&p) {
             return to_hops(&r.next_hops).map(|h| (Origin::Api, h));
@@ -186,8 +191,15 @@ impl Router {
         {
             return to_hops(&r.next_hops).map(|h| (Origin::Config, h));
         }
+        // The lowest metric wins.
         let mut kernel = self.state.kernel.routes.range((p, 0)..=(p, u32::MAX));
-        let (_, khops) = kernel.next()?;
+        let (_, route) = kernel.next()?;
+        let khops = match route {
+            KernelRoute::Discard(d) => {
+                return Some((Origin::Kernel, RouteTarget::Discard(*d)));
+            }
+            KernelRoute::Via(h) => h,
+        };
         let hops: Option<Vec<NextHop>> = khops
             .iter()
             .map(|h| {
@@ -197,7 +209,8 @@ impl Router {
                 })
             })
             .collect();
-        hops.filter(|h| !h.is_empty()).map(|h| (Origin::Kernel, h))
+        hops.filter(|h| !h.is_empty())
+            .map(|h| (Origin::Kernel, RouteTarget::Forward(h)))
     }
 
     /// Re-decides the routes of `prefixes` and publishes the changes.
@@ -209,22 +222,20 @@ impl Router {
                 continue;
             }
             match self.winner(p) {
-                Some((origin, hops)) => {
-                    let id = match self.set_ids.get(&hops) {
+                Some((origin, target)) => {
+                    let id = match self.set_ids.get(&target) {
                         Some(&id) => id,
                         None => {
-                            if hops.len() > pipeline::MAX_ECMP {
+                            if matches!(&target, RouteTarget::Forward(h) if h.len() > pipeline::MAX_ECMP)
+                            {
                                 self.warnings.push(format!("route {p}: too many next hops"));
                                 continue;
                             }
                             let id = self.sets.len() as NextHopId;
-                            self.set_text.push(
-                                hops.iter()
-                                    .map(|h| crate::state::hop_string(h, &self.ifaces))
-                                    .collect(),
-                            );
-                            self.sets.push(hops.clone());
-                            self.set_ids.insert(hops, id);
+                            self.set_text
+                                .push(crate::state::target_strings(&target, &self.ifaces));
+                            self.sets.push(target.clone());
+                            self.set_ids.insert(target, id);
                             new_sets = true;
                             id
                         }
@@ -274,11 +285,7 @@ impl Router {
     /// Index into the text table of next-hop set `id`.
     fn text_of(&self, id: NextHopId) -> u32 {
         // Sets from the full build and later ones are numbered alike.
-        let s = &self.sets[id as usize];
-        let text: Vec<String> = s
-            .iter()
-            .map(|h| crate::state::hop_string(h, &self.ifaces))
-            .collect();
+        let text = crate::state::target_strings(&self.sets[id as usize], &self.ifaces);
         self.set_text
             .iter()
             .position(|t| *t == text)
@@ -461,6 +468,76 @@ addresses = ["198.19.0.10/24"]
         // Connected routes stay whatever the kernel says about them.
         r.update_routes(&["198.19.0.0/24".parse().unwrap()], &snap);
         assert!(hops_of(&snap, 0xc613_006c).is_some());
+    }
+
+    fn discard(add: bool, p: &str, kind: u8, metric: u32) -> Event {
+        Event::Route {
+            add,
+            prefix: p.parse().unwrap(),
+            table: RT_TABLE_MAIN,
+            kind,
+            metric,
+            hops: vec![],
+        }
+    }
+
+    #[test]
+    fn discarding_kernel_routes_win_by_metric_and_go_away() {
+        let (mut r, snap) = router();
+        let a = 0x0a01_0203; // 10.1.2.3
+        let target = |snap: &Snapshot| {
+            let t = snap.load();
+            t.fib4.lookup(a).and_then(|id| t.target(id).cloned())
+        };
+        r.state
+            .kernel
+            .apply(&route(true, "10.1.0.0/16", 6, "198.19.0.108"));
+        let p24: Cidr = "10.1.2.0/24".parse().unwrap();
+        for (kind, d) in [
+            (6, pipeline::Discard::Blackhole),
+            (7, pipeline::Discard::Unreachable),
+            (8, pipeline::Discard::Prohibit),
+        ] {
+            r.state.kernel.apply(&discard(true, "10.1.2.0/24", kind, 0));
+            r.update_routes(&["10.1.0.0/16".parse().unwrap(), p24], &snap);
+            assert_eq!(target(&snap), Some(RouteTarget::Discard(d)));
+            let v = r.longest_match("10.1.2.3/32".parse().unwrap()).unwrap();
+            assert_eq!(v.next_hops, vec![d.name().to_string()]);
+            r.state
+                .kernel
+                .apply(&discard(false, "10.1.2.0/24", kind, 0));
+        }
+        // A unicast /24 at metric 10 and a blackhole at 20: the unicast
+        // wins; when it goes, the blackhole takes over; then the /16.
+        r.state
+            .kernel
+            .apply(&route(true, "10.1.2.0/24", 5, "198.18.0.108"));
+        r.update_routes(&[p24], &snap);
+        assert!(matches!(target(&snap), Some(RouteTarget::Forward(h)) if h[0].interface == 0));
+        r.state.kernel.apply(&discard(true, "10.1.2.0/24", 6, 20));
+        r.update_routes(&[p24], &snap);
+        assert!(
+            matches!(target(&snap), Some(RouteTarget::Forward(_))),
+            "metric 0 beats 20"
+        );
+        r.state
+            .kernel
+            .apply(&route(false, "10.1.2.0/24", 5, "198.18.0.108"));
+        r.update_routes(&[p24], &snap);
+        assert_eq!(
+            target(&snap),
+            Some(RouteTarget::Discard(pipeline::Discard::Blackhole))
+        );
+        r.state.kernel.apply(&discard(false, "10.1.2.0/24", 6, 20));
+        r.update_routes(&[p24], &snap);
+        assert!(matches!(target(&snap), Some(RouteTarget::Forward(h)) if h[0].interface == 1));
+        // A full rebuild keeps discards too.
+        r.state.kernel.apply(&discard(true, "10.1.2.0/24", 8, 0));
+        r.rebuild_all(&snap).unwrap();
+        assert_eq!(
+            target(&snap),
+            Some(RouteTarget::Discard(pipeline::Discard::Prohibit))
+        );
     }
 
     #[test]

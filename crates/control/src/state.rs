@@ -12,7 +12,7 @@ use crate::netlink::{nud, Event, KernelHop};
 use config::Config;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::RouteTable;
-use pipeline::{InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
+use pipeline::{Discard, InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -36,6 +36,15 @@ pub struct Link {
     pub up: bool,
 }
 
+/// What a kernel route does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelRoute {
+    /// Forwards through these next hops (several: multipath).
+    Via(Vec<KernelHop>),
+    /// Discards (`ip route add blackhole|unreachable|prohibit|throw ...`).
+    Discard(Discard),
+}
+
 /// What one kernel event changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -56,8 +65,8 @@ pub struct KernelState {
     pub links: BTreeMap<u32, Link>,
     /// Addresses: (ifindex, address) -> prefix length.
     pub addrs: BTreeMap<(u32, IpAddr), u8>,
-    /// Unicast routes of the main table: (prefix, metric) -> next hops.
-    pub routes: BTreeMap<(Cidr, u32), Vec<KernelHop>>,
+    /// Routes of the main table: (prefix, metric) -> what they do.
+    pub routes: BTreeMap<(Cidr, u32), KernelRoute>,
     /// Resolved neighbours: (ifindex, ip) -> MAC.
     pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
 }
@@ -123,10 +132,11 @@ impl KernelState {
                 ..
             } if ev.is_forwarding_route() => {
                 if *add {
-                    self.routes
-                        .insert((*prefix, *metric), hops.clone())
-                        .as_ref()
-                        != Some(hops)
+                    let route = match ev.route_discard() {
+                        Some(d) => KernelRoute::Discard(d),
+                        None => KernelRoute::Via(hops.clone()),
+                    };
+                    self.routes.insert((*prefix, *metric), route.clone()) != Some(route)
                 } else {
                     self.routes.remove(&(*prefix, *metric)).is_some()
                 }
@@ -292,6 +302,20 @@ fn mac_string(m: &[u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+/// A route target as `show route` prints it: one string per next hop, or
+/// the discard's name.
+pub(crate) fn target_strings(
+    t: &pipeline::RouteTarget,
+    ifaces: &[pipeline::Interface],
+) -> Vec<String> {
+    match t {
+        pipeline::RouteTarget::Forward(hops) => {
+            hops.iter().map(|h| hop_string(h, ifaces)).collect()
+        }
+        pipeline::RouteTarget::Discard(d) => vec![d.name().to_string()],
+    }
 }
 
 pub(crate) fn hop_string(h: &NextHop, ifaces: &[pipeline::Interface]) -> String {
@@ -484,6 +508,14 @@ impl RouterState {
             set_ids.insert(hops.to_vec(), v);
             Ok(v)
         };
+        let mut discard_ids: HashMap<Discard, (NextHopId, u32)> = HashMap::new();
+        let mut intern_discard =
+            |b: &mut TablesBuilder, hop_sets: &mut Vec<Vec<String>>, d: Discard| {
+                *discard_ids.entry(d).or_insert_with(|| {
+                    hop_sets.push(vec![d.name().to_string()]);
+                    (b.add_discard(d), hop_sets.len() as u32 - 1)
+                })
+            };
         let mut install = |prefix: &Cidr, nh: NextHopId| match prefix {
             Cidr::V4(p) => {
                 fib4.insert(*p, nh);
@@ -498,14 +530,28 @@ impl RouterState {
         // prefix has the lowest metric and wins.
         let mut last: Option<Cidr> = None;
         let mut scratch: Vec<NextHop> = Vec::new();
-        for ((prefix, _metric), khops) in &self.kernel.routes {
+        for ((prefix, _metric), route) in &self.kernel.routes {
             if last == Some(*prefix) {
                 continue;
             }
             last = Some(*prefix);
-            if khops.is_empty() || overrides.contains_key(prefix) {
+            if overrides.contains_key(prefix) {
                 continue;
             }
+            let khops = match route {
+                KernelRoute::Via(h) if !h.is_empty() => h,
+                KernelRoute::Via(_) => continue,
+                KernelRoute::Discard(d) => {
+                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, *d);
+                    install(prefix, nh);
+                    entries.push(RouteEntry {
+                        prefix: *prefix,
+                        origin: Origin::Kernel,
+                        hops: idx,
+                    });
+                    continue;
+                }
+            };
             scratch.clear();
             for h in khops {
                 match by_ifindex.get(&h.ifindex) {

@@ -5,7 +5,9 @@
 //! static entry. Needs root; skips with a message otherwise.
 
 use control::kernel::KernelLink;
+use control::state::KernelRoute;
 use control::KernelState;
+use pipeline::Discard;
 use std::net::IpAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -173,8 +175,55 @@ fn dump_follow_and_resolve() {
             .unwrap()
             .1
             .clone();
+        let KernelRoute::Via(hops) = hops else {
+            panic!("{hops:?}")
+        };
         assert_eq!(hops[0].ifindex, vb);
         assert_eq!(hops[0].gateway, Some("10.78.0.1".parse().unwrap()));
+        // Discarding routes are mirrored with their type.
+        for (kind, d) in [
+            ("blackhole", Discard::Blackhole),
+            ("unreachable", Discard::Unreachable),
+            ("prohibit", Discard::Prohibit),
+            ("throw", Discard::Throw),
+        ] {
+            ok(&["ip", "-n", &nsb2, "route", "add", kind, "10.200.7.0/24"]);
+            ok(&[
+                "ip",
+                "-n",
+                &nsb2,
+                "-6",
+                "route",
+                "add",
+                kind,
+                "2001:db8:207::/48",
+            ]);
+            assert!(
+                wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+                    let has = |p: &str| {
+                        s.routes
+                            .iter()
+                            .any(|((c, _), r)| c.to_string() == p && *r == KernelRoute::Discard(d))
+                    };
+                    has("10.200.7.0/24") && has("2001:db8:207::/48")
+                }),
+                "{kind} route mirrored"
+            );
+            ok(&["ip", "-n", &nsb2, "route", "del", kind, "10.200.7.0/24"]);
+            ok(&[
+                "ip",
+                "-n",
+                &nsb2,
+                "-6",
+                "route",
+                "del",
+                kind,
+                "2001:db8:207::/48",
+            ]);
+            assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+                !has_route(s, "10.200.7.0/24") && !has_route(s, "2001:db8:207::/48")
+            }));
+        }
         ok(&["ip", "-n", &nsb2, "route", "del", "10.200.0.0/16"]);
         assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
             !has_route(s, "10.200.0.0/16")
@@ -197,9 +246,8 @@ fn dump_follow_and_resolve() {
         assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| s
             .routes
             .iter()
-            .any(
-                |((c, _), h)| c.to_string() == "10.201.0.0/16" && h.len() == 2
-            )));
+            .any(|((c, _), h)| c.to_string() == "10.201.0.0/16"
+                && matches!(h, KernelRoute::Via(h) if h.len() == 2))));
 
         // Neighbour resolution through the kernel, IPv4 and IPv6.
         for ip in ["10.78.0.1", "2001:db8:78::1"] {
