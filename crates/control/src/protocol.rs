@@ -17,6 +17,8 @@ pub enum Request {
     ShowWorkers,
     /// Drops and punts by reason.
     ShowDrops,
+    /// The firewall: per-rule counters, connection table.
+    ShowFirewall,
     /// Routes, all or the one matching `prefix` (longest match for an address).
     ShowRoute {
         /// A prefix (`10.0.0.0/8`) or an address.

@@ -22,8 +22,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
 
-/// The snapshot type the workers read.
-pub type RouterTables = Tables<FibReader<u32>, FibReader<u128>>;
+/// The snapshot type the workers read: the live FIBs and the config's
+/// firewall as the ACL stage (its forward chain).
+pub type RouterTables = Tables<FibReader<u32>, FibReader<u128>, config::ConfigAcl>;
 
 /// The router's tables and what is needed to change them.
 #[derive(Debug)]
@@ -45,6 +46,9 @@ pub struct Router {
     neighbours: Vec<crate::state::NeighbourView>,
     local_addrs: Vec<(u16, IpAddr)>,
     warnings: Vec<String>,
+    /// Keys the firewall's connection-table hash (random per daemon, so
+    /// nobody outside can aim flows at one bucket).
+    conntrack_seed: u64,
 }
 
 impl Router {
@@ -67,6 +71,7 @@ impl Router {
             neighbours: Vec::new(),
             local_addrs: Vec::new(),
             warnings: Vec::new(),
+            conntrack_seed: random_seed(),
         };
         let tables = r.build_all()?;
         Ok((r, tables))
@@ -150,7 +155,12 @@ impl Router {
                 let _ = b.add_neighbour(id as InterfaceId, n.ip, wire::MacAddr(mac.0));
             }
         }
-        b.build(r4, r6)
+        // The same compiled rule set (one `Arc`) in every snapshot until the
+        // config changes, so workers keep their counters and connections.
+        let acl = self.state.config.firewall.as_ref().map(|f| {
+            firewall::PipelineFirewall::new(std::sync::Arc::clone(&f.compiled), self.conntrack_seed)
+        });
+        b.build_with_acl(r4, r6, acl)
     }
 
     /// Neighbours changed: republish the tables around the same FIBs.
@@ -347,6 +357,14 @@ impl Router {
     pub fn neighbours(&self) -> &[crate::state::NeighbourView] {
         &self.neighbours
     }
+}
+
+/// 64 random bits from the standard library's per-process hash keys.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x6661_7374_6677_6400);
+    h.finish()
 }
 
 #[cfg(test)]

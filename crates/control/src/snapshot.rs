@@ -49,7 +49,7 @@ mod tests {
     fn readers_keep_their_snapshot_until_they_reload() {
         let (_w4, r4) = FibWriter::<u32>::new();
         let (_w6, r6) = FibWriter::<u128>::new();
-        let empty = || pipeline::TablesBuilder::new().build(r4.clone(), r6.clone());
+        let empty = || pipeline::TablesBuilder::new().build_with_acl(r4.clone(), r6.clone(), None);
         let s = Snapshot::new(empty());
         let g = s.load();
         let gen = s.generation();
@@ -64,7 +64,7 @@ mod tests {
             mtu: 1500,
         })
         .unwrap();
-        s.publish(b.build(r4.clone(), r6.clone()));
+        s.publish(b.build_with_acl(r4.clone(), r6.clone(), None));
         assert_eq!(
             g.interfaces().len(),
             0,

@@ -339,9 +339,13 @@ impl RouterState {
         }
     }
 
-    /// Builds the pipeline snapshot from everything known now.
+    /// Builds the pipeline snapshot from everything known now. Refuses a
+    /// configuration the running router could not enforce (fail closed).
     pub fn build(&self) -> Result<Built, crate::ControlError> {
         let cfg = &self.config;
+        if let Some(fw) = &cfg.firewall {
+            input_chain_unenforced(fw).map_or(Ok(()), |e| Err(crate::ControlError::Build(e)))?;
+        }
         let ports: Vec<String> = cfg.ports().into_iter().map(str::to_owned).collect();
         let mut warnings = Vec::new();
         let mut b = TablesBuilder::new();
@@ -693,6 +697,28 @@ impl RouterState {
             .map(|p| (p.to_string(), self.kernel.ifindex_of(p)))
             .collect()
     }
+}
+
+/// Why the firewall's input chain cannot be enforced by the running
+/// router, if it asks for anything: traffic for the router's own addresses
+/// reaches the kernel's stack without passing through fastfwd (the XDP
+/// program passes it up; an AF_PACKET socket sees a copy), so a rule or a
+/// drop policy there would be silently ignored. The forward chain is
+/// enforced in every engine.
+pub fn input_chain_unenforced(fw: &config::FirewallConfig) -> Option<String> {
+    let input = fw.rules.chain(firewall::Chain::Input);
+    if let Some(r) = input.rules.first() {
+        return Some(format!(
+            "{}: line {} of the rules: chain input: `{}`: rules for the router's own traffic are not enforced by `fastfwd run` (that traffic goes to the kernel's stack); filter it with the host's nftables and keep fastfwd's rules in chain forward",
+            fw.source, r.line, r.text
+        ));
+    }
+    (input.policy == firewall::Policy::Drop).then(|| {
+        format!(
+            "{}: chain input: policy drop is not enforced by `fastfwd run` (traffic for the router goes to the kernel's stack); set it with the host's nftables",
+            fw.source
+        )
+    })
 }
 
 /// Groups kernel links by name (for error messages about missing ports).

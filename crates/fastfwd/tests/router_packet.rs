@@ -12,3 +12,13 @@ fn packet_forwards_answers_icmp_resolves_neighbours_and_idles() {
 fn packet_uses_kernel_and_cli_routes() {
     router_common::routes_scenario("packet", "pr");
 }
+
+#[test]
+fn packet_enforces_the_firewall_with_conntrack_and_counters() {
+    router_common::firewall_scenario("packet", "pw");
+}
+
+#[test]
+fn packet_honours_blackhole_unreachable_prohibit_and_metrics() {
+    router_common::discard_routes_scenario("packet", "pb");
+}

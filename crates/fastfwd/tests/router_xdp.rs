@@ -12,3 +12,13 @@ fn xdp_forwards_answers_icmp_resolves_neighbours_and_idles() {
 fn xdp_uses_kernel_and_cli_routes() {
     router_common::routes_scenario("xdp", "xr");
 }
+
+#[test]
+fn xdp_enforces_the_firewall_with_conntrack_and_counters() {
+    router_common::firewall_scenario("xdp", "xw");
+}
+
+#[test]
+fn xdp_honours_blackhole_unreachable_prohibit_and_metrics() {
+    router_common::discard_routes_scenario("xdp", "xb");
+}

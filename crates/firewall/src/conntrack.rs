@@ -12,7 +12,7 @@
 
 use crate::key::PacketKey;
 use crate::rules::{ConntrackConfig, CtState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Slots per bucket.
 pub const WAYS: usize = 8;
@@ -88,7 +88,7 @@ fn flow_of(key: &PacketKey) -> Flow {
 }
 
 /// Occupancy and event counters of one table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConntrackStats {
     pub capacity: u64,
     /// Slots holding an entry (expired ones count until reclaimed).
@@ -97,6 +97,18 @@ pub struct ConntrackStats {
     pub insert_failures: u64,
     pub evictions: u64,
     pub expirations: u64,
+}
+
+impl ConntrackStats {
+    /// Adds another table's counters (workers' tables summed).
+    pub fn accumulate(&mut self, o: &ConntrackStats) {
+        self.capacity += o.capacity;
+        self.occupancy += o.occupancy;
+        self.inserts += o.inserts;
+        self.insert_failures += o.insert_failures;
+        self.evictions += o.evictions;
+        self.expirations += o.expirations;
+    }
 }
 
 /// A per-worker connection table.

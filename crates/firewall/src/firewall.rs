@@ -9,7 +9,7 @@ use crate::rules::{
     complement, normalize, Chain, ConntrackConfig, Family, IfaceMatch, Intervals, Policy,
     RejectLimit, RejectWith, RuleAction, RuleSet, FIELD_COUNT,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Interface names known to the router and their ids.
@@ -422,7 +422,7 @@ fn reject_action(with: RejectWith, key: &PacketKey) -> Action {
 }
 
 /// Counters of one rule in a summary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleSummary {
     pub slot: u32,
     pub line: usize,
@@ -432,7 +432,7 @@ pub struct RuleSummary {
 }
 
 /// One chain in a summary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainSummary {
     pub chain: Chain,
     pub policy: Policy,
@@ -442,12 +442,52 @@ pub struct ChainSummary {
 }
 
 /// What `fastfwd show firewall` prints (also as JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirewallSummary {
     pub source: String,
     pub stateful: bool,
     pub chains: Vec<ChainSummary>,
     pub memory_bytes: usize,
+}
+
+impl std::fmt::Display for FirewallSummary {
+    /// The per-rule counters as `replay` and `show firewall` print them.
+    fn fmt(&self, s: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(s, "firewall ({})", self.source)?;
+        for chain in &self.chains {
+            if chain.rules.is_empty() && chain.policy_packets == 0 {
+                continue;
+            }
+            writeln!(
+                s,
+                "  chain {:<8} {:>6} {:>10} {:>12}  rule",
+                chain.chain.name(),
+                "line",
+                "packets",
+                "bytes"
+            )?;
+            for r in &chain.rules {
+                writeln!(
+                    s,
+                    "  {:<14} {:>6} {:>10} {:>12}  {}",
+                    "", r.line, r.packets, r.bytes, r.rule
+                )?;
+            }
+            writeln!(
+                s,
+                "  {:<14} {:>6} {:>10} {:>12}  policy {}",
+                "",
+                "",
+                chain.policy_packets,
+                chain.policy_bytes,
+                match chain.policy {
+                    Policy::Accept => "accept",
+                    Policy::Drop => "drop",
+                }
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The reference classifier: a linear first-match scan over the same rules.

@@ -4,12 +4,12 @@
 //! the field's value space) so the compiler and the linear reference matcher
 //! read the very same thing.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A firewall hook. `Forward` sees transit packets (after the route lookup,
 /// so `oif` is known); `Input` sees packets addressed to the router.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Chain {
     Forward,
@@ -264,7 +264,7 @@ impl RuleAction {
 }
 
 /// A chain's verdict for packets no terminal rule matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     Accept,

@@ -426,36 +426,7 @@ impl Report {
             }
         }
         if let Some(fw) = &self.firewall {
-            let _ = writeln!(s, "\nfirewall ({})", fw.source);
-            for chain in fw.chains.iter().filter(|c| !c.rules.is_empty()) {
-                let _ = writeln!(
-                    s,
-                    "  chain {:<8} {:>6} {:>10} {:>12}  rule",
-                    chain.chain.name(),
-                    "line",
-                    "packets",
-                    "bytes"
-                );
-                for r in &chain.rules {
-                    let _ = writeln!(
-                        s,
-                        "  {:<14} {:>6} {:>10} {:>12}  {}",
-                        "", r.line, r.packets, r.bytes, r.rule
-                    );
-                }
-                let _ = writeln!(
-                    s,
-                    "  {:<14} {:>6} {:>10} {:>12}  policy {}",
-                    "",
-                    "",
-                    chain.policy_packets,
-                    chain.policy_bytes,
-                    match chain.policy {
-                        firewall::Policy::Accept => "accept",
-                        firewall::Policy::Drop => "drop",
-                    }
-                );
-            }
+            let _ = write!(s, "\n{fw}");
         }
         let _ = writeln!(s, "\noutputs");
         for (name, n) in &self.outputs {

@@ -148,6 +148,22 @@ pub struct WorkerReport {
     pub punts_discarded: u64,
     /// Neighbour misses not reported because the queue to the control thread was full.
     pub misses_lost: u64,
+    /// The firewall's per-worker state, when the config has rules.
+    #[serde(skip)]
+    pub firewall: Option<FirewallReport>,
+}
+
+/// A worker's firewall counters, for the rule set they belong to.
+#[derive(Debug, Clone)]
+pub struct FirewallReport {
+    /// The rule set the counters count (they restart with a new one).
+    pub rules: Arc<firewall::Firewall>,
+    /// Per-rule packets and bytes.
+    pub counters: firewall::RuleCounters,
+    /// Rejects rate-limited into drops, rule-set swaps seen.
+    pub stats: firewall::WorkerStats,
+    /// The connection table, when a rule uses `ct state`.
+    pub conntrack: Option<firewall::ConntrackStats>,
 }
 
 struct Shared {
@@ -326,6 +342,15 @@ fn publish(
     names: &[String],
 ) {
     report.counters = worker.counters().clone();
+    report.firewall = worker
+        .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
+        .and_then(Option::as_ref)
+        .map(|fw| FirewallReport {
+            rules: Arc::clone(fw.firewall()),
+            counters: fw.counters().clone(),
+            stats: fw.stats(),
+            conntrack: fw.conntrack_stats(),
+        });
     report.ports = ports
         .iter()
         .zip(names)
@@ -377,15 +402,6 @@ pub fn run(args: Args) -> Result<()> {
         bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(fw) = &config.firewall {
-        // The running router's tables have no ACL stage yet; say so rather
-        // than forward silently past the rules.
-        eprintln!(
-            "fastfwd: warning: {}: the firewall rules ({}) are checked but not applied by `fastfwd run` yet (`fastfwd replay` applies them)",
-            args.config.display(),
-            fw.source
-        );
-    }
     let cores = match &args.cores {
         Some(s) => parse_cores(s)?,
         None => vec![*os::allowed_cpus()?.first().context("no CPU allowed")?],
@@ -663,6 +679,7 @@ impl Daemon {
                     "rx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_dropped).sum::<u64>(),
                 }))
             }
+            Request::ShowFirewall => Response::ok(self.show_firewall()),
             Request::ShowRoute { prefix } => match prefix {
                 None => Response::ok(self.router.route_views()),
                 Some(p) => match self.match_route(&p) {
@@ -843,6 +860,31 @@ impl Daemon {
     fn match_route(&self, q: &str) -> Result<Vec<control::state::RouteView>, String> {
         let want: wire::Cidr = q.parse().map_err(|e| format!("{q}: {e}"))?;
         Ok(self.router.longest_match(want).into_iter().collect())
+    }
+
+    /// The running rule set's counters summed over the workers that use it
+    /// (a worker still on an older rule set after a reload is left out
+    /// until it picks up the new one).
+    fn show_firewall(&self) -> serde_json::Value {
+        let Some(fw) = &self.router.state.config.firewall else {
+            return serde_json::json!({ "firewall": null });
+        };
+        let reps = self.reports();
+        let current: Vec<&FirewallReport> = reps
+            .iter()
+            .filter_map(|r| r.firewall.as_ref())
+            .filter(|f| Arc::ptr_eq(&f.rules, &fw.compiled))
+            .collect();
+        let summary = fw.compiled.summary(current.iter().map(|f| &f.counters));
+        let mut ct: Option<firewall::ConntrackStats> = None;
+        for c in current.iter().filter_map(|f| f.conntrack.as_ref()) {
+            ct.get_or_insert_with(Default::default).accumulate(c);
+        }
+        serde_json::json!({
+            "firewall": summary,
+            "conntrack": ct,
+            "rejects_rate_limited": current.iter().map(|f| f.stats.rejects_rate_limited).sum::<u64>(),
+        })
     }
 
     fn show_interfaces(&self) -> serde_json::Value {

@@ -41,6 +41,8 @@ pub enum What {
     Workers,
     /// Drops and punts by reason.
     Drops,
+    /// Firewall rules with their packet and byte counters, connection table.
+    Firewall,
     /// Routes, or the route a prefix or address selects.
     Route {
         /// A prefix or address.
@@ -175,6 +177,32 @@ pub fn run(a: Args) -> Result<()> {
                 "{:<28} {:>12}  dropped by the kernel before fastfwd saw them",
                 "rx_ring_full",
                 u(&v, "rx_ring_full")
+            );
+            Ok(())
+        }
+        What::Firewall => {
+            let v = ask(sock, &Request::ShowFirewall)?;
+            if json {
+                println!("{v}");
+                return Ok(());
+            }
+            if v["firewall"].is_null() {
+                println!("no firewall rules configured: every packet is forwarded");
+                return Ok(());
+            }
+            let fw: firewall::FirewallSummary = serde_json::from_value(v["firewall"].clone())?;
+            print!("{fw}");
+            if let Ok(ct) =
+                serde_json::from_value::<firewall::ConntrackStats>(v["conntrack"].clone())
+            {
+                println!(
+                    "conntrack: {} of {} slots in use, {} inserts, {} insert failures, {} evictions, {} expirations",
+                    ct.occupancy, ct.capacity, ct.inserts, ct.insert_failures, ct.evictions, ct.expirations
+                );
+            }
+            println!(
+                "rejects rate-limited into drops: {}",
+                u(&v, "rejects_rate_limited")
             );
             Ok(())
         }

@@ -164,7 +164,18 @@ impl Lab {
 
     /// Starts `fastfwd run` in dut and waits for its control socket.
     pub fn start(&self, backend: &str) -> Daemon {
+        self.start_with(backend, "")
+    }
+
+    /// [`Lab::start`] with `extra` appended to the config (e.g. `[firewall]`).
+    pub fn start_with(&self, backend: &str, extra: &str) -> Daemon {
         let cfg = self.write_config();
+        if !extra.is_empty() {
+            let mut text = std::fs::read_to_string(&cfg).unwrap();
+            text.push('\n');
+            text.push_str(extra);
+            std::fs::write(&cfg, text).unwrap();
+        }
         let log = self.dir.join(format!("run-{backend}.log"));
         let child = Command::new("ip")
             .args([
@@ -695,4 +706,369 @@ pub fn routes_scenario(backend: &str, tag: &str) {
             .any(|x| x["reason"] == "no_route" && x["count"].as_u64() > Some(0)),
         "{drops}"
     );
+}
+
+/// Sends `n` UDP datagrams from gen to `dst:port` while sink counts them;
+/// returns how many arrived.
+pub fn udp_count(lab: &Lab, dst: &str, port: u16, n: u32) -> u32 {
+    let fam = if dst.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let server = format!(
+        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\ns.settimeout(1.5)\nn=0\ntry:\n  while True:\n    s.recv(100); n+=1\nexcept OSError: pass\nprint(n)\n"
+    );
+    let srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = format!(
+        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\nfor i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
+    );
+    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    let out = srv.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// What a client in gen sees when it talks to `dst:port` while sink
+/// listens there: `"reply"`, `"refused"` (ICMP unreachable or TCP RST) or
+/// `"timeout"`.
+pub fn probe(lab: &Lab, proto: &str, dst: &str, port: u16) -> String {
+    let fam = if dst.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let (kind, serve) = match proto {
+        "tcp" => (
+            "SOCK_STREAM",
+            "s.listen(1)\nc,_=s.accept()\nc.send(b'hi')\nc.close()\n",
+        ),
+        _ => ("SOCK_DGRAM", "d,a=s.recvfrom(100)\ns.sendto(b'hi',a)\n"),
+    };
+    let server = format!(
+        "import socket\ns=socket.socket(socket.{fam},socket.{kind})\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{dst}',{port}))\ns.settimeout(3)\ntry:\n  {}\nexcept OSError: pass\n",
+        serve.trim_end().replace('\n', "\n  ")
+    );
+    let mut srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let talk = match proto {
+        "tcp" => "s.connect(a)\nprint(s.recv(10).decode())",
+        _ => "s.connect(a)\ns.send(b'x')\nprint(s.recv(10).decode())",
+    };
+    let client = format!(
+        "import socket\na=('{dst}',{port})\ns=socket.socket(socket.{fam},socket.{kind})\ns.settimeout(2)\ntry:\n  {}\nexcept ConnectionRefusedError: print('refused')\nexcept OSError: print('timeout')\n",
+        talk.replace('\n', "\n  ")
+    );
+    let o = sh(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    match String::from_utf8_lossy(&o.stdout).trim() {
+        "hi" => "reply".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The packets counted by the firewall rule whose text contains `needle`.
+pub fn rule_packets(fw: &serde_json::Value, needle: &str) -> u64 {
+    fw["firewall"]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["rules"].as_array().unwrap().iter())
+        .find(|r| r["rule"].as_str().unwrap().contains(needle))
+        .unwrap_or_else(|| panic!("no rule {needle} in {fw}"))["packets"]
+        .as_u64()
+        .unwrap()
+}
+
+pub const FIREWALL: &str = r#"[firewall]
+rules = """
+chain forward {
+    policy drop
+    ct state established,related accept
+    udp dport 9001 counter drop
+    udp dport 9002 reject
+    tcp dport 9003 reject with tcp reset
+    iif d0 ct state new accept
+}
+"""
+"#;
+
+/// The config's firewall is enforced by `fastfwd run`: accept, drop,
+/// reject (ICMP and TCP RST, answered by fastfwd: the sink listens),
+/// connection tracking (replies pass, new flows from the sink do not),
+/// per-rule counters in `show firewall`, and `config reload` that swaps the
+/// rules whole or refuses (file and line named, the old rules kept).
+pub fn firewall_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let d = lab.start_with(backend, FIREWALL);
+    // Neighbours first (ICMP errors need the way back).
+    assert!(
+        lab.ping(&lab.gen, SINK4, 2).is_some(),
+        "new flow from d0 accepted, reply established"
+    );
+    assert!(lab.ping(&lab.gen, SINK6, 2).is_some(), "IPv6 too");
+    assert!(
+        lab.ping(&lab.sink, "198.18.0.108", 1).is_none(),
+        "new flow from d1: policy drop"
+    );
+    assert!(
+        lab.ping(&lab.sink, "2001:2::108", 1).is_none(),
+        "IPv6 policy drop"
+    );
+
+    assert_eq!(udp_count(&lab, SINK4, 9000, 50), 50, "accepted port");
+    assert_eq!(udp_count(&lab, SINK4, 9001, 50), 0, "dropped port");
+    assert_eq!(udp_count(&lab, SINK6, 9001, 20), 0, "dropped port, IPv6");
+    assert_eq!(
+        probe(&lab, "udp", SINK4, 9002),
+        "refused",
+        "ICMP port unreachable from fastfwd"
+    );
+    assert_eq!(
+        probe(&lab, "udp", SINK6, 9002),
+        "refused",
+        "ICMPv6 unreachable from fastfwd"
+    );
+    assert_eq!(
+        probe(&lab, "tcp", SINK4, 9003),
+        "refused",
+        "TCP RST from fastfwd"
+    );
+    assert_eq!(
+        probe(&lab, "tcp", SINK6, 9003),
+        "refused",
+        "TCP RST from fastfwd, IPv6"
+    );
+    assert_eq!(
+        probe(&lab, "tcp", SINK4, 9004),
+        "reply",
+        "stateful TCP accepted both ways"
+    );
+
+    // Counters, summed from the workers (published every 100 ms).
+    std::thread::sleep(Duration::from_millis(300));
+    let fw = d.json(&["show", "firewall"]);
+    assert!(rule_packets(&fw, "udp dport 9001") >= 70, "{fw}");
+    assert!(rule_packets(&fw, "udp dport 9002") >= 2, "{fw}");
+    assert!(rule_packets(&fw, "tcp dport 9003") >= 2, "{fw}");
+    assert!(rule_packets(&fw, "ct state established") >= 4, "{fw}");
+    let fwd = &fw["firewall"]["chains"][0];
+    assert_eq!(fwd["chain"], "forward");
+    assert!(fwd["policy_packets"].as_u64().unwrap() >= 2, "{fw}");
+    assert!(fw["conntrack"]["inserts"].as_u64().unwrap() >= 3, "{fw}");
+    let text = String::from_utf8_lossy(&d.cli(&["show", "firewall"]).stdout).into_owned();
+    assert!(
+        text.contains("udp dport 9001 counter drop") && text.contains("policy drop"),
+        "{text}"
+    );
+    let drops = d.json(&["show", "drops"]);
+    assert!(
+        drops["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["reason"] == "acl_denied" && x["count"].as_u64().unwrap() >= 70),
+        "{drops}"
+    );
+
+    // A reload with a broken rule is refused, names file and line, keeps the rules.
+    let cfg = lab.dir.join("router.toml");
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let bad = lab.dir.join("bad-fw.toml");
+    std::fs::write(
+        &bad,
+        base.replace("udp dport 9001 counter drop", "udp dport 99999 drop"),
+    )
+    .unwrap();
+    let o = d.cli(&["config", "reload", &bad.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        !o.status.success() && err.contains("bad-fw.toml:") && err.contains("99999"),
+        "{err}"
+    );
+    // An input-chain rule cannot be enforced: refused, not ignored.
+    let input = lab.dir.join("input-fw.toml");
+    std::fs::write(
+        &input,
+        base.replace(
+            "chain forward {",
+            "chain input {\n    tcp dport 22 drop\n}\nchain forward {",
+        ),
+    )
+    .unwrap();
+    let o = d.cli(&["config", "reload", &input.to_string_lossy()]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        !o.status.success() && err.contains("chain input") && err.contains("line 2"),
+        "{err}"
+    );
+    assert_eq!(
+        udp_count(&lab, SINK4, 9001, 20),
+        0,
+        "old rules still enforced"
+    );
+
+    // A reload that lets 9001 through applies whole.
+    let open = lab.dir.join("open-fw.toml");
+    std::fs::write(
+        &open,
+        base.replace(
+            "udp dport 9001 counter drop",
+            "udp dport 9001 counter accept",
+        ),
+    )
+    .unwrap();
+    let o = d.cli(&["config", "reload", &open.to_string_lossy()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(udp_count(&lab, SINK4, 9001, 30), 30, "new rules in force");
+    std::thread::sleep(Duration::from_millis(300));
+    let fw = d.json(&["show", "firewall"]);
+    assert_eq!(
+        rule_packets(&fw, "udp dport 9001 counter accept"),
+        30,
+        "{fw}"
+    );
+    drop(d);
+
+    // The daemon refuses to start with rules it cannot enforce.
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.dut,
+            env!("CARGO_BIN_EXE_fastfwd"),
+            "run",
+            "--config",
+        ])
+        .arg(&input)
+        .args(["--backend", backend, "--cores", "1", "--socket"])
+        .arg(lab.dir.join("refused.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success() && err.contains("chain input"), "{err}");
+    assert!(!lab.dut_has_xdp(), "nothing left attached after refusing");
+}
+
+/// Kernel `blackhole`, `unreachable` and `prohibit` routes are honoured
+/// (in place of the covering route), within a second, for IPv4 and IPv6,
+/// and the lowest metric wins with the next taking over when it goes.
+pub fn discard_routes_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    for (i, a) in [
+        "10.90.5.1/32",
+        "10.90.6.1/32",
+        "10.90.7.1/32",
+        "10.90.8.1/32",
+    ]
+    .iter()
+    .enumerate()
+    {
+        ok(&["ip", "-n", &lab.sink, "addr", "add", a, "dev", "lo"]);
+        let a6 = format!("2001:db8:90:{}::1/128", 5 + i);
+        ok(&["ip", "-n", &lab.sink, "addr", "add", &a6, "dev", "lo"]);
+    }
+    let d = lab.start(backend);
+    let dut = |args: &[&str]| {
+        let mut all = vec!["ip", "-n", lab.dut.as_str()];
+        all.extend_from_slice(args);
+        ok(&all);
+    };
+    dut(&["route", "add", "10.90.0.0/16", "via", SINK4]);
+    dut(&["-6", "route", "add", "2001:db8:90::/48", "via", SINK6]);
+    within(Duration::from_secs(2), || {
+        lab.ping(&lab.gen, "10.90.5.1", 1).is_some()
+    })
+    .expect("covering route forwards");
+    assert!(lab.ping(&lab.gen, "2001:db8:90:5::1", 1).is_some());
+
+    for (kind, n) in [("blackhole", 5), ("unreachable", 6), ("prohibit", 7)] {
+        dut(&["route", "add", kind, &format!("10.90.{n}.0/24")]);
+        dut(&["-6", "route", "add", kind, &format!("2001:db8:90:{n}::/64")]);
+    }
+    let t = within(Duration::from_secs(3), || {
+        d.json(&["show", "route", "10.90.7.1"])[0]["next_hops"][0] == "prohibit"
+            && d.json(&["show", "route", "2001:db8:90:7::1"])[0]["next_hops"][0] == "prohibit"
+    })
+    .expect("discard routes mirrored");
+    assert!(t < Duration::from_secs(1), "mirrored after {t:?}");
+    let ping = |dst: &str| {
+        let o = sh(&[
+            "ip", "netns", "exec", &lab.gen, "ping", "-c", "2", "-i", "0.2", "-W", "1", dst,
+        ]);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (ok4, out) = ping("10.90.5.1");
+    assert!(
+        !ok4 && !out.contains("Unreachable") && !out.contains("filtered"),
+        "blackhole: silence\n{out}"
+    );
+    let (ok4, out) = ping("10.90.6.1");
+    assert!(
+        !ok4 && out.contains("From 198.18.0.10") && out.contains("Destination Host Unreachable"),
+        "{out}"
+    );
+    let (ok4, out) = ping("10.90.7.1");
+    assert!(
+        !ok4 && out.contains("From 198.18.0.10") && out.contains("Packet filtered"),
+        "{out}"
+    );
+    let (ok6, out) = ping("2001:db8:90:5::1");
+    assert!(!ok6 && !out.contains("unreachable"), "{out}");
+    let (ok6, out) = ping("2001:db8:90:6::1");
+    assert!(!ok6 && out.contains("No route"), "{out}");
+    let (ok6, out) = ping("2001:db8:90:7::1");
+    assert!(!ok6 && out.contains("Administratively prohibited"), "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    let drops = d.json(&["show", "drops"]);
+    for reason in ["route_blackhole", "route_unreachable", "route_prohibited"] {
+        assert!(
+            drops["drops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["reason"] == reason && x["count"].as_u64().unwrap() >= 2),
+            "{reason}: {drops}"
+        );
+    }
+
+    // Deleted: the covering route is used again within a second.
+    dut(&["route", "del", "blackhole", "10.90.5.0/24"]);
+    let t = within(Duration::from_secs(3), || {
+        lab.ping(&lab.gen, "10.90.5.1", 1).is_some()
+    })
+    .expect("blackhole removed");
+    assert!(t < Duration::from_secs(2), "{t:?}");
+
+    // Metrics: a unicast route at metric 10 beats a blackhole at 20; when
+    // it goes, the blackhole takes over.
+    dut(&["route", "add", "10.90.8.0/24", "via", SINK4, "metric", "10"]);
+    dut(&["route", "add", "blackhole", "10.90.8.0/24", "metric", "20"]);
+    within(Duration::from_secs(2), || {
+        lab.ping(&lab.gen, "10.90.8.1", 1).is_some()
+    })
+    .expect("metric 10 wins");
+    dut(&["route", "del", "10.90.8.0/24", "via", SINK4, "metric", "10"]);
+    within(Duration::from_secs(2), || {
+        d.json(&["show", "route", "10.90.8.1"])[0]["next_hops"][0] == "blackhole"
+    })
+    .expect("metric 20 takes over");
+    assert!(lab.ping(&lab.gen, "10.90.8.1", 1).is_none(), "blackholed");
 }
