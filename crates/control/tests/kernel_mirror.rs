@@ -37,8 +37,7 @@ impl Drop for Pair {
 }
 
 fn pair() -> Option<Pair> {
-    if !netio::sys::os::is_root() {
-        eprintln!("skipping: needs root to create network namespaces");
+    if !netio::root_or_skip("the kernel mirror test") {
         return None;
     }
     let id = std::process::id();

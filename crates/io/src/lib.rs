@@ -24,6 +24,23 @@ pub use frame::{FrameBatch, BATCH, FRAME_CAP};
 pub use port::{Backend, Port, PortStats};
 pub use sys::netlink::NetlinkSocket;
 
+/// For tests that need root: true when running as root. Otherwise prints
+/// that `what` is skipped and returns false, unless `CI` is set (to
+/// anything but `false` or `0`): CI runs as root, so there a test that
+/// would skip fails instead of passing without running.
+pub fn root_or_skip(what: &str) -> bool {
+    if sys::os::is_root() {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(
+        !ci,
+        "{what} needs root, and CI is set: it must run, not skip"
+    );
+    eprintln!("skipping {what}: needs root to create network namespaces");
+    false
+}
+
 /// Errors of the I/O layer, naming what failed and where.
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {

@@ -1,21 +1,29 @@
-//! The XDP steering program (`bpf/xdp_steer.c`, compiled by `build.rs`) and
-//! the AF_XDP port that receives what it steers.
+//! The XDP steering program (`bpf/xdp_steer.c`, compiled into
+//! `bpf/xdp_steer.o` by `scripts/bpf-build`) and the AF_XDP port that
+//! receives what it steers. The program is loaded with aya (pure Rust: no
+//! libbpf, no clang at build time).
 //!
 //! One program object is loaded per interface, so each interface has its own
 //! XSKMAP (keyed by RX queue) and its own table of local addresses. The
-//! program is detached when the [`XdpProgram`] is dropped.
+//! program is attached through a BPF link: it is detached when the
+//! [`XdpProgram`] is dropped, and by the kernel if the process dies.
 
 use crate::frame::FrameBatch;
 use crate::port::{Backend, Port, PortStats};
-use crate::sys::bpf;
 use crate::sys::xsk::{XskConfig, XskSocket};
 use crate::IoError;
+use aya::maps::{HashMap, MapData, PerCpuArray, XskMap};
+use aya::programs::{ProgramError, Xdp, XdpFlags};
+use aya::Ebpf;
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 
 pub use crate::sys::xsk::{BindMode, XskConfig as SocketConfig, XskStats};
 
-/// The compiled steering program.
-static XDP_STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_steer.o"));
+/// The compiled steering program, committed beside its source (the CI
+/// checks that rebuilding the source gives these bytes).
+/// (ELF parsing needs the bytes aligned, which `include_bytes!` does not promise.)
+static XDP_STEER_OBJ: &[u8] = aya::include_bytes_aligned!("../bpf/xdp_steer.o");
 
 /// Where the program runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,20 +37,39 @@ pub enum XdpMode {
 }
 
 /// The steering program attached to one interface.
-#[derive(Debug)]
 pub struct XdpProgram {
     iface: String,
     ifindex: u32,
-    mode_flags: u32,
-    xsks: i32,
-    local_v4: i32,
-    local_v6: i32,
-    verdicts: i32,
-    /// The BPF link holding the attachment: closing it detaches, so the
-    /// program also goes away if the process dies.
-    link: Option<crate::sys::Fd>,
-    // Declared last: dropped after the detach in `Drop`.
-    obj: bpf::Object,
+    native: bool,
+    xsks: XskMap<MapData>,
+    local_v4: HashMap<MapData, u32, u8>,
+    local_v6: HashMap<MapData, [u8; 16], u8>,
+    verdicts: PerCpuArray<MapData, u64>,
+    /// Holds the program and its link (dropping it detaches).
+    ebpf: Option<Ebpf>,
+}
+
+impl std::fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpProgram")
+            .field("iface", &self.iface)
+            .field("ifindex", &self.ifindex)
+            .field("native", &self.native)
+            .field("attached", &self.ebpf.is_some())
+            .finish()
+    }
+}
+
+/// The OS error inside an aya error, when there is one.
+fn os_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 impl XdpProgram {
@@ -51,58 +78,94 @@ impl XdpProgram {
     /// replaced).
     pub fn attach(iface: &str, mode: XdpMode) -> Result<XdpProgram, IoError> {
         let ifindex = crate::if_index(iface)?;
-        let attach_err = |source: std::io::Error| match source.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => IoError::Permission {
-                what: format!("loading the XDP program for {iface}"),
-            },
-            _ => IoError::XdpAttach {
-                iface: iface.to_string(),
-                source,
-            },
+        let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
+            let errno = os_error(e).and_then(std::io::Error::raw_os_error);
+            match errno {
+                Some(libc::EPERM) | Some(libc::EACCES) => IoError::Permission {
+                    what: format!("{what} for {iface}"),
+                },
+                Some(libc::EBUSY) | Some(libc::EEXIST) => IoError::XdpAttach {
+                    iface: iface.to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "another XDP program is already attached (remove it with `ip link set dev IFACE xdp off`)",
+                    ),
+                },
+                _ => IoError::XdpAttach {
+                    iface: iface.to_string(),
+                    source: std::io::Error::other(format!("{what}: {}", chain(e))),
+                },
+            }
         };
-        let obj = bpf::Object::load(XDP_STEER_OBJ).map_err(attach_err)?;
-        let prog = obj.program_fd("xdp_steer").map_err(attach_err)?;
-        let map = |name: &str| obj.map_fd(name).map_err(attach_err);
-        let (xsks, local_v4, local_v6, verdicts) = (
-            map("xsks")?,
-            map("local_v4")?,
-            map("local_v6")?,
-            map("verdicts")?,
-        );
-        let modes: &[u32] = match mode {
-            XdpMode::Native => &[bpf::XDP_FLAGS_DRV_MODE],
-            XdpMode::Generic => &[bpf::XDP_FLAGS_SKB_MODE],
-            XdpMode::Auto => &[bpf::XDP_FLAGS_DRV_MODE, bpf::XDP_FLAGS_SKB_MODE],
+        let mut ebpf = Ebpf::load(XDP_STEER_OBJ).map_err(|e| fail("loading xdp_steer.o", &e))?;
+        let prog: &mut Xdp = ebpf
+            .program_mut("xdp_steer")
+            .ok_or_else(|| {
+                fail(
+                    "finding program xdp_steer",
+                    &std::io::Error::other("missing"),
+                )
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| fail("program xdp_steer", &e))?;
+        prog.load()
+            .map_err(|e| fail("verifying program xdp_steer", &e))?;
+        let modes: &[(XdpFlags, bool)] = match mode {
+            XdpMode::Native => &[(XdpFlags::DRV_MODE, true)],
+            XdpMode::Generic => &[(XdpFlags::SKB_MODE, false)],
+            XdpMode::Auto => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
         };
-        let mut last = std::io::Error::from(std::io::ErrorKind::Unsupported);
-        for &m in modes {
-            match bpf::xdp_link(ifindex, prog, m) {
-                Ok(link) => {
-                    return Ok(XdpProgram {
-                        iface: iface.to_string(),
-                        ifindex,
-                        mode_flags: m,
-                        xsks,
-                        local_v4,
-                        local_v6,
-                        verdicts,
-                        link: Some(link),
-                        obj,
-                    })
+        let mut native = None;
+        let mut last = None;
+        for &(flags, is_native) in modes {
+            match prog.attach_to_if_index(ifindex, flags) {
+                Ok(_) => {
+                    native = Some(is_native);
+                    break;
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) || e.raw_os_error() == Some(libc::EEXIST) => {
-                    return Err(IoError::XdpAttach {
-                        iface: iface.to_string(),
-                        source: std::io::Error::new(
-                            e.kind(),
-                            "another XDP program is already attached (remove it with `ip link set dev IFACE xdp off`)",
-                        ),
-                    })
+                Err(e) => {
+                    let busy = matches!(
+                        os_error(&e).and_then(std::io::Error::raw_os_error),
+                        Some(libc::EBUSY) | Some(libc::EEXIST)
+                    );
+                    let err = fail("attaching", &e);
+                    if busy {
+                        return Err(err);
+                    }
+                    last = Some(err);
                 }
-                Err(e) => last = e,
             }
         }
-        Err(attach_err(last))
+        let Some(native) = native else {
+            return Err(
+                last.unwrap_or_else(|| fail("attaching", &std::io::Error::other("no mode")))
+            );
+        };
+        let mut take = |name: &str| {
+            ebpf.take_map(name).ok_or_else(|| {
+                fail(
+                    &format!("finding map {name}"),
+                    &std::io::Error::other("missing"),
+                )
+            })
+        };
+        let (xsks, v4, v6, verdicts) = (
+            take("xsks")?,
+            take("local_v4")?,
+            take("local_v6")?,
+            take("verdicts")?,
+        );
+        let typed = |name: &str, e: aya::maps::MapError| fail(&format!("map {name}"), &e);
+        Ok(XdpProgram {
+            iface: iface.to_string(),
+            ifindex,
+            native,
+            xsks: XskMap::try_from(xsks).map_err(|e| typed("xsks", e))?,
+            local_v4: HashMap::try_from(v4).map_err(|e| typed("local_v4", e))?,
+            local_v6: HashMap::try_from(v6).map_err(|e| typed("local_v6", e))?,
+            verdicts: PerCpuArray::try_from(verdicts).map_err(|e| typed("verdicts", e))?,
+            ebpf: Some(ebpf),
+        })
     }
 
     /// The interface name.
@@ -117,55 +180,59 @@ impl XdpProgram {
 
     /// Whether the program runs in the driver (else in generic mode).
     pub fn is_native(&self) -> bool {
-        self.mode_flags == bpf::XDP_FLAGS_DRV_MODE
+        self.native
     }
 
     /// Sends packets for `addr` to the host instead of to fastfwd.
-    pub fn add_local(&self, addr: IpAddr) -> Result<(), IoError> {
+    pub fn add_local(&mut self, addr: IpAddr) -> Result<(), IoError> {
         let r = match addr {
-            IpAddr::V4(a) => bpf::map_update(self.local_v4, &u32::from_ne_bytes(a.octets()), &1u8),
-            IpAddr::V6(a) => bpf::map_update(self.local_v6, &a.octets(), &1u8),
+            IpAddr::V4(a) => self.local_v4.insert(u32::from_ne_bytes(a.octets()), 1u8, 0),
+            IpAddr::V6(a) => self.local_v6.insert(a.octets(), 1u8, 0),
         };
-        r.map_err(|e| IoError::sys(format!("adding local address {addr} on {}", self.iface), e))
+        r.map_err(|e| map_err(format!("adding local address {addr} on {}", self.iface), e))
     }
 
     /// Stops treating `addr` as local (missing entries are not an error).
-    pub fn remove_local(&self, addr: IpAddr) -> Result<(), IoError> {
+    pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), IoError> {
         let r = match addr {
-            IpAddr::V4(a) => bpf::map_delete(self.local_v4, &u32::from_ne_bytes(a.octets())),
-            IpAddr::V6(a) => bpf::map_delete(self.local_v6, &a.octets()),
+            IpAddr::V4(a) => self.local_v4.remove(&u32::from_ne_bytes(a.octets())),
+            IpAddr::V6(a) => self.local_v6.remove(&a.octets()),
         };
         match r {
-            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(IoError::sys(
+            Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) if os_error(&e).and_then(std::io::Error::raw_os_error) == Some(libc::ENOENT) => {
+                Ok(())
+            }
+            Err(e) => Err(map_err(
                 format!("removing local address {addr} on {}", self.iface),
                 e,
             )),
-            _ => Ok(()),
+            Ok(()) => Ok(()),
         }
     }
 
     /// Frames the program redirected to fastfwd and passed to the host,
     /// summed over CPUs.
     pub fn verdict_counts(&self) -> Result<(u64, u64), IoError> {
-        let n = crate::sys::os::possible_cpus();
-        let read = |k| {
-            bpf::percpu_u64(self.verdicts, k, n)
+        let read = |k: u32| {
+            self.verdicts
+                .get(&k, 0)
                 .map(|v| v.iter().sum::<u64>())
-                .map_err(|e| IoError::sys("reading XDP verdict counters", e))
+                .map_err(|e| map_err("reading XDP verdict counters".into(), e))
         };
         Ok((read(0)?, read(1)?))
     }
 
     /// Detaches the program now (also done on drop).
     pub fn detach(&mut self) -> Result<(), IoError> {
-        // Closing the link detaches the program.
-        self.link = None;
+        // Dropping the object closes the link, which detaches the program.
+        self.ebpf = None;
         Ok(())
     }
 
-    fn register(&self, queue: u32, sock_fd: i32) -> Result<(), IoError> {
-        bpf::map_update(self.xsks, &queue, &(sock_fd as u32)).map_err(|e| {
-            IoError::sys(
+    fn register(&mut self, queue: u32, sock: &XskSocket) -> Result<(), IoError> {
+        self.xsks.set(queue, sock.as_raw_fd(), 0).map_err(|e| {
+            map_err(
                 format!("registering AF_XDP socket for {} queue {queue}", self.iface),
                 e,
             )
@@ -173,18 +240,32 @@ impl XdpProgram {
     }
 }
 
-impl Drop for XdpProgram {
-    fn drop(&mut self) {
-        let _ = self.detach();
-        let _ = &self.obj;
+/// An error and those of its causes its message does not already show.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
     }
+    s
 }
 
-/// The id of the XDP program attached to `ifindex`, if any.
-pub fn attached_program(ifindex: u32) -> Result<Option<u32>, IoError> {
-    bpf::xdp_query_id(ifindex)
-        .map(|id| (id != 0).then_some(id))
-        .map_err(|e| IoError::sys(format!("querying XDP on ifindex {ifindex}"), e))
+fn map_err(what: String, e: aya::maps::MapError) -> IoError {
+    match os_error(&e) {
+        Some(io) => IoError::sys(
+            what,
+            std::io::Error::from_raw_os_error(io.raw_os_error().unwrap_or(libc::EIO)),
+        ),
+        None => IoError::Sys {
+            what,
+            source: std::io::Error::other(chain(&e)),
+        },
+    }
 }
 
 /// An AF_XDP socket on one queue of an interface with the steering program.
@@ -197,11 +278,11 @@ pub struct XdpPort {
 impl XdpPort {
     /// Opens a socket on `queue` of the program's interface and registers
     /// it in the program's XSKMAP.
-    pub fn open(prog: &XdpProgram, queue: u32, cfg: XskConfig) -> Result<XdpPort, IoError> {
+    pub fn open(prog: &mut XdpProgram, queue: u32, cfg: XskConfig) -> Result<XdpPort, IoError> {
         let sock = XskSocket::new(prog.ifindex, queue, cfg).map_err(|e| {
             IoError::sys(format!("AF_XDP socket on {} queue {queue}", prog.iface), e)
         })?;
-        prog.register(queue, sock.fd())?;
+        prog.register(queue, &sock)?;
         Ok(XdpPort {
             sock,
             stats: PortStats::default(),

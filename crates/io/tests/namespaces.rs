@@ -5,7 +5,7 @@
 //! with a message otherwise.
 
 use netio::packet::{PacketConfig, PacketPort};
-use netio::xdp::{attached_program, SocketConfig, XdpMode, XdpPort, XdpProgram};
+use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
 use netio::{FrameBatch, Port};
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
@@ -36,8 +36,7 @@ struct Pair {
 
 impl Pair {
     fn new(tag: &str) -> Option<Pair> {
-        if !netio::sys::os::is_root() {
-            eprintln!("skipping: needs root to create network namespaces");
+        if !netio::root_or_skip("the I/O namespace tests") {
             return None;
         }
         let id = std::process::id();
@@ -220,6 +219,17 @@ fn packet_ports_carry_frames_both_ways() {
     assert!(rx_stats.rx_packets >= 100);
 }
 
+/// The XDP program attached to `ifindex` in this namespace, as `ip` sees it.
+fn attached_program(ifindex: u32) -> Result<Option<u64>, String> {
+    let o = sh(&["ip", "-j", "link", "show"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).map_err(|e| e.to_string())?;
+    Ok(v.as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["ifindex"].as_u64() == Some(u64::from(ifindex)))
+        .and_then(|l| l["xdp"]["prog"]["id"].as_u64()))
+}
+
 #[test]
 fn xdp_port_receives_transit_and_leaves_host_traffic_to_the_kernel() {
     let Some(p) = Pair::new("x") else { return };
@@ -234,7 +244,7 @@ fn xdp_port_receives_transit_and_leaves_host_traffic_to_the_kernel() {
         assert!(attached_program(ifindex).unwrap().is_some());
         prog.add_local(IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)))
             .unwrap();
-        let mut port = XdpPort::open(&prog, 0, SocketConfig::default()).expect("AF_XDP socket");
+        let mut port = XdpPort::open(&mut prog, 0, SocketConfig::default()).expect("AF_XDP socket");
         assert!(!port.is_zero_copy(), "veth has no zero-copy");
         ready_tx.send(()).unwrap();
         let seen = collect(&mut port, 100);

@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn lab(name: &str) -> Option<TopoGuard> {
-    if !topo::is_root() {
-        eprintln!("skipping {name}: needs root to create network namespaces");
+    if !netio::root_or_skip(name) {
         return None;
     }
     let tag = format!("t{}-{name}", std::process::id());
@@ -159,8 +158,7 @@ fn udp_sink_receives_with_each_method() {
 
 #[test]
 fn down_refuses_namespaces_it_did_not_create() {
-    if !topo::is_root() {
-        eprintln!("skipping: needs root");
+    if !netio::root_or_skip("down_refuses_namespaces_it_did_not_create") {
         return;
     }
     let tag = format!("t{}-foreign", std::process::id());

@@ -446,8 +446,8 @@ pub fn run(args: Args) -> Result<()> {
                 let prog = XdpProgram::attach(name, mode)?;
                 programs.push(prog);
             }
-            set_local_addrs(&programs, router.local_addrs(), &[]);
-            for (p, prog) in programs.iter().enumerate() {
+            set_local_addrs(&mut programs, router.local_addrs(), &[]);
+            for (p, prog) in programs.iter_mut().enumerate() {
                 let queues = rx_queues(&port_names[p]);
                 for (w, ports) in worker_ports.iter_mut().enumerate() {
                     if (w as u32) < queues {
@@ -544,16 +544,16 @@ pub fn run(args: Args) -> Result<()> {
 
 /// Keeps every program's local-address map equal to all of the router's
 /// addresses: a packet to d1's address arriving on d0 is for the host too.
-fn set_local_addrs(programs: &[XdpProgram], new: &[(u16, IpAddr)], old: &[(u16, IpAddr)]) {
+fn set_local_addrs(programs: &mut [XdpProgram], new: &[(u16, IpAddr)], old: &[(u16, IpAddr)]) {
     for &(_, addr) in old {
         if !new.iter().any(|&(_, a)| a == addr) {
-            for p in programs {
+            for p in programs.iter_mut() {
                 let _ = p.remove_local(addr);
             }
         }
     }
     for &(_, addr) in new {
-        for p in programs {
+        for p in programs.iter_mut() {
             if let Err(e) = p.add_local(addr) {
                 eprintln!("fastfwd: {e}");
             }
@@ -636,7 +636,7 @@ impl Daemon {
         let old = self.router.local_addrs().to_vec();
         match self.router.rebuild_all(&self.shared.snapshot) {
             Ok(()) => {
-                set_local_addrs(&self.programs, self.router.local_addrs(), &old);
+                set_local_addrs(&mut self.programs, self.router.local_addrs(), &old);
                 None
             }
             Err(e) => {

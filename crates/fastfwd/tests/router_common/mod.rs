@@ -49,8 +49,7 @@ pub const DUT6_D0: &str = "2001:2::10";
 impl Lab {
     /// Builds the lab; `None` (with a message) when not root.
     pub fn new(tag: &str) -> Option<Lab> {
-        if !is_root() {
-            eprintln!("skipping: the router tests need root to create network namespaces");
+        if !netio::root_or_skip("the router tests") {
             return None;
         }
         let id = std::process::id() % 100_000;

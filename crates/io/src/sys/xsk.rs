@@ -241,6 +241,13 @@ pub struct XskSocket {
 // thread moves all access with it.
 unsafe impl Send for XskSocket {}
 
+/// The socket's descriptor, for the XSKMAP that steers frames to it.
+impl std::os::fd::AsRawFd for XskSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.raw()
+    }
+}
+
 impl std::fmt::Debug for XskSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XskSocket")
