@@ -64,9 +64,11 @@ impl KernelLink {
     /// Reads the kernel's whole current state into `state` (replacing it).
     pub fn dump(&mut self, state: &mut KernelState) -> Result<(), ControlError> {
         let mut fresh = KernelState::default();
+        // Nexthop objects before the routes that name them.
         for ty in [
             msg::RTM_GETLINK,
             msg::RTM_GETADDR,
+            msg::RTM_GETNEXTHOP,
             msg::RTM_GETROUTE,
             msg::RTM_GETNEIGH,
         ] {
@@ -87,6 +89,8 @@ impl KernelLink {
                     }
                     match netlink::parse(t, body) {
                         Some(Event::Done) => break 'dump,
+                        // A kernel without nexthop objects (before 5.3) has none to dump.
+                        Some(Event::Ack(e)) if e < 0 && ty == msg::RTM_GETNEXTHOP => break 'dump,
                         Some(Event::Ack(e)) if e < 0 => {
                             return Err(nl_err(
                                 "netlink dump",

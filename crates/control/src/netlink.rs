@@ -27,10 +27,14 @@ pub mod msg {
     pub const RTM_NEWNEIGH: u16 = 28;
     pub const RTM_DELNEIGH: u16 = 29;
     pub const RTM_GETNEIGH: u16 = 30;
+    pub const RTM_NEWNEXTHOP: u16 = 104;
+    pub const RTM_DELNEXTHOP: u16 = 105;
+    pub const RTM_GETNEXTHOP: u16 = 106;
 }
 
-/// Multicast groups fastfwd follows (RTNLGRP_*).
-pub const GROUPS: [u32; 6] = [1, 3, 5, 7, 9, 11];
+/// Multicast groups fastfwd follows (RTNLGRP_*): LINK, NEIGH,
+/// IPV4_IFADDR, IPV4_ROUTE, IPV6_IFADDR, IPV6_ROUTE, NEXTHOP.
+pub const GROUPS: [u32; 7] = [1, 3, 5, 7, 9, 11, 32];
 
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
@@ -69,6 +73,17 @@ pub struct KernelHop {
     pub ifindex: u32,
     /// Gateway, if any.
     pub gateway: Option<IpAddr>,
+}
+
+/// A nexthop object's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelNexthop {
+    /// One way out (NHA_OIF, NHA_GATEWAY).
+    Via(KernelHop),
+    /// NHA_BLACKHOLE: routes using it drop.
+    Blackhole,
+    /// NHA_GROUP: member ids with their weights (1-based, as `ip` prints).
+    Group(Vec<(u32, u16)>),
 }
 
 /// What a parsed message says.
@@ -115,6 +130,17 @@ pub enum Event {
         metric: u32,
         /// Next hops (several for a multipath route).
         hops: Vec<KernelHop>,
+        /// RTA_NH_ID: the route uses this nexthop object instead of `hops`.
+        nh_id: Option<u32>,
+    },
+    /// A nexthop object (`ip nexthop`) appeared, changed or went away.
+    Nexthop {
+        /// true for RTM_NEWNEXTHOP.
+        add: bool,
+        /// NHA_ID.
+        id: u32,
+        /// What it is (meaningless for a delete).
+        target: KernelNexthop,
     },
     /// A neighbour appeared, changed or went away.
     Neigh {
@@ -285,7 +311,8 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
             let dst_len = *body.get(1)?;
             let mut table = u32::from(*body.get(4)?);
             let kind = *body.get(7)?;
-            let (mut dst, mut oif, mut gateway, mut metric) = (None, None, None, 0);
+            let (mut dst, mut oif, mut gateway, mut metric, mut nh_id) =
+                (None, None, None, 0, None);
             let mut hops = Vec::new();
             for (t, p) in attrs(body.get(12..)?) {
                 match t {
@@ -296,6 +323,7 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
                     9 => hops = multipath(family, p),
                     15 => table = u32_at(p, 0).unwrap_or(table),
                     18 => gateway = via_from(p),
+                    30 => nh_id = u32_at(p, 0),
                     _ => {}
                 }
             }
@@ -318,6 +346,44 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
                 kind,
                 metric,
                 hops,
+                nh_id,
+            })
+        }
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => {
+            // struct nhmsg: family, scope, protocol, resvd, flags (u32).
+            let family = *body.first()?;
+            let (mut id, mut oif, mut gateway, mut blackhole) = (None, None, None, false);
+            let mut group = Vec::new();
+            for (t, p) in attrs(body.get(8..)?) {
+                match t {
+                    1 => id = u32_at(p, 0),
+                    // struct nexthop_grp: id (u32), weight - 1 (u8), ...
+                    2 => {
+                        group = p
+                            .chunks_exact(8)
+                            .filter_map(|g| Some((u32_at(g, 0)?, u16::from(g[4]) + 1)))
+                            .collect()
+                    }
+                    4 => blackhole = true,
+                    5 => oif = u32_at(p, 0),
+                    6 => gateway = ip_from(family, p),
+                    _ => {}
+                }
+            }
+            let target = if blackhole {
+                KernelNexthop::Blackhole
+            } else if !group.is_empty() {
+                KernelNexthop::Group(group)
+            } else {
+                KernelNexthop::Via(KernelHop {
+                    ifindex: oif.unwrap_or(0),
+                    gateway,
+                })
+            };
+            Some(Event::Nexthop {
+                add: ty == RTM_NEWNEXTHOP,
+                id: id?,
+                target,
             })
         }
         RTM_NEWNEIGH | RTM_DELNEIGH => {
@@ -427,6 +493,7 @@ pub fn dump_request(ty: u16, seq: u32) -> Vec<u8> {
         msg::RTM_GETLINK => b.bytes(&[0u8; 16]),
         msg::RTM_GETADDR => b.bytes(&[0u8; 8]),
         msg::RTM_GETROUTE => b.bytes(&[0u8; 12]),
+        msg::RTM_GETNEXTHOP => b.bytes(&[0u8; 8]),
         _ => b.bytes(&[0u8; 12]),
     };
     b.finish()
@@ -547,6 +614,70 @@ mod tests {
             assert_eq!(prefix.to_string(), "10.9.8.0/24");
             assert!(hops.is_empty());
         }
+    }
+
+    #[test]
+    fn parses_nexthop_objects_and_routes_that_use_them() {
+        let nh = |attrs_: &[Vec<u8>], family: u8| {
+            let mut body = vec![family, 0, 0, 0, 0, 0, 0, 0];
+            for a in attrs_ {
+                body.extend(a);
+            }
+            let buf = message(msg::RTM_NEWNEXTHOP, &body);
+            let (ty, _, _, b) = messages(&buf).next().unwrap();
+            parse(ty, b).unwrap()
+        };
+        assert_eq!(
+            nh(
+                &[
+                    attr(1, &7u32.to_ne_bytes()),
+                    attr(5, &3u32.to_ne_bytes()),
+                    attr(6, &[10, 0, 0, 1])
+                ],
+                AF_INET
+            ),
+            Event::Nexthop {
+                add: true,
+                id: 7,
+                target: KernelNexthop::Via(KernelHop {
+                    ifindex: 3,
+                    gateway: Some("10.0.0.1".parse().unwrap())
+                })
+            }
+        );
+        assert_eq!(
+            nh(&[attr(1, &8u32.to_ne_bytes()), attr(4, &[])], 0),
+            Event::Nexthop {
+                add: true,
+                id: 8,
+                target: KernelNexthop::Blackhole
+            }
+        );
+        let mut grp = Vec::new();
+        for (id, w) in [(7u32, 0u8), (9, 2)] {
+            grp.extend_from_slice(&id.to_ne_bytes());
+            grp.extend_from_slice(&[w, 0, 0, 0]);
+        }
+        assert_eq!(
+            nh(&[attr(1, &10u32.to_ne_bytes()), attr(2, &grp)], 0),
+            Event::Nexthop {
+                add: true,
+                id: 10,
+                target: KernelNexthop::Group(vec![(7, 1), (9, 3)])
+            }
+        );
+        // No id: malformed, ignored.
+        assert!(parse(msg::RTM_NEWNEXTHOP, &[0u8; 8]).is_none());
+
+        let mut body = vec![AF_INET, 16, 0, 0, 254, 4, 0, RTN_UNICAST, 0, 0, 0, 0];
+        body.extend(attr(1, &[10, 1, 0, 0]));
+        body.extend(attr(30, &10u32.to_ne_bytes()));
+        let buf = message(msg::RTM_NEWROUTE, &body);
+        let (ty, _, _, b) = messages(&buf).next().unwrap();
+        let Some(Event::Route { nh_id, hops, .. }) = parse(ty, b) else {
+            panic!()
+        };
+        assert_eq!((nh_id, hops.len()), (Some(10), 0));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! that points at it.
 
 use crate::snapshot::Snapshot;
-use crate::state::{KernelRoute, Origin, RouteEntry, RouteView, RouterState};
+use crate::state::{Origin, ResolvedRoute, RouteEntry, RouteView, RouterState};
 use crate::ControlError;
 use fib::shared::{FibReader, FibWriter};
 use pipeline::{
@@ -204,11 +204,11 @@ impl Router {
         // The lowest metric wins.
         let mut kernel = self.state.kernel.routes.range((p, 0)..=(p, u32::MAX));
         let (_, route) = kernel.next()?;
-        let khops = match route {
-            KernelRoute::Discard(d) => {
-                return Some((Origin::Kernel, RouteTarget::Discard(*d)));
+        let khops = match self.state.kernel.resolve(route)? {
+            ResolvedRoute::Discard(d) => {
+                return Some((Origin::Kernel, RouteTarget::Discard(d)));
             }
-            KernelRoute::Via(h) => h,
+            ResolvedRoute::Via(h) => h,
         };
         let hops: Option<Vec<NextHop>> = khops
             .iter()
@@ -411,6 +411,7 @@ addresses = ["198.19.0.10/24"]
                 ifindex,
                 gateway: Some(gw.parse().unwrap()),
             }],
+            nh_id: None,
         }
     }
 
@@ -496,6 +497,7 @@ addresses = ["198.19.0.10/24"]
             kind,
             metric,
             hops: vec![],
+            nh_id: None,
         }
     }
 
@@ -556,6 +558,83 @@ addresses = ["198.19.0.10/24"]
             target(&snap),
             Some(RouteTarget::Discard(pipeline::Discard::Prohibit))
         );
+    }
+
+    #[test]
+    fn nexthop_objects_groups_and_their_deletion() {
+        use crate::netlink::KernelNexthop;
+        let (mut r, snap) = router();
+        let nh = |id, target| Event::Nexthop {
+            add: true,
+            id,
+            target,
+        };
+        let via = |ifindex, gw: &str| {
+            KernelNexthop::Via(KernelHop {
+                ifindex,
+                gateway: Some(gw.parse().unwrap()),
+            })
+        };
+        r.state.kernel.apply(&nh(1, via(6, "198.19.0.108")));
+        r.state.kernel.apply(&nh(2, via(5, "198.18.0.108")));
+        r.state
+            .kernel
+            .apply(&nh(3, KernelNexthop::Group(vec![(1, 1), (2, 3)])));
+        r.state.kernel.apply(&nh(4, KernelNexthop::Blackhole));
+        let uses = |p: &str, id| Event::Route {
+            add: true,
+            prefix: p.parse().unwrap(),
+            table: RT_TABLE_MAIN,
+            kind: 1,
+            metric: 0,
+            hops: vec![],
+            nh_id: Some(id),
+        };
+        for (p, id) in [
+            ("10.1.0.0/16", 1),
+            ("10.2.0.0/16", 3),
+            ("10.3.0.0/16", 4),
+            ("10.4.0.0/16", 9),
+        ] {
+            r.state.kernel.apply(&uses(p, id));
+        }
+        r.rebuild_all(&snap).unwrap();
+        let target = |a: u32| {
+            let t = snap.load();
+            t.fib4.lookup(a).and_then(|id| t.target(id).cloned())
+        };
+        let hop = |interface, gw: &str| NextHop {
+            interface,
+            gateway: Some(gw.parse().unwrap()),
+        };
+        assert_eq!(
+            target(0x0a01_0001),
+            Some(RouteTarget::Forward(vec![hop(1, "198.19.0.108")]))
+        );
+        // Weights 1 and 3: the second member three times.
+        assert_eq!(
+            target(0x0a02_0001),
+            Some(RouteTarget::Forward(vec![
+                hop(1, "198.19.0.108"),
+                hop(0, "198.18.0.108"),
+                hop(0, "198.18.0.108"),
+                hop(0, "198.18.0.108"),
+            ]))
+        );
+        assert_eq!(
+            target(0x0a03_0001),
+            Some(RouteTarget::Discard(pipeline::Discard::Blackhole))
+        );
+        assert_eq!(target(0x0a04_0001), None, "unknown object: not installed");
+        // Deleting an object takes its routes with it.
+        r.state.kernel.apply(&Event::Nexthop {
+            add: false,
+            id: 1,
+            target: KernelNexthop::Blackhole,
+        });
+        r.rebuild_all(&snap).unwrap();
+        assert_eq!(target(0x0a01_0001), None);
+        assert_eq!(target(0x0a02_0001), None, "a group with a missing member");
     }
 
     #[test]

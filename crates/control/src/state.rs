@@ -8,12 +8,13 @@
 //! then config, then kernel. Kernel routes are used only when every next
 //! hop leaves through an interface fastfwd forwards on.
 
-use crate::netlink::{nud, Event, KernelHop};
+use crate::netlink::{nud, Event, KernelHop, KernelNexthop};
 use config::Config;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::RouteTable;
 use pipeline::{Discard, InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
@@ -43,6 +44,18 @@ pub enum KernelRoute {
     Via(Vec<KernelHop>),
     /// Discards (`ip route add blackhole|unreachable|prohibit|throw ...`).
     Discard(Discard),
+    /// Uses a nexthop object (`ip route add ... nhid N`).
+    Object(u32),
+}
+
+/// A kernel route with its nexthop object looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolvedRoute<'a> {
+    /// Forward through these (several: ECMP; a weighted group repeats a
+    /// member by its weight).
+    Via(Cow<'a, [KernelHop]>),
+    /// Discard.
+    Discard(Discard),
 }
 
 /// What one kernel event changed.
@@ -69,6 +82,8 @@ pub struct KernelState {
     pub routes: BTreeMap<(Cidr, u32), KernelRoute>,
     /// Resolved neighbours: (ifindex, ip) -> MAC.
     pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
+    /// Nexthop objects by id.
+    pub nexthops: BTreeMap<u32, KernelNexthop>,
 }
 
 impl KernelState {
@@ -132,14 +147,30 @@ impl KernelState {
                 ..
             } if ev.is_forwarding_route() => {
                 if *add {
-                    let route = match ev.route_discard() {
-                        Some(d) => KernelRoute::Discard(d),
-                        None => KernelRoute::Via(hops.clone()),
+                    let nh_id = match ev {
+                        Event::Route { nh_id, .. } => *nh_id,
+                        _ => None,
+                    };
+                    let route = match (ev.route_discard(), nh_id) {
+                        (Some(d), _) => KernelRoute::Discard(d),
+                        (None, Some(id)) => KernelRoute::Object(id),
+                        (None, None) => KernelRoute::Via(hops.clone()),
                     };
                     self.routes.insert((*prefix, *metric), route.clone()) != Some(route)
                 } else {
                     self.routes.remove(&(*prefix, *metric)).is_some()
                 }
+            }
+            Event::Nexthop {
+                add: true,
+                id,
+                target,
+            } => self.nexthops.insert(*id, target.clone()).as_ref() != Some(target),
+            Event::Nexthop { add: false, id, .. } => {
+                // The kernel deletes the routes that used it without a
+                // notification per route.
+                self.routes.retain(|_, r| *r != KernelRoute::Object(*id));
+                self.nexthops.remove(id).is_some()
             }
             // Multicast "neighbours" are the kernel's fixed mappings, not next hops.
             Event::Neigh { ip, .. } if ip.is_multicast() => false,
@@ -162,6 +193,34 @@ impl KernelState {
                 }
             }
             _ => false,
+        }
+    }
+
+    /// What a route does, its nexthop object (and a group's members) looked
+    /// up; `None` when an object it names is unknown.
+    pub fn resolve<'a>(&'a self, route: &'a KernelRoute) -> Option<ResolvedRoute<'a>> {
+        let id = match route {
+            KernelRoute::Via(h) => return Some(ResolvedRoute::Via(Cow::Borrowed(h))),
+            KernelRoute::Discard(d) => return Some(ResolvedRoute::Discard(*d)),
+            KernelRoute::Object(id) => *id,
+        };
+        match self.nexthops.get(&id)? {
+            KernelNexthop::Via(h) => Some(ResolvedRoute::Via(Cow::Owned(vec![*h]))),
+            KernelNexthop::Blackhole => Some(ResolvedRoute::Discard(Discard::Blackhole)),
+            KernelNexthop::Group(members) => {
+                // Weights as repeats while they fit the ECMP width; else equal.
+                let total: usize = members.iter().map(|&(_, w)| usize::from(w)).sum();
+                let weighted = total <= pipeline::MAX_ECMP;
+                let mut hops = Vec::new();
+                for &(m, w) in members {
+                    let KernelNexthop::Via(h) = self.nexthops.get(&m)? else {
+                        return None;
+                    };
+                    let n = if weighted { usize::from(w) } else { 1 };
+                    hops.extend(std::iter::repeat_n(*h, n));
+                }
+                Some(ResolvedRoute::Via(Cow::Owned(hops)))
+            }
         }
     }
 
@@ -542,11 +601,11 @@ impl RouterState {
             if overrides.contains_key(prefix) {
                 continue;
             }
-            let khops = match route {
-                KernelRoute::Via(h) if !h.is_empty() => h,
-                KernelRoute::Via(_) => continue,
-                KernelRoute::Discard(d) => {
-                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, *d);
+            let khops = match self.kernel.resolve(route) {
+                Some(ResolvedRoute::Via(h)) if !h.is_empty() => h,
+                Some(ResolvedRoute::Via(_)) | None => continue,
+                Some(ResolvedRoute::Discard(d)) => {
+                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, d);
                     install(prefix, nh);
                     entries.push(RouteEntry {
                         prefix: *prefix,
@@ -557,7 +616,7 @@ impl RouterState {
                 }
             };
             scratch.clear();
-            for h in khops {
+            for h in khops.iter() {
                 match by_ifindex.get(&h.ifindex) {
                     Some(&interface) => scratch.push(NextHop {
                         interface,
@@ -828,6 +887,7 @@ via = "198.19.0.108"
             kind: 1,
             metric: 0,
             hops: hop(i),
+            nh_id: None,
         };
         assert!(s.kernel.apply(&add("172.16.0.0/12", 6, true)));
         assert!(s.kernel.apply(&add("172.32.0.0/12", 7, true)));
@@ -851,6 +911,7 @@ via = "198.19.0.108"
             kind: 1,
             metric: 0,
             hops: hop(6),
+            nh_id: None,
         };
         assert!(!s.kernel.apply(&other));
     }
@@ -868,6 +929,7 @@ via = "198.19.0.108"
                 ifindex: 5,
                 gateway: None,
             }],
+            nh_id: None,
         });
         assert_eq!(
             route(&s.build().unwrap(), "10.1.0.0/16").unwrap().origin,
@@ -944,6 +1006,7 @@ via = "198.19.0.108"
                     ifindex: 6,
                     gateway: Some(gw.parse().unwrap()),
                 }],
+                nh_id: None,
             });
         }
         let b = s.build().unwrap();

@@ -227,6 +227,46 @@ fn dump_follow_and_resolve() {
         assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
             !has_route(s, "10.200.0.0/16")
         }));
+        // Nexthop objects: the route names one, the mirror keeps both.
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "nexthop",
+            "add",
+            "id",
+            "77",
+            "via",
+            "10.78.0.1",
+            "dev",
+            "vb",
+        ]);
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "route",
+            "add",
+            "10.202.0.0/16",
+            "nhid",
+            "77",
+        ]);
+        assert!(
+            wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+                s.nexthops.contains_key(&77)
+                    && s.routes.iter().any(|((c, _), r)| {
+                        c.to_string() == "10.202.0.0/16" && *r == KernelRoute::Object(77)
+                    })
+            }),
+            "nexthop object and its route mirrored"
+        );
+        ok(&["ip", "-n", &nsb2, "nexthop", "del", "id", "77"]);
+        assert!(
+            wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+                !s.nexthops.contains_key(&77) && !has_route(s, "10.202.0.0/16")
+            }),
+            "deleting the object removes its routes"
+        );
         // ECMP: a multipath route keeps both next hops.
         ok(&[
             "ip",

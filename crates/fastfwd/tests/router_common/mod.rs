@@ -973,6 +973,7 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
         "10.90.6.1/32",
         "10.90.7.1/32",
         "10.90.8.1/32",
+        "10.90.9.1/32",
     ]
     .iter()
     .enumerate()
@@ -1070,4 +1071,34 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     })
     .expect("metric 20 takes over");
     assert!(lab.ping(&lab.gen, "10.90.8.1", 1).is_none(), "blackholed");
+
+    // Nexthop objects: a route naming one forwards through it; pointed at
+    // a blackhole object, it drops; IPv6 too.
+    dut(&["nexthop", "add", "id", "91", "via", SINK4, "dev", "d1"]);
+    dut(&["nexthop", "add", "id", "92", "blackhole"]);
+    dut(&["nexthop", "add", "id", "93", "via", SINK6, "dev", "d1"]);
+    dut(&["route", "add", "10.90.9.0/24", "nhid", "91"]);
+    dut(&["-6", "route", "add", "2001:db8:90:9::/64", "nhid", "93"]);
+    let t = within(Duration::from_secs(3), || {
+        d.json(&["show", "route", "10.90.9.1"])[0]["prefix"] == "10.90.9.0/24"
+    })
+    .expect("route with a nexthop object mirrored");
+    assert!(t < Duration::from_secs(1), "{t:?}");
+    assert!(
+        lab.ping(&lab.gen, "10.90.9.1", 2).is_some(),
+        "forwarded through nexthop 91"
+    );
+    assert!(
+        lab.ping(&lab.gen, "2001:db8:90:9::1", 1).is_some(),
+        "IPv6 through nexthop 93"
+    );
+    dut(&["route", "replace", "10.90.9.0/24", "nhid", "92"]);
+    within(Duration::from_secs(2), || {
+        d.json(&["show", "route", "10.90.9.1"])[0]["next_hops"][0] == "blackhole"
+    })
+    .expect("blackhole nexthop object");
+    assert!(
+        lab.ping(&lab.gen, "10.90.9.1", 1).is_none(),
+        "dropped by nexthop 92"
+    );
 }
