@@ -1,29 +1,68 @@
 //! The control socket: a Unix stream socket, mode 0600 (root only), no
 //! network listener. Each connection sends request lines and reads one
 //! response line per request.
+//!
+//! The daemon's control thread serves every connection without blocking:
+//! connections are non-blocking, read and written a bounded amount per
+//! round, a request line is capped at [`MAX_REQUEST`] bytes, a connection
+//! lives at most [`CONNECTION_DEADLINE`] and at most [`MAX_CONNECTIONS`]
+//! are open at once. So a client that holds its connection open, trickles
+//! bytes or sends a huge request costs the others nothing measurable and
+//! never stalls netlink processing, neighbour resolution or SIGTERM.
 
 use crate::protocol::{Request, Response};
 use crate::ControlError;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The longest request line accepted; longer ones get an error and the
+/// connection is closed.
+pub const MAX_REQUEST: usize = 1 << 20;
+/// How long a connection may stay open without completing a request (a
+/// reply being written resets it as it progresses).
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections open at once; the oldest is closed to admit a new one.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Bytes read from one connection per round (fairness between clients).
+const READ_PER_ROUND: usize = 64 << 10;
+
+/// One client connection.
+#[derive(Debug)]
+struct Conn {
+    stream: UnixStream,
+    /// Accepted, or last served (see [`CONNECTION_DEADLINE`]).
+    opened: Instant,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    /// Peer closed its side, or we decided to close after the output.
+    closing: bool,
+}
 
 /// The listening control socket; removes its path on drop.
 #[derive(Debug)]
 pub struct ControlServer {
     listener: UnixListener,
     path: PathBuf,
+    conns: Vec<Conn>,
 }
 
 impl ControlServer {
-    /// Binds `path` (replacing a stale socket left by a crashed daemon,
-    /// refusing if another daemon answers there) with mode 0600.
+    /// Binds `path` with mode 0600 from the start (replacing a stale socket
+    /// left by a crashed daemon, refusing if another daemon answers there
+    /// or if the path is not a socket).
     pub fn bind(path: &Path) -> Result<ControlServer, ControlError> {
         let err = |e: std::io::Error| ControlError::Socket(format!("{}: {e}", path.display()));
-        if path.exists() {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(ControlError::Socket(format!(
+                    "{}: exists and is not a socket; not removing it",
+                    path.display()
+                )));
+            }
             if UnixStream::connect(path).is_ok() {
                 return Err(ControlError::Socket(format!(
                     "{}: another fastfwd is already running (its control socket answers)",
@@ -32,12 +71,13 @@ impl ControlServer {
             }
             std::fs::remove_file(path).map_err(err)?;
         }
-        let listener = UnixListener::bind(path).map_err(err)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        let listener =
+            netio::sys::os::with_umask(0o177, || UnixListener::bind(path)).map_err(err)?;
         listener.set_nonblocking(true).map_err(err)?;
         Ok(ControlServer {
             listener,
             path: path.to_path_buf(),
+            conns: Vec::new(),
         })
     }
 
@@ -46,39 +86,131 @@ impl ControlServer {
         self.listener.as_raw_fd()
     }
 
-    /// Serves every pending connection: reads its requests (a client has
-    /// 1 s per line), answers each with `handle`.
-    pub fn serve_pending(&self, mut handle: impl FnMut(Request) -> Response) {
+    /// The listening descriptor and every open connection's, to poll.
+    pub fn poll_fds(&self) -> Vec<i32> {
+        std::iter::once(self.fd())
+            .chain(self.conns.iter().map(|c| c.stream.as_raw_fd()))
+            .collect()
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// One round without blocking: accepts new connections, reads what each
+    /// has sent (a bounded amount), answers every complete request line
+    /// with `handle`, writes what it can and closes finished, oversized or
+    /// expired connections.
+    pub fn serve_pending(&mut self, mut handle: impl FnMut(Request) -> Response) {
         while let Ok((stream, _)) = self.listener.accept() {
-            let _ = serve_one(stream, &mut handle);
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if self.conns.len() >= MAX_CONNECTIONS {
+                self.conns.remove(0);
+            }
+            self.conns.push(Conn {
+                stream,
+                opened: Instant::now(),
+                input: Vec::new(),
+                output: Vec::new(),
+                closing: false,
+            });
         }
+        let now = Instant::now();
+        self.conns.retain_mut(|c| {
+            if now.duration_since(c.opened) > CONNECTION_DEADLINE {
+                return false;
+            }
+            let answered = c.output.len();
+            if !c.closing && !read_some(c) {
+                return false;
+            }
+            while let Some(nl) = c.input.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = c.input.drain(..=nl).collect();
+                answer(&mut c.output, &line, &mut handle);
+            }
+            if c.input.len() > MAX_REQUEST {
+                let resp = Response::err(format!("request longer than {MAX_REQUEST} bytes"));
+                push_response(&mut c.output, &resp);
+                c.input = Vec::new();
+                c.closing = true;
+            } else if c.closing && !c.input.is_empty() {
+                // A last request without a newline.
+                let line = std::mem::take(&mut c.input);
+                answer(&mut c.output, &line, &mut handle);
+            }
+            let before = c.output.len();
+            if !write_some(c) {
+                return false;
+            }
+            if c.output.len() < before || c.output.len() > answered {
+                // A reply made or written: the client is being served.
+                c.opened = now;
+            }
+            !(c.closing && c.output.is_empty())
+        });
     }
 }
 
-fn serve_one(
-    stream: UnixStream,
-    handle: &mut impl FnMut(Request) -> Response,
-) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
-    let mut writer = stream.try_clone()?;
-    let reader = BufReader::new(stream);
-    for line in reader.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+/// Reads what is available, up to the per-round budget. False: drop the
+/// connection (error).
+fn read_some(c: &mut Conn) -> bool {
+    let mut buf = [0u8; 8192];
+    let mut got = 0;
+    while got < READ_PER_ROUND && c.input.len() <= MAX_REQUEST {
+        match c.stream.read(&mut buf) {
+            Ok(0) => {
+                c.closing = true;
+                break;
+            }
+            Ok(n) => {
+                c.input.extend_from_slice(&buf[..n]);
+                got += n;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
         }
-        let resp = match serde_json::from_str::<Request>(&line) {
-            Ok(req) => handle(req),
-            Err(e) => Response::err(format!("bad request: {e}")),
-        };
-        let mut out = serde_json::to_vec(&resp)
-            .unwrap_or_else(|_| br#"{"ok":false,"error":"encoding"}"#.to_vec());
-        out.push(b'\n');
-        writer.write_all(&out)?;
     }
-    Ok(())
+    true
+}
+
+/// Writes what the socket takes. False: drop the connection (error).
+fn write_some(c: &mut Conn) -> bool {
+    while !c.output.is_empty() {
+        match c.stream.write(&c.output) {
+            Ok(0) => return false,
+            Ok(n) => {
+                c.output.drain(..n);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+fn answer(out: &mut Vec<u8>, line: &[u8], handle: &mut impl FnMut(Request) -> Response) {
+    let text = String::from_utf8_lossy(line);
+    if text.trim().is_empty() {
+        return;
+    }
+    let resp = match serde_json::from_str::<Request>(text.trim()) {
+        Ok(req) => handle(req),
+        Err(e) => Response::err(format!("bad request: {e}")),
+    };
+    push_response(out, &resp);
+}
+
+fn push_response(out: &mut Vec<u8>, resp: &Response) {
+    match serde_json::to_writer(&mut *out, resp) {
+        Ok(()) => {}
+        Err(_) => out.extend_from_slice(br#"{"ok":false,"error":"encoding"}"#),
+    }
+    out.push(b'\n');
 }
 
 impl Drop for ControlServer {
@@ -113,13 +245,14 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn serves_requests_and_cleans_up() {
         let dir = std::env::temp_dir().join(format!("fastfwd-ctl-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ctl.sock");
-        let server = ControlServer::bind(&path).unwrap();
+        let mut server = ControlServer::bind(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert!(
@@ -142,8 +275,45 @@ mod tests {
         }
         let resp = client.join().unwrap();
         assert_eq!(resp, Response::ok("drops"));
+
+        // A client that holds its connection, one that sends an endless
+        // line: neither delays a third, which is answered in the same round
+        // trip; the long line is refused and its connection closed.
+        let idle = UnixStream::connect(&path).unwrap();
+        let mut flood = UnixStream::connect(&path).unwrap();
+        flood.set_nonblocking(true).unwrap();
+        let chunk = vec![b'x'; 1 << 16];
+        let p3 = path.clone();
+        let third = std::thread::spawn(move || {
+            let t = Instant::now();
+            (request(&p3, &Request::ShowWorkers).unwrap(), t.elapsed())
+        });
+        let mut refused = false;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(3) {
+            let _ = flood.write(&chunk);
+            server.serve_pending(|_| Response::ok("w"));
+            let mut b = [0u8; 256];
+            if let Ok(n) = flood.read(&mut b) {
+                refused |= String::from_utf8_lossy(&b[..n]).contains("request longer than");
+            }
+            if third.is_finished() && refused {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (resp, took) = third.join().unwrap();
+        assert_eq!(resp, Response::ok("w"));
+        assert!(took < Duration::from_millis(500), "{took:?}");
+        assert!(refused, "the oversized request is answered with an error");
+        assert!(server.connections() <= 2, "{}", server.connections());
+        drop(idle);
         drop(server);
         assert!(!path.exists());
+        // A regular file in the way is not removed.
+        std::fs::write(&path, "keep").unwrap();
+        assert!(ControlServer::bind(&path).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

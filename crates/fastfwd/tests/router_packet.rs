@@ -22,3 +22,8 @@ fn packet_enforces_the_firewall_with_conntrack_and_counters() {
 fn packet_honours_blackhole_unreachable_prohibit_and_metrics() {
     router_common::discard_routes_scenario("packet", "pb");
 }
+
+#[test]
+fn packet_control_socket_cannot_be_stalled_by_a_client() {
+    router_common::control_socket_scenario("packet", "pc");
+}

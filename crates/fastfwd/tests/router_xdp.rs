@@ -22,3 +22,8 @@ fn xdp_enforces_the_firewall_with_conntrack_and_counters() {
 fn xdp_honours_blackhole_unreachable_prohibit_and_metrics() {
     router_common::discard_routes_scenario("xdp", "xb");
 }
+
+#[test]
+fn xdp_control_socket_cannot_be_stalled_by_a_client() {
+    router_common::control_socket_scenario("xdp", "xc");
+}

@@ -427,7 +427,7 @@ pub fn run(args: Args) -> Result<()> {
     let n_ports = port_names.len();
 
     os::catch_stop_signals().context("installing signal handlers")?;
-    let server = ControlServer::bind(&args.socket)?;
+    let mut server = ControlServer::bind(&args.socket)?;
 
     // I/O: sockets are opened here and moved into the workers.
     let mut programs = Vec::new();
@@ -526,7 +526,7 @@ pub fn run(args: Args) -> Result<()> {
         backend: args.backend,
         started: Instant::now(),
     };
-    let result = daemon.control_loop(&server, &miss_rx);
+    let result = daemon.control_loop(&mut server, &miss_rx);
     shared.stop.store(true, Ordering::SeqCst);
     for h in handles {
         let _ = h.join();
@@ -564,7 +564,7 @@ fn set_local_addrs(programs: &mut [XdpProgram], new: &[(u16, IpAddr)], old: &[(u
 impl Daemon {
     fn control_loop(
         &mut self,
-        server: &ControlServer,
+        server: &mut ControlServer,
         misses: &Receiver<(u16, IpAddr)>,
     ) -> Result<()> {
         let mut asked: HashMap<(u32, IpAddr), Instant> = HashMap::new();
@@ -573,7 +573,9 @@ impl Daemon {
         let mut dirty_since: Option<Instant> = None;
         let mut delta = Delta::default();
         while !os::stop_requested() {
-            os::poll_readable(&[self.kernel.events_fd(), server.fd()], 25)?;
+            let mut fds = server.poll_fds();
+            fds.push(self.kernel.events_fd());
+            os::poll_readable(&fds, 25)?;
             self.kernel
                 .poll_events(&mut self.router.state.kernel, &mut delta)?;
             if !delta.is_empty() {

@@ -121,6 +121,17 @@ pub fn request_stop() {
 }
 
 /// Sets the permission bits of a path (the control socket).
+/// Runs `f` with the process's file-creation mask set to `mask`, then
+/// restores it (so a socket is created with its final mode, no window).
+pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
+    // SAFETY: umask only swaps the process's mask; it cannot fail.
+    let old = unsafe { libc::umask(mask as libc::mode_t) };
+    let r = f();
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    r
+}
+
 pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
