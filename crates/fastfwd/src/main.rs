@@ -43,6 +43,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_) | Command::Lab(_)) {
+        // Commands that print: a closed pipe ends them quietly.
+        netio::sys::os::default_sigpipe();
+    }
     let result = match cli.command {
         Command::Replay(a) => cmd::replay::run(a),
         Command::Fib(c) => cmd::fib::run(c),

@@ -91,3 +91,68 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
         "XDP gone after SIGKILL"
     );
 }
+
+/// A worker that panics ends the daemon with a failure status and its XDP
+/// programs detached; it does not run on with a queue nobody serves.
+#[test]
+fn a_worker_panic_stops_the_daemon_non_zero_with_xdp_detached() {
+    let Some(lab) = Lab::new("wp") else { return };
+    let cfg = lab.write_config();
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.dut,
+            env!("CARGO_BIN_EXE_fastfwd"),
+            "run",
+            "--config",
+        ])
+        .arg(&cfg)
+        .args(["--backend", "xdp", "--cores", "1", "--socket"])
+        .arg(lab.socket())
+        .env("FASTFWD_TEST_WORKER_PANIC", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        within(Duration::from_secs(5), || lab.dut_has_xdp()).is_some(),
+        "attached"
+    );
+    // Transit traffic reaches the worker, which panics.
+    let _ = lab.ping(&lab.gen, router_common::SINK4, 2);
+    let mut status = None;
+    within(Duration::from_secs(5), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    })
+    .expect("the daemon stopped by itself");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.unwrap().success(), "non-zero exit: {err}");
+    assert!(err.contains("worker thread panicked"), "{err}");
+    assert!(!lab.dut_has_xdp(), "XDP detached");
+}
+
+/// A client whose output pipe closes ends quietly (no panic message), as
+/// `ip` does.
+#[test]
+fn the_cli_ends_quietly_on_a_closed_pipe() {
+    let Some(lab) = Lab::new("pp") else { return };
+    let d = lab.start("packet");
+    let sock = d.socket.to_string_lossy().into_owned();
+    for _ in 0..5 {
+        let o = sh(&[
+            "sh",
+            "-c",
+            &format!(
+                "{} show drops --socket {sock} | true",
+                env!("CARGO_BIN_EXE_fastfwd")
+            ),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{err}"
+        );
+    }
+}

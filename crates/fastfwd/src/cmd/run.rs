@@ -169,6 +169,9 @@ pub struct FirewallReport {
 struct Shared {
     snapshot: Snapshot,
     stop: AtomicBool,
+    /// Set by a worker that panicked: the daemon stops with an error
+    /// rather than run on with a queue nobody serves.
+    worker_failed: AtomicBool,
     reports: Vec<Mutex<WorkerReport>>,
 }
 
@@ -192,7 +195,22 @@ struct WorkerCtx {
     punt_to_kernel_copy: bool,
 }
 
+/// Marks the daemon failed if the worker thread unwinds.
+struct PanicFlag(Arc<Shared>);
+
+impl Drop for PanicFlag {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.worker_failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 fn worker_main(ctx: WorkerCtx, shared: Arc<Shared>) {
+    let _flag = PanicFlag(Arc::clone(&shared));
+    // Test hook: `FASTFWD_TEST_WORKER_PANIC=1` makes a worker panic on its
+    // first frames (read once here, never per packet).
+    let panic_hook = std::env::var_os("FASTFWD_TEST_WORKER_PANIC").is_some();
     let WorkerCtx {
         id,
         core,
@@ -253,6 +271,9 @@ fn worker_main(ctx: WorkerCtx, shared: Arc<Shared>) {
                 }
             }
             got += batch.len();
+            if panic_hook {
+                panic!("worker {id}: FASTFWD_TEST_WORKER_PANIC is set");
+            }
             batch.with_frames(|frames| {
                 worker.process(&tables, now, rx as u16, frames);
             });
@@ -478,6 +499,7 @@ pub fn run(args: Args) -> Result<()> {
     let shared = Arc::new(Shared {
         snapshot: Snapshot::new(first_tables),
         stop: AtomicBool::new(false),
+        worker_failed: AtomicBool::new(false),
         reports: cores
             .iter()
             .map(|_| Mutex::new(WorkerReport::default()))
@@ -573,6 +595,9 @@ impl Daemon {
         let mut dirty_since: Option<Instant> = None;
         let mut delta = Delta::default();
         while !os::stop_requested() {
+            if self.shared.worker_failed.load(Ordering::SeqCst) {
+                bail!("a worker thread panicked; stopping (XDP programs detached)");
+            }
             let mut fds = server.poll_fds();
             fds.push(self.kernel.events_fd());
             os::poll_readable(&fds, 25)?;

@@ -132,6 +132,17 @@ pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// Restores the default action of SIGPIPE (Rust's runtime ignores it), so
+/// a command whose output pipe closes (`fastfwd show drops | head`) ends
+/// quietly, as `ip` does, instead of failing on the write.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler
+    // code; it cannot violate memory safety.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
