@@ -62,6 +62,38 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
         "{err}"
     );
 
+    // The packet backend beside kernel forwarding would forward twice.
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.dut,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+    let (okay, err) = run_in(
+        &lab.dut,
+        &[
+            "--config",
+            &cfg_s,
+            "--backend",
+            "packet",
+            "--socket",
+            &lab.dir.join("fwd.sock").to_string_lossy(),
+        ],
+    );
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.dut,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=0",
+    ]);
+    assert!(!okay && err.contains("kernel forwarding is on"), "{err}");
+
     // XDP attach failure: another program holds the interface.
     let d = lab.start("xdp");
     let (okay, err) = run_in(

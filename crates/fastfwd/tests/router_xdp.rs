@@ -27,3 +27,8 @@ fn xdp_honours_blackhole_unreachable_prohibit_and_metrics() {
 fn xdp_control_socket_cannot_be_stalled_by_a_client() {
     router_common::control_socket_scenario("xdp", "xc");
 }
+
+#[test]
+fn xdp_serves_every_rx_queue() {
+    router_common::all_queues_scenario("xdp", "xq");
+}

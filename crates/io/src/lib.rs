@@ -21,7 +21,7 @@ pub mod sys;
 pub mod xdp;
 
 pub use frame::{FrameBatch, BATCH, FRAME_CAP};
-pub use port::{Backend, Port, PortStats};
+pub use port::{Backend, Port, PortStats, QueueSet};
 pub use sys::netlink::NetlinkSocket;
 
 /// For tests that need root: true when running as root. Otherwise prints

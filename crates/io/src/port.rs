@@ -60,8 +60,103 @@ pub trait Port: Send {
     fn tx_pending(&self) -> usize;
     /// The descriptor to poll for readability when idle.
     fn poll_fd(&self) -> i32;
+    /// Every descriptor to poll (several for a [`QueueSet`]).
+    fn poll_fds(&self) -> Vec<i32> {
+        vec![self.poll_fd()]
+    }
     /// Counters so far.
     fn stats(&self) -> PortStats;
     /// Which backend this is.
     fn backend(&self) -> Backend;
+}
+
+/// Several queues of one interface served by one worker, seen as one port:
+/// receive takes from each queue in turn (so none starves), transmit goes
+/// out through the first. Used when an interface has more RX queues than
+/// there are workers, so every queue is served.
+pub struct QueueSet {
+    queues: Vec<Box<dyn Port>>,
+    next: usize,
+}
+
+impl std::fmt::Debug for QueueSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueSet")
+            .field("queues", &self.queues.len())
+            .finish()
+    }
+}
+
+impl QueueSet {
+    /// A set of at least one queue.
+    pub fn new(queues: Vec<Box<dyn Port>>) -> Option<QueueSet> {
+        (!queues.is_empty()).then_some(QueueSet { queues, next: 0 })
+    }
+
+    /// Number of queues.
+    pub fn len(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Always false: a set has at least one queue.
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+}
+
+impl Port for QueueSet {
+    fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize {
+        let n = self.queues.len();
+        let mut got = 0;
+        for k in 0..n {
+            let q = (self.next + k) % n;
+            got += self.queues[q].rx_batch(batch);
+            if batch.len() >= crate::frame::BATCH {
+                self.next = (q + 1) % n;
+                return got;
+            }
+        }
+        self.next = (self.next + 1) % n;
+        got
+    }
+
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        self.queues[0].tx(frame)
+    }
+
+    fn flush(&mut self) {
+        for q in &mut self.queues {
+            q.flush();
+        }
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.queues.iter().map(|q| q.tx_pending()).sum()
+    }
+
+    fn poll_fd(&self) -> i32 {
+        self.queues[0].poll_fd()
+    }
+
+    fn poll_fds(&self) -> Vec<i32> {
+        self.queues.iter().flat_map(|q| q.poll_fds()).collect()
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = PortStats::default();
+        for q in &self.queues {
+            let t = q.stats();
+            s.rx_packets += t.rx_packets;
+            s.rx_bytes += t.rx_bytes;
+            s.tx_packets += t.tx_packets;
+            s.tx_bytes += t.tx_bytes;
+            s.tx_dropped += t.tx_dropped;
+            s.rx_dropped += t.rx_dropped;
+        }
+        s
+    }
+
+    fn backend(&self) -> Backend {
+        self.queues[0].backend()
+    }
 }

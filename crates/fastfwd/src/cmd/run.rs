@@ -22,7 +22,7 @@ use control::Router;
 use netio::packet::{PacketConfig, PacketPort};
 use netio::sys::os;
 use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
-use netio::{FrameBatch, Port};
+use netio::{FrameBatch, Port, QueueSet};
 use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -244,7 +244,7 @@ fn worker_main(ctx: WorkerCtx, shared: Arc<Shared>) {
     // Recently reported misses, so a burst toward one address asks once.
     let mut recent: [(u16, IpAddr, u64); 16] = [(u16::MAX, IpAddr::from([0u8; 4]), 0); 16];
     let mut recent_at = 0usize;
-    let fds: Vec<i32> = ports.iter().flatten().map(|p| p.poll_fd()).collect();
+    let fds: Vec<i32> = ports.iter().flatten().flat_map(|p| p.poll_fds()).collect();
     let start = Instant::now();
     let mut last_report = 0u64;
     let mut idle_rounds = 0u32;
@@ -395,6 +395,25 @@ fn publish(
     }
 }
 
+/// With AF_PACKET the kernel's stack receives every frame as well: if it
+/// forwards too, each transit packet would leave twice.
+fn refuse_kernel_forwarding() -> Result<()> {
+    for (key, path) in [
+        ("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
+        (
+            "net.ipv6.conf.all.forwarding",
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+        ),
+    ] {
+        if std::fs::read_to_string(path).is_ok_and(|v| v.trim() != "0") {
+            bail!(
+                "--backend packet: kernel forwarding is on in this network namespace ({key}=1), so the kernel would forward every packet fastfwd forwards a second time; turn it off (sysctl -w net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0) or use --backend xdp"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Number of RX queues of a kernel interface.
 fn rx_queues(iface: &str) -> u32 {
     std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
@@ -423,6 +442,9 @@ pub fn run(args: Args) -> Result<()> {
         bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.backend == BackendArg::Packet {
+        refuse_kernel_forwarding()?;
+    }
     let cores = match &args.cores {
         Some(s) => parse_cores(s)?,
         None => vec![*os::allowed_cpus()?.first().context("no CPU allowed")?],
@@ -468,13 +490,31 @@ pub fn run(args: Args) -> Result<()> {
                 programs.push(prog);
             }
             set_local_addrs(&mut programs, router.local_addrs(), &[]);
+            // Every RX queue gets a socket: queue q goes to worker q mod
+            // workers (a worker with several queues of one interface serves
+            // them as one QueueSet), so no queue's transit traffic is left
+            // to the kernel.
             for (p, prog) in programs.iter_mut().enumerate() {
                 let queues = rx_queues(&port_names[p]);
-                for (w, ports) in worker_ports.iter_mut().enumerate() {
-                    if (w as u32) < queues {
-                        let port = XdpPort::open(prog, w as u32, SocketConfig::default())?;
-                        ports[p] = Some(Box::new(port));
-                    }
+                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
+                    (0..cores.len()).map(|_| Vec::new()).collect();
+                for q in 0..queues {
+                    let port = XdpPort::open(prog, q, SocketConfig::default())?;
+                    per_worker[q as usize % cores.len()].push(Box::new(port));
+                }
+                for (w, mut socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = match socks.len() {
+                        0 => None,
+                        1 => socks.pop(),
+                        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
+                    };
+                }
+                if queues as usize > cores.len() {
+                    eprintln!(
+                        "fastfwd: {}: {queues} RX queues on {} worker(s): each worker serves several",
+                        port_names[p],
+                        cores.len()
+                    );
                 }
             }
         }

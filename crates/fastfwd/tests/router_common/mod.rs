@@ -49,6 +49,11 @@ pub const DUT6_D0: &str = "2001:2::10";
 impl Lab {
     /// Builds the lab; `None` (with a message) when not root.
     pub fn new(tag: &str) -> Option<Lab> {
+        Lab::with_queues(tag, 1)
+    }
+
+    /// [`Lab::new`] with veth pairs of `queues` RX/TX queues each.
+    pub fn with_queues(tag: &str, queues: u32) -> Option<Lab> {
         if !netio::root_or_skip("the router tests") {
             return None;
         }
@@ -77,12 +82,32 @@ impl Lab {
             ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
         let (g, d, s) = (lab.gen.as_str(), lab.dut.as_str(), lab.sink.as_str());
-        ok(&[
-            "ip", "-n", g, "link", "add", "g0", "type", "veth", "peer", "name", "d0", "netns", d,
-        ]);
-        ok(&[
-            "ip", "-n", s, "link", "add", "s0", "type", "veth", "peer", "name", "d1", "netns", d,
-        ]);
+        let q = queues.to_string();
+        for (ns, a, b) in [(g, "g0", "d0"), (s, "s0", "d1")] {
+            ok(&[
+                "ip",
+                "-n",
+                ns,
+                "link",
+                "add",
+                a,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                b,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "netns",
+                d,
+            ]);
+        }
         for (ns, dev, a4, a6) in [
             (g, "g0", "198.18.0.108/24", "2001:2::108/64"),
             (d, "d0", "198.18.0.10/24", "2001:2::10/64"),
@@ -1154,4 +1179,35 @@ pub fn control_socket_scenario(backend: &str, tag: &str) {
         t0.elapsed()
     );
     drop(trickle);
+}
+
+/// An interface with more RX queues than workers: every queue is served,
+/// so flows hashed to any queue are forwarded.
+pub fn all_queues_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::with_queues(tag, 4) else {
+        return;
+    };
+    let d = lab.start(backend);
+    assert!(lab.ping(&lab.gen, SINK4, 1).is_some());
+    // 64 flows (source ports) of 10 datagrams each.
+    let server = format!(
+        "import socket\ns=socket.socket()\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{SINK4}',9100))\ns.settimeout(1.5)\nn=0\ntry:\n  while True:\n    s.recv(100); n+=1\nexcept OSError: pass\nprint(n)\n"
+    );
+    let srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = format!(
+        "import socket,time\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(64)]\nfor r in range(10):\n  for s in ss:\n    s.sendto(b'x'*20,('{SINK4}',9100))\n  time.sleep(0.01)\n"
+    );
+    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    let out = srv.wait_with_output().unwrap();
+    let got: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let w = d.json(&["show", "workers"]);
+    assert_eq!(got, 640, "every flow forwarded whatever its queue: {w}");
 }
