@@ -545,6 +545,9 @@ pub fn run(args: Args) -> Result<()> {
             .map(|_| Mutex::new(WorkerReport::default()))
             .collect(),
     });
+    // Everything that needs privileges is open or attached: keep only
+    // what the running daemon uses (docs/router.md, "Privileges").
+    os::drop_privileges(os::DAEMON_CAPABILITIES).context("dropping capabilities")?;
     let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
     let mut handles = Vec::new();
     for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {

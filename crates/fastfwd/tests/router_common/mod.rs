@@ -392,6 +392,21 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
         let _ = sh(&["ip", "-n", ns, "neigh", "flush", "all"]);
     }
     let mut d = lab.start(backend);
+    // Least privilege: only CAP_NET_ADMIN (bit 12) left, in every set, and
+    // no way to regain more.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        assert_eq!(field(k), "0000000000001000", "{k} {status}");
+    }
+    assert_eq!(field("CapInh:"), "0000000000000000");
+    assert_eq!(field("NoNewPrivs:"), "1");
     assert!(d
         .json(&["show", "neighbors"])
         .as_array()

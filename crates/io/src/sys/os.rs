@@ -132,6 +132,35 @@ pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// The capabilities the running daemon keeps once its sockets are open
+/// and its programs attached: CAP_NET_ADMIN, to ask the kernel to resolve
+/// neighbours (RTM_NEWNEIGH). Netlink broadcasts, BPF map updates on the
+/// maps it holds, and its AF_XDP / AF_PACKET sockets need none.
+pub const DAEMON_CAPABILITIES: &[caps::Capability] = &[caps::Capability::CAP_NET_ADMIN];
+
+/// Drops every capability but `keep` from the calling thread's bounding,
+/// inheritable, ambient, permitted and effective sets, and sets
+/// NO_NEW_PRIVS, so nothing it runs later regains them. Threads started
+/// afterwards inherit the reduced sets; call it before starting them.
+pub fn drop_privileges(keep: &[caps::Capability]) -> io::Result<()> {
+    use caps::{CapSet, CapsHashSet};
+    let keep: CapsHashSet = keep.iter().copied().collect();
+    let err = |e: caps::errors::CapsError| io::Error::other(e.to_string());
+    for c in caps::all() {
+        if !keep.contains(&c) && caps::has_cap(None, CapSet::Bounding, c).unwrap_or(false) {
+            caps::drop(None, CapSet::Bounding, c).map_err(err)?;
+        }
+    }
+    caps::clear(None, CapSet::Ambient).map_err(err)?;
+    caps::clear(None, CapSet::Inheritable).map_err(err)?;
+    caps::set(None, CapSet::Effective, &keep).map_err(err)?;
+    caps::set(None, CapSet::Permitted, &keep).map_err(err)?;
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integer arguments and only
+    // sets a flag of this process.
+    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+    Ok(())
+}
+
 /// Restores the default action of SIGPIPE (Rust's runtime ignores it), so
 /// a command whose output pipe closes (`fastfwd show drops | head`) ends
 /// quietly, as `ip` does, instead of failing on the write.
