@@ -11,6 +11,7 @@
 pub mod kernel;
 pub mod netlink;
 pub mod protocol;
+pub mod resolve;
 pub mod router;
 pub mod server;
 pub mod snapshot;

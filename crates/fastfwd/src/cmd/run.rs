@@ -25,7 +25,6 @@ use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
 use netio::{FrameBatch, Port, QueueSet};
 use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -435,6 +434,7 @@ struct Daemon {
     programs: Vec<XdpProgram>,
     backend: BackendArg,
     started: Instant,
+    resolver: control::resolve::ResolveLimiter,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -590,6 +590,7 @@ pub fn run(args: Args) -> Result<()> {
         programs,
         backend: args.backend,
         started: Instant::now(),
+        resolver: Default::default(),
     };
     let result = daemon.control_loop(&mut server, &miss_rx);
     shared.stop.store(true, Ordering::SeqCst);
@@ -632,7 +633,6 @@ impl Daemon {
         server: &mut ControlServer,
         misses: &Receiver<(u16, IpAddr)>,
     ) -> Result<()> {
-        let mut asked: HashMap<(u32, IpAddr), Instant> = HashMap::new();
         // A burst of kernel changes (a routing daemon loading a table) is
         // applied with one rebuild when it pauses, or every 100 ms while it lasts.
         let mut dirty_since: Option<Instant> = None;
@@ -656,23 +656,20 @@ impl Daemon {
                     dirty_since = None;
                 }
             }
-            // Neighbour misses: ask the kernel, at most every 300 ms per address.
+            // Neighbour misses: ask the kernel, within the limiter's caps
+            // (per address and overall).
+            let now = Instant::now();
             while let Ok((iface, ip)) = misses.try_recv() {
                 let Some(ifindex) = self.iface_ifindex(iface) else {
                     continue;
                 };
-                let now = Instant::now();
-                let due = asked
-                    .get(&(ifindex, ip))
-                    .is_none_or(|t| now.duration_since(*t) > Duration::from_millis(300));
-                if due {
-                    asked.insert((ifindex, ip), now);
+                if self.resolver.should_ask(ifindex, ip, now) {
                     if let Err(e) = self.kernel.resolve(ifindex, ip) {
                         eprintln!("fastfwd: {e}");
                     }
                 }
             }
-            asked.retain(|_, t| t.elapsed() < Duration::from_secs(10));
+            self.resolver.expire(now);
             server.serve_pending(|req| self.handle(req));
         }
         Ok(())
@@ -745,6 +742,7 @@ impl Daemon {
                     "punts": punts,
                     "held_expired": reps.iter().map(|r| r.held_expired).sum::<u64>(),
                     "punts_discarded": reps.iter().map(|r| r.punts_discarded).sum::<u64>(),
+                    "neighbour_requests_capped": self.resolver.capped,
                     "tx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.tx_dropped).sum::<u64>(),
                     "rx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_dropped).sum::<u64>(),
                 }))
