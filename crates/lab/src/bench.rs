@@ -513,6 +513,9 @@ pub struct FastfwdForwarding {
     pub cores: String,
     /// Folder for the config, socket and log.
     pub dir: PathBuf,
+    /// Firewall rules in fastfwd's own language, the same work as a
+    /// kernel preset.
+    pub firewall: FirewallPreset,
     child: Option<std::process::Child>,
 }
 
@@ -524,16 +527,23 @@ impl FastfwdForwarding {
             backend: backend.into(),
             cores: cores.into(),
             dir,
+            firewall: FirewallPreset::None,
             child: None,
         }
     }
 
+    /// The same contender with `firewall`'s rules in its config.
+    pub fn with_firewall(mut self, firewall: FirewallPreset) -> Self {
+        self.firewall = firewall;
+        self
+    }
+
     fn socket(&self) -> PathBuf {
-        self.dir.join(format!("fastfwd-{}.sock", self.backend))
+        self.dir.join(format!("{}.sock", self.name()))
     }
 
     fn log(&self) -> PathBuf {
-        self.dir.join(format!("fastfwd-{}.log", self.backend))
+        self.dir.join(format!("{}.log", self.name()))
     }
 
     fn control_ok(&self) -> bool {
@@ -579,7 +589,10 @@ fn mac_str(m: [u8; 6]) -> String {
 
 impl Contender for FastfwdForwarding {
     fn name(&self) -> String {
-        format!("fastfwd-{}", self.backend)
+        match self.firewall {
+            FirewallPreset::None => format!("fastfwd-{}", self.backend),
+            f => format!("fastfwd-{}+fw-{}", self.backend, f.label()),
+        }
     }
     fn description(&self) -> String {
         let io = if self.backend == "xdp" {
@@ -587,8 +600,15 @@ impl Contender for FastfwdForwarding {
         } else {
             "AF_PACKET"
         };
+        let rules = match self.firewall {
+            FirewallPreset::None => String::new(),
+            FirewallPreset::Linear(n) => {
+                format!(", {n} non-matching rules in fastfwd's forward chain")
+            }
+            FirewallPreset::Set(n) => format!(", one fastfwd rule against a set of {n} addresses"),
+        };
         format!(
-            "fastfwd run --backend {} ({io}), worker on core {}, kernel forwarding off",
+            "fastfwd run --backend {} ({io}), worker on core {}, kernel forwarding off{rules}",
             self.backend, self.cores
         )
     }
@@ -597,6 +617,7 @@ impl Contender for FastfwdForwarding {
             ("forwarding".into(), "fastfwd".into()),
             ("backend".into(), self.backend.clone()),
             ("cores".into(), self.cores.clone()),
+            ("firewall".into(), self.firewall.label()),
         ])
     }
     fn activate(&mut self, topo: &Topology) -> Result<(), LabError> {
@@ -610,13 +631,20 @@ impl Contender for FastfwdForwarding {
         topo.set_firewall(FirewallPreset::None)?;
         std::fs::create_dir_all(&self.dir)
             .map_err(io_err(format!("create {}", self.dir.display())))?;
-        let cfg = self.dir.join("router.toml");
         let text = format!(
             "[[interfaces]]\nname = \"d0\"\nmac = \"{}\"\naddresses = [\"198.18.0.10/24\", \"2001:2::10/64\"]\n\n\
              [[interfaces]]\nname = \"d1\"\nmac = \"{}\"\naddresses = [\"198.19.0.10/24\", \"2001:2:0:8000::10/64\"]\n",
             mac_str(crate::topo::DUT_IN_MAC),
             mac_str(crate::topo::DUT_OUT_MAC)
         );
+        let mut text = text;
+        if self.firewall != FirewallPreset::None {
+            let rules = self.dir.join(format!("{}.rules", self.name()));
+            std::fs::write(&rules, self.firewall.fastfwd_rules())
+                .map_err(io_err(format!("write {}", rules.display())))?;
+            text.push_str(&format!("\n[firewall]\nfile = \"{}\"\n", rules.display()));
+        }
+        let cfg = self.dir.join(format!("{}.toml", self.name()));
         std::fs::write(&cfg, text).map_err(io_err(format!("write {}", cfg.display())))?;
         let _ = std::fs::remove_file(self.socket());
         let log = std::fs::File::create(self.log())

@@ -129,6 +129,35 @@ impl FirewallPreset {
     }
 }
 
+impl FirewallPreset {
+    /// The same rules in fastfwd's rule language (docs/firewall.md), for a
+    /// fastfwd contender that must do the same work as the kernel's.
+    pub fn fastfwd_rules(&self) -> String {
+        let addr = |i: u32| {
+            let i = i + 1;
+            format!("10.{}.{}.{}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)
+        };
+        let mut s = String::from("chain forward {\n    policy accept\n");
+        match self {
+            Self::None => {}
+            Self::Linear(n) => {
+                for i in 0..*n {
+                    s.push_str(&format!("    ip saddr {} udp dport 53 drop\n", addr(i)));
+                }
+            }
+            Self::Set(n) => {
+                let elems: Vec<String> = (0..*n).map(addr).collect();
+                s = format!("set blocked {{ {} }}\n{s}", elems.join(", "));
+                if *n > 0 {
+                    s.push_str("    ip saddr @blocked drop\n");
+                }
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
 /// Where things run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Placement {
@@ -876,6 +905,11 @@ mod tests {
         assert!(
             lin.contains("ip saddr 10.0.1.44 udp dport 53 drop"),
             "the 300th rule"
+        );
+        let fw = FirewallPreset::Linear(2).fastfwd_rules();
+        assert_eq!(
+            fw,
+            "chain forward {\n    policy accept\n    ip saddr 10.0.0.1 udp dport 53 drop\n    ip saddr 10.0.0.2 udp dport 53 drop\n}\n"
         );
         let set = FirewallPreset::Set(3).script();
         assert!(set.contains("elements = { 10.0.0.1, 10.0.0.2, 10.0.0.3 }"));

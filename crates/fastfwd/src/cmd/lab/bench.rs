@@ -85,9 +85,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .fwd_cpu
             .unwrap_or(0)
             .to_string();
+        let dir = std::env::temp_dir().join(format!("fastfwd-lab-{}", cfg.tag));
         for b in &a.backends {
-            let dir = std::env::temp_dir().join(format!("fastfwd-lab-{}", cfg.tag));
-            contenders.push(Box::new(FastfwdForwarding::new(exe.clone(), b, &fwd, dir)));
+            contenders.push(Box::new(FastfwdForwarding::new(
+                exe.clone(),
+                b,
+                &fwd,
+                dir.clone(),
+            )));
+        }
+        // Each fastfwd engine with the kernel's linear rules, in its own language.
+        if a.rules > 0 {
+            for b in &a.backends {
+                contenders.push(Box::new(
+                    FastfwdForwarding::new(exe.clone(), b, &fwd, dir.clone())
+                        .with_firewall(FirewallPreset::Linear(a.rules)),
+                ));
+            }
         }
     }
     let start = Instant::now();
