@@ -1282,19 +1282,28 @@ fn build_cases() -> Vec<Case> {
         fwd("d1", R_D1, &sinks, None),
     );
 
-    // Options that cannot be parsed cannot be split between fragments.
-    for (name, opts) in [
-        ("length past the header", [0x88u8, 9, 0, 0]),
-        ("length 0", [0x88, 0, 0, 0]),
+    // Malformed options (RFC 791 3.1) are refused on input with ICMP
+    // parameter problem pointing at the octet in error (RFC 1812 4.3.2.1),
+    // fragmented or not.
+    for (name, opts, ptr, len) in [
+        ("length past the header", [0x88u8, 9, 0, 0], 21u8, 1400),
+        ("length 0", [0x88, 0, 0, 0], 21, 1400),
+        ("no length octet", [1, 1, 1, 0x44], 23, 40),
     ] {
         let id = c.id();
-        let mut p = V4::udp(GEN4, [100, 64, 7, 3], id, 1054, 1400);
+        let mut p = V4::udp(GEN4, [100, 64, 7, 3], id, 1054, len);
         p.options = opts.to_vec();
         c.push(
-            format!("ipv4 to fragment with a malformed option ({name})"),
+            format!("ipv4 with a malformed option ({name})"),
             eth(R_D0, GEN, 0x0800, &p.bytes()),
-            None,
-            Expect::Drop("ipv4_bad_options"),
+            Some(Key::V4(id)),
+            Expect::IcmpError {
+                via_vlan: false,
+                reason: "ipv4_bad_options",
+                icmp_type: 12,
+                code: 0,
+                rest: [ptr, 0, 0, 0],
+            },
         );
     }
     // 802.1Q: the priority and DEI bits do not change the VLAN; VID 0 is a

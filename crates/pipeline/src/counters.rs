@@ -127,7 +127,7 @@ reasons! {
         /// IPv6 packet larger than the egress MTU.
         PacketTooBig => ("packet_too_big", "IPv6 packet larger than the egress MTU (RFC 8200 5)"),
         /// IPv4 options malformed while fragmenting.
-        Ipv4BadOptions => ("ipv4_bad_options", "IPv4 options malformed (RFC 791 3.1)"),
+        Ipv4BadOptions => ("ipv4_bad_options", "IPv4 option length missing, below 2 or past the header (RFC 791 3.1); ICMP parameter problem sent"),
         /// No room in the worker's pool for generated fragments.
         PoolExhausted => ("pool_exhausted", "no free buffer for generated packets in this batch"),
         /// Not enough headroom or tailroom to write the egress L2 header.

@@ -246,6 +246,37 @@ fn ipv4_options_are_forwarded_untouched() {
 }
 
 #[test]
+fn malformed_ipv4_options_get_parameter_problem_with_the_pointer() {
+    let t = router();
+    // (options, pointer into the header): length past the header, length
+    // below 2, no length octet.
+    for (opts, ptr) in [
+        (vec![1, 7, 9, 0], 22u8),
+        (vec![68, 1, 0, 0], 21),
+        (vec![1, 1, 1, 7], 23),
+    ] {
+        let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+        s.options = opts.clone();
+        let pkt = s.bytes();
+        let o = run(&t, 0, &eth4(MAC0, &pkt));
+        assert_eq!(
+            o.verdict,
+            Verdict::Drop(DropReason::Ipv4BadOptions),
+            "{opts:?}"
+        );
+        let rest = check_icmp4(
+            &o.generated[0].2,
+            "198.18.0.10",
+            "198.18.0.108",
+            12,
+            0,
+            &pkt,
+        );
+        assert_eq!(rest, [ptr, 0, 0, 0], "pointer for {opts:?}");
+    }
+}
+
+#[test]
 fn martians() {
     let t = router();
     for (src, dst, reason) in [

@@ -31,6 +31,8 @@ pub(crate) const V4_HOST_UNREACHABLE: u8 = 1;
 pub(crate) const V4_ADMIN_PROHIBITED: u8 = 13;
 /// Code 4 of type 3: fragmentation needed and DF set (RFC 1191).
 pub(crate) const V4_FRAG_NEEDED: u8 = 4;
+/// ICMP type 12: parameter problem (RFC 792).
+pub(crate) const V4_PARAMETER_PROBLEM: u8 = 12;
 /// ICMP type 11: time exceeded.
 pub(crate) const V4_TIME_EXCEEDED: u8 = 11;
 /// ICMPv6 type 1: destination unreachable (code 0: no route).

@@ -20,9 +20,14 @@
 //! 4. Martian destination 0/8, 127/8, 240/4: dropped.
 //! 5. Frames that arrived as link-layer broadcast/multicast are not
 //!    forwarded (RFC 1812 §5.3.4).
-//! 6. TTL <= 1: ICMP time exceeded in transit (RFC 1812 §5.3.1, RFC 792)
+//! 6. Options (RFC 791 §3.1, RFC 1812 §5.2.5) of transit packets: an
+//!    option whose length octet is missing, below 2 or runs past the
+//!    header gets ICMP parameter problem pointing at it (RFC 792, RFC 1812
+//!    §4.3.2.1) and is dropped as `ipv4_bad_options`; well-formed options
+//!    are forwarded untouched.
+//! 7. TTL <= 1: ICMP time exceeded in transit (RFC 1812 §5.3.1, RFC 792)
 //!    and drop as `ttl_expired`.
-//! 7. Otherwise on to the ACL and the route lookup with the destination.
+//! 8. Otherwise on to the ACL and the route lookup with the destination.
 
 use super::ethernet::LinkCast;
 use super::icmp;
@@ -71,6 +76,32 @@ pub(crate) fn validate(h: &[u8]) -> Result<(usize, usize), DropReason> {
     Ok((ihl, total))
 }
 
+/// Walks the options area (RFC 791 §3.1): end-of-list (0) ends it, no-op
+/// (1) is one octet, every other option has a length octet of at least 2
+/// that must not run past the header. Returns the offset (within the
+/// options) of the octet in error.
+#[inline]
+pub(crate) fn check_options(opts: &[u8]) -> Result<(), usize> {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => return Ok(()),
+            1 => i += 1,
+            _ => {
+                let Some(&len) = opts.get(i + 1) else {
+                    return Err(i);
+                };
+                let len = usize::from(len);
+                if len < 2 || i + len > opts.len() {
+                    return Err(i + 1);
+                }
+                i += len;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether an IPv4 source must never be seen (RFC 1812 §5.3.7).
 #[inline(always)]
 pub(crate) fn is_martian_source(src: u32) -> bool {
@@ -100,7 +131,7 @@ where
     F6: fib::Lookup<u128>,
 {
     let h = d.get(l3..).unwrap_or(&[]);
-    let (_ihl, total) = match validate(h) {
+    let (ihl, total) = match validate(h) {
         Ok(v) => v,
         Err(r) => return Step::Done(w.drop_in(m.in_if, r)),
     };
@@ -134,6 +165,22 @@ where
     if cast != LinkCast::Unicast {
         return Step::Done(w.drop_in(m.in_if, DropReason::L2BroadcastNotForwarded));
     }
+    if ihl > 20 {
+        if let Err(at) = check_options(&h[20..ihl]) {
+            // RFC 792: type 12 (parameter problem), code 0, the pointer to
+            // the octet in error in the first byte after the checksum.
+            icmp::error_v4(
+                w,
+                tables,
+                m.in_if,
+                &h[..total],
+                icmp::V4_PARAMETER_PROBLEM,
+                0,
+                ((20 + at) as u32) << 24,
+            );
+            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv4BadOptions));
+        }
+    }
     if h[8] <= 1 {
         // RFC 792: type 11 (time exceeded), code 0 (TTL exceeded in transit).
         icmp::error_v4(
@@ -158,6 +205,30 @@ fn punt(w: &mut Worker, r: PuntReason) -> Step {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn options_walk_finds_the_octet_in_error() {
+        use super::check_options;
+        assert_eq!(check_options(&[1, 1, 1, 0]), Ok(()));
+        assert_eq!(
+            check_options(&[7, 4, 0, 0]),
+            Ok(()),
+            "record route, 4 octets"
+        );
+        assert_eq!(
+            check_options(&[0, 0xff, 0xff, 0xff]),
+            Ok(()),
+            "after end of list"
+        );
+        assert_eq!(
+            check_options(&[1, 7, 9, 0]),
+            Err(2),
+            "length past the header"
+        );
+        assert_eq!(check_options(&[1, 1, 1, 7]), Err(3), "no length octet");
+        assert_eq!(check_options(&[68, 1, 0, 0]), Err(1), "length below 2");
+        assert_eq!(check_options(&[68, 0, 0, 0]), Err(1), "length 0");
+    }
+
     use super::*;
 
     fn header() -> [u8; 20] {
