@@ -478,6 +478,29 @@ fn ttl_expiry_sends_time_exceeded_from_the_ingress_address() {
 }
 
 #[test]
+fn an_icmp_error_toward_an_unknown_neighbour_asks_for_it() {
+    let t = router();
+    // 198.18.0.77 is on eth0's subnet, its MAC unknown.
+    let mut s = Ipv4Spec::udp("198.18.0.77", "198.19.1.1", 1, 2, 40);
+    s.ttl = 1;
+    let o = run(&t, 0, &eth4(MAC0, &s.bytes()));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::TtlExpired));
+    assert!(o.generated.is_empty(), "no way to send it yet");
+    assert_eq!(o.counters.icmp_suppressed, 1);
+    assert_eq!(o.misses, vec![(0, "198.18.0.77".parse().unwrap())]);
+    let p6 = ipv6(
+        "2001:2::77",
+        "2001:2:0:9000::99",
+        1,
+        17,
+        &udp_payload(1, 2, 8),
+    );
+    let o = run(&t, 0, &eth6(MAC0, &p6));
+    assert_eq!(o.verdict, Verdict::Drop(DropReason::HopLimitExpired));
+    assert_eq!(o.misses, vec![(0, "2001:2::77".parse().unwrap())]);
+}
+
+#[test]
 fn hop_limit_expiry_sends_icmpv6_time_exceeded() {
     let t = router();
     let pkt = ipv6(

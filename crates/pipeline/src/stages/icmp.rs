@@ -128,7 +128,7 @@ pub(crate) fn error_v4<F4, F6, A>(
         w.counters.icmp_suppressed += 1;
         return;
     };
-    let Some((out_if, mac)) = route_back_v4(tables, src) else {
+    let Some((out_if, mac)) = route_back_v4(w, tables, src) else {
         w.counters.icmp_suppressed += 1;
         return;
     };
@@ -236,7 +236,7 @@ pub(crate) fn error_v6<F4, F6, A>(
         w.counters.icmp_suppressed += 1;
         return;
     };
-    let Some((out_if, mac)) = route_back_v6(tables, src) else {
+    let Some((out_if, mac)) = route_back_v6(w, tables, src) else {
         w.counters.icmp_suppressed += 1;
         return;
     };

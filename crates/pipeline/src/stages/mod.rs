@@ -249,22 +249,24 @@ pub(crate) fn resolve<F4, F6, A>(
 
 /// The way back to `src` for a packet the router generates about one it
 /// received (ICMP error, TCP reset): egress interface and next-hop MAC, or
-/// `None` when there is no route or no known neighbour.
+/// `None` when there is no route or no known neighbour. An unknown
+/// neighbour is reported as a miss, so the host resolves it and the next
+/// error toward it can be sent.
 pub(crate) fn route_back_v4<F4, F6, A>(
+    w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u32,
 ) -> Option<(InterfaceId, MacAddr)>
 where
     F4: fib::Lookup<u32>,
 {
-    match resolve(tables, tables.fib4.lookup(src)?, src, v4_key(src)) {
-        Resolved::Hop { out_if, mac } => Some((out_if, mac)),
-        _ => None,
-    }
+    let r = resolve(tables, tables.fib4.lookup(src)?, src, v4_key(src));
+    hop_or_miss(w, r)
 }
 
 /// [`route_back_v4`] for IPv6.
 pub(crate) fn route_back_v6<F4, F6, A>(
+    w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u128,
 ) -> Option<(InterfaceId, MacAddr)>
@@ -272,9 +274,20 @@ where
     F6: fib::Lookup<u128>,
 {
     let hash = src as u32 ^ (src >> 96) as u32;
-    match resolve(tables, tables.fib6.lookup(src)?, hash, src) {
+    let r = resolve(tables, tables.fib6.lookup(src)?, hash, src);
+    hop_or_miss(w, r)
+}
+
+fn hop_or_miss(w: &mut Worker, r: Resolved) -> Option<(InterfaceId, MacAddr)> {
+    match r {
         Resolved::Hop { out_if, mac } => Some((out_if, mac)),
-        _ => None,
+        Resolved::Miss { out_if, ip } => {
+            if w.out.misses.len() < w.out.misses.capacity() {
+                w.out.misses.push((out_if, ip));
+            }
+            None
+        }
+        Resolved::Bad => None,
     }
 }
 
