@@ -14,14 +14,17 @@ pub struct Delta {
     pub routes: BTreeSet<Cidr>,
     /// Some neighbour changed.
     pub neighbours: bool,
-    /// A link or an address changed.
+    /// Links whose state or addresses changed, by index.
+    pub links: BTreeSet<u32>,
+    /// Something that can touch every route changed (a nexthop object, a
+    /// resync after lost broadcasts).
     pub other: bool,
 }
 
 impl Delta {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty() && !self.neighbours && !self.other
+        self.routes.is_empty() && !self.neighbours && self.links.is_empty() && !self.other
     }
 }
 use crate::ControlError;
@@ -129,6 +132,9 @@ impl KernelLink {
                                     delta.routes.insert(p);
                                 }
                                 Change::Neighbour => delta.neighbours = true,
+                                Change::Link(i) => {
+                                    delta.links.insert(i);
+                                }
                                 Change::Other => delta.other = true,
                             }
                         }

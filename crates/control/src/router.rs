@@ -302,6 +302,19 @@ impl Router {
             .map_or(0, |i| i as u32)
     }
 
+    /// Whether a change to kernel link `ifindex` concerns these tables: it
+    /// is one of the interfaces they forward on, or a link (perhaps new)
+    /// whose name the config uses.
+    pub fn concerns_link(&self, ifindex: u32) -> bool {
+        self.by_ifindex.contains_key(&ifindex)
+            || self
+                .state
+                .kernel
+                .links
+                .get(&ifindex)
+                .is_some_and(|l| self.ports.contains(&l.name))
+    }
+
     /// Port names by port id.
     pub fn ports(&self) -> &[String] {
         &self.ports
@@ -635,6 +648,35 @@ addresses = ["198.19.0.10/24"]
         r.rebuild_all(&snap).unwrap();
         assert_eq!(target(0x0a01_0001), None);
         assert_eq!(target(0x0a02_0001), None, "a group with a missing member");
+    }
+
+    #[test]
+    fn only_its_own_links_concern_the_router() {
+        let (mut r, _snap) = router();
+        assert!(r.concerns_link(5) && r.concerns_link(6));
+        let link = |ifindex, name: &str| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: None,
+            mtu: None,
+            up: true,
+        };
+        r.state.kernel.apply(&link(9, "veth9"));
+        assert!(!r.concerns_link(9), "an unrelated interface");
+        assert!(!r.concerns_link(77), "an unknown index");
+        // d1 deleted and re-created under a new index: its name is ours.
+        r.state.kernel.apply(&Event::Link {
+            add: false,
+            ifindex: 6,
+            name: "d1".into(),
+            mac: None,
+            mtu: None,
+            up: false,
+        });
+        r.state.kernel.apply(&link(12, "d1"));
+        assert!(r.concerns_link(6), "the old index is still in the tables");
+        assert!(r.concerns_link(12));
     }
 
     #[test]

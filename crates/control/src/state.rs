@@ -67,7 +67,10 @@ pub enum Change {
     Route(Cidr),
     /// A neighbour.
     Neighbour,
-    /// A link or an address (interfaces and connected routes).
+    /// A link or one of its addresses (interfaces and connected routes),
+    /// by interface index.
+    Link(u32),
+    /// Anything else that can touch every route (nexthop objects).
     Other,
 }
 
@@ -94,6 +97,7 @@ impl KernelState {
             _ if !changed => Change::None,
             Event::Route { prefix, .. } => Change::Route(*prefix),
             Event::Neigh { .. } => Change::Neighbour,
+            Event::Link { ifindex, .. } | Event::Addr { ifindex, .. } => Change::Link(*ifindex),
             _ => Change::Other,
         }
     }

@@ -686,7 +686,9 @@ impl Daemon {
     /// everything, routes change only their prefixes, neighbours only the
     /// small tables around the same FIBs.
     fn apply(&mut self, delta: Delta) {
-        if delta.other {
+        // A link or address change elsewhere in the namespace (another
+        // veth, a VPN) leaves the tables alone.
+        if delta.other || delta.links.iter().any(|&i| self.router.concerns_link(i)) {
             self.rebuild();
             return;
         }
