@@ -120,6 +120,9 @@ impl KernelState {
                     mtu: *mtu,
                     up: *up,
                 };
+                if !*up {
+                    self.withdraw_ipv4_routes_via(*ifindex);
+                }
                 self.links.insert(*ifindex, link.clone()) != Some(link)
             }
             Event::Link {
@@ -129,6 +132,7 @@ impl KernelState {
             } => {
                 self.addrs.retain(|(i, _), _| i != ifindex);
                 self.neighbours.retain(|(i, _), _| i != ifindex);
+                self.withdraw_ipv4_routes_via(*ifindex);
                 self.links.remove(ifindex).is_some()
             }
             Event::Addr {
@@ -198,6 +202,22 @@ impl KernelState {
             }
             _ => false,
         }
+    }
+
+    /// A link that goes down (or away) takes its IPv4 routes with it in the
+    /// kernel without a notification per route (IPv6 sends them): drop the
+    /// next hops through it, and a route left with none.
+    fn withdraw_ipv4_routes_via(&mut self, ifindex: u32) {
+        self.routes.retain(|(prefix, _), r| {
+            let KernelRoute::Via(hops) = r else {
+                return true;
+            };
+            if matches!(prefix, Cidr::V6(_)) {
+                return true;
+            }
+            hops.retain(|h| h.ifindex != ifindex);
+            !hops.is_empty()
+        });
     }
 
     /// What a route does, its nexthop object (and a group's members) looked

@@ -305,6 +305,41 @@ fn dump_follow_and_resolve() {
             }
             assert!(resolved, "kernel resolved {ip}");
         }
+        // A link going down takes its IPv4 routes along without telling
+        // (IPv6 sends deletes): the mirror withdraws them too; they stay
+        // gone when it comes back up, as in the kernel.
+        ok(&[
+            "ip",
+            "-n",
+            &nsb2,
+            "route",
+            "add",
+            "10.203.0.0/16",
+            "via",
+            "10.78.0.1",
+        ]);
+        assert!(wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+            has_route(s, "10.203.0.0/16")
+        }));
+        ok(&["ip", "-n", &nsb2, "link", "set", "vb", "down"]);
+        assert!(
+            wait_for(&mut link, &mut st, Duration::from_secs(1), |s| {
+                !has_route(s, "10.203.0.0/16") && !has_route(s, "2001:db8:200::/48")
+            }),
+            "routes via a down link withdrawn"
+        );
+        ok(&["ip", "-n", &nsb2, "link", "set", "vb", "up"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = wait_for(&mut link, &mut st, Duration::from_millis(300), |_| false);
+        let out = Command::new("ip")
+            .args(["-n", &nsb2, "route", "show", "10.203.0.0/16"])
+            .output()
+            .unwrap();
+        assert!(
+            out.stdout.is_empty(),
+            "the kernel did not restore it either"
+        );
+        assert!(!has_route(&st, "10.203.0.0/16"));
         st
     });
     let st = t.join().unwrap();
