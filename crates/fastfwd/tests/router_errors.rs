@@ -63,15 +63,12 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
     );
 
     // The packet backend beside kernel forwarding would forward twice.
-    let _ = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.dut,
-        "sysctl",
-        "-qw",
-        "net.ipv4.ip_forward=1",
-    ]);
+    let forwarding = |on: &str| {
+        let kv = format!("net.ipv4.ip_forward={on}");
+        let _ = sh(&["ip", "netns", "exec", &lab.dut, "sysctl", "-qw", &kv]);
+    };
+    forwarding("1");
+    let fwd_sock = lab.dir.join("fwd.sock").to_string_lossy().into_owned();
     let (okay, err) = run_in(
         &lab.dut,
         &[
@@ -80,18 +77,10 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
             "--backend",
             "packet",
             "--socket",
-            &lab.dir.join("fwd.sock").to_string_lossy(),
+            &fwd_sock,
         ],
     );
-    let _ = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.dut,
-        "sysctl",
-        "-qw",
-        "net.ipv4.ip_forward=0",
-    ]);
+    forwarding("0");
     assert!(!okay && err.contains("kernel forwarding is on"), "{err}");
 
     // XDP attach failure: another program holds the interface.
@@ -130,18 +119,8 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
 fn a_worker_panic_stops_the_daemon_non_zero_with_xdp_detached() {
     let Some(lab) = Lab::new("wp") else { return };
     let cfg = lab.write_config();
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.dut,
-            env!("CARGO_BIN_EXE_fastfwd"),
-            "run",
-            "--config",
-        ])
-        .arg(&cfg)
-        .args(["--backend", "xdp", "--cores", "1", "--socket"])
-        .arg(lab.socket())
+    let mut child = lab
+        .run_command(&cfg, "xdp", &lab.socket())
         .env("FASTFWD_TEST_WORKER_PANIC", "1")
         .stderr(std::process::Stdio::piped())
         .spawn()

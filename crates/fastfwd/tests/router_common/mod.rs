@@ -186,6 +186,29 @@ impl Lab {
             .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
     }
 
+    /// `fastfwd run` in dut with this config, backend, one worker on CPU 1
+    /// and this control socket, ready to spawn or run.
+    pub fn run_command(
+        &self,
+        cfg: &std::path::Path,
+        backend: &str,
+        socket: &std::path::Path,
+    ) -> Command {
+        let mut c = Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            &self.dut,
+            env!("CARGO_BIN_EXE_fastfwd"),
+            "run",
+            "--config",
+        ])
+        .arg(cfg)
+        .args(["--backend", backend, "--cores", "1", "--socket"])
+        .arg(socket);
+        c
+    }
+
     /// Starts `fastfwd run` in dut and waits for its control socket.
     pub fn start(&self, backend: &str) -> Daemon {
         self.start_with(backend, "")
@@ -201,18 +224,8 @@ impl Lab {
             std::fs::write(&cfg, text).unwrap();
         }
         let log = self.dir.join(format!("run-{backend}.log"));
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.dut,
-                env!("CARGO_BIN_EXE_fastfwd"),
-                "run",
-                "--config",
-            ])
-            .arg(&cfg)
-            .args(["--backend", backend, "--cores", "1", "--socket"])
-            .arg(self.socket())
+        let child = self
+            .run_command(&cfg, backend, &self.socket())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -872,31 +885,33 @@ pub fn firewall_scenario(backend: &str, tag: &str) {
     assert_eq!(udp_count(&lab, SINK4, 9000, 50), 50, "accepted port");
     assert_eq!(udp_count(&lab, SINK4, 9001, 50), 0, "dropped port");
     assert_eq!(udp_count(&lab, SINK6, 9001, 20), 0, "dropped port, IPv6");
-    assert_eq!(
-        probe(&lab, "udp", SINK4, 9002),
-        "refused",
-        "ICMP port unreachable from fastfwd"
-    );
-    assert_eq!(
-        probe(&lab, "udp", SINK6, 9002),
-        "refused",
-        "ICMPv6 unreachable from fastfwd"
-    );
-    assert_eq!(
-        probe(&lab, "tcp", SINK4, 9003),
-        "refused",
-        "TCP RST from fastfwd"
-    );
-    assert_eq!(
-        probe(&lab, "tcp", SINK6, 9003),
-        "refused",
-        "TCP RST from fastfwd, IPv6"
-    );
-    assert_eq!(
-        probe(&lab, "tcp", SINK4, 9004),
-        "reply",
-        "stateful TCP accepted both ways"
-    );
+    for (proto, dst, port, want, what) in [
+        (
+            "udp",
+            SINK4,
+            9002,
+            "refused",
+            "ICMP port unreachable from fastfwd",
+        ),
+        (
+            "udp",
+            SINK6,
+            9002,
+            "refused",
+            "ICMPv6 unreachable from fastfwd",
+        ),
+        ("tcp", SINK4, 9003, "refused", "TCP RST from fastfwd"),
+        ("tcp", SINK6, 9003, "refused", "TCP RST from fastfwd, IPv6"),
+        (
+            "tcp",
+            SINK4,
+            9004,
+            "reply",
+            "stateful TCP accepted both ways",
+        ),
+    ] {
+        assert_eq!(probe(&lab, proto, dst, port), want, "{what}");
+    }
 
     // Counters, summed from the workers (published every 100 ms).
     std::thread::sleep(Duration::from_millis(300));
@@ -984,18 +999,8 @@ pub fn firewall_scenario(backend: &str, tag: &str) {
     drop(d);
 
     // The daemon refuses to start with rules it cannot enforce.
-    let o = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.dut,
-            env!("CARGO_BIN_EXE_fastfwd"),
-            "run",
-            "--config",
-        ])
-        .arg(&input)
-        .args(["--backend", backend, "--cores", "1", "--socket"])
-        .arg(lab.dir.join("refused.sock"))
+    let o = lab
+        .run_command(&input, backend, &lab.dir.join("refused.sock"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
