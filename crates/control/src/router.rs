@@ -540,7 +540,7 @@ addresses = ["198.19.0.10/24"]
                 .kernel
                 .apply(&discard(false, "10.1.2.0/24", kind, 0));
         }
-        // A unicast /24 at metric 10 and a blackhole at 20: the unicast
+        // A unicast /24 at metric 0 and a blackhole at 20: the unicast
         // wins; when it goes, the blackhole takes over; then the /16.
         r.state
             .kernel

@@ -320,24 +320,26 @@ where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
-    let adjacency = nh.and_then(|nh| tables.adjacencies.get(nh as usize).copied());
-    let (nh, discard) = match (nh, adjacency) {
-        (Some(nh), Some((code, 0))) => (nh, Discard::from_code(code)),
-        (Some(nh), _) => (nh, None),
-        (None, _) => (0, Some(Discard::Throw)),
+    // One load of the adjacency decides discard, multipath and the hop.
+    let Some(nh) = nh else {
+        return Err(discard_packet(w, tables, f, m, is_ipv6, Discard::Throw));
     };
-    if let Some(d) = discard {
-        return Err(discard_packet(w, tables, f, m, is_ipv6, d));
+    let Some(&(start, count)) = tables.adjacencies.get(nh as usize) else {
+        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+    };
+    if count == 0 {
+        // No hops: `start` is a discard's code.
+        return Err(match Discard::from_code(start) {
+            Some(d) => discard_packet(w, tables, f, m, is_ipv6, d),
+            None => w.drop_in(m.in_if, DropReason::BadNextHop),
+        });
     }
-    let multipath = adjacency.is_some_and(|(_, n)| n > 1);
     let mut hash = 0;
-    if need_key || multipath {
+    if need_key || count > 1 {
         *key = flow_key(f.data(), m, is_ipv6);
         hash = flow_hash(key);
     }
-    let Some(idx) = hop_index(tables, nh, hash) else {
-        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
-    };
+    let idx = start + pick(hash, count);
     let Some(hop) = tables.hops.get(idx as usize) else {
         return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
     };
