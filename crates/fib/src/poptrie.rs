@@ -98,11 +98,51 @@ impl TrieKey for u128 {
 
 /// One trie node: 6 address bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Node {
+pub struct Node {
     children: u64,
     leafvec: u64,
     child_base: u32,
     leaf_base: u32,
+}
+
+/// The raw arrays of a [`Poptrie`]: `top` (one entry per value of the
+/// first [`TrieKey::DIRECT_BITS`] bits; bit 31 set: a node index, else a
+/// next hop or [`NO_ROUTE_ENTRY`]), `nodes` and `leaves` (next hops).
+/// Free slots of `nodes` and `leaves` hold stale data no entry reaches.
+#[derive(Debug, Clone, Copy)]
+pub struct TrieLayout<'a> {
+    /// The direct-indexed top level.
+    pub top: &'a [u32],
+    /// Trie nodes, each consuming [`STRIDE_BITS`] address bits.
+    pub nodes: &'a [Node],
+    /// Next-hop ids.
+    pub leaves: &'a [u32],
+}
+
+/// A `top` or leaf value meaning "no route".
+pub const NO_ROUTE_ENTRY: u32 = NO_ROUTE;
+/// Marks a `top` entry as a node index.
+pub const NODE_ENTRY_FLAG: u32 = NODE_FLAG;
+/// Address bits each node consumes.
+pub const STRIDE_BITS: u8 = STRIDE;
+
+impl Node {
+    /// Bit `v` set: 6-bit value `v` continues to a child node.
+    pub fn children(&self) -> u64 {
+        self.children
+    }
+    /// Bit `v` set: a run of equal leaves starts at value `v`.
+    pub fn leafvec(&self) -> u64 {
+        self.leafvec
+    }
+    /// Index of the first child in `nodes`.
+    pub fn child_base(&self) -> u32 {
+        self.child_base
+    }
+    /// Index of the first leaf in `leaves`.
+    pub fn leaf_base(&self) -> u32 {
+        self.leaf_base
+    }
 }
 
 /// Number of set bits of `v` at positions `0..=s`.
@@ -320,6 +360,17 @@ impl<A: TrieKey> Poptrie<A> {
             control_bytes: self.deep.len() * deep_sz
                 + short_routes * (core::mem::size_of::<A>() + 8)
                 + self.best_short_len.len(),
+        }
+    }
+
+    /// The lookup structure as it is laid out in memory, for engines that
+    /// walk the same trie elsewhere (the XDP engine copies it into BPF
+    /// maps). See the module docs for the encoding.
+    pub fn layout(&self) -> TrieLayout<'_> {
+        TrieLayout {
+            top: &self.top,
+            nodes: &self.nodes,
+            leaves: &self.leaves,
         }
     }
 

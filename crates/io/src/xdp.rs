@@ -241,7 +241,7 @@ impl XdpProgram {
 }
 
 /// An error and those of its causes its message does not already show.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -255,7 +255,8 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-fn map_err(what: String, e: aya::maps::MapError) -> IoError {
+/// An aya map error as an [`IoError`] saying what was being done.
+pub fn map_err(what: String, e: aya::maps::MapError) -> IoError {
     match os_error(&e) {
         Some(io) => IoError::sys(
             what,
@@ -283,6 +284,31 @@ impl XdpPort {
             IoError::sys(format!("AF_XDP socket on {} queue {queue}", prog.iface), e)
         })?;
         prog.register(queue, &sock)?;
+        Ok(XdpPort {
+            sock,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Opens a socket on `queue` of interface `iface` (`ifindex`) and
+    /// stores it at `key` of `xsks`, another program's XSKMAP (the XDP
+    /// engine's exception path).
+    pub fn open_into(
+        iface: &str,
+        ifindex: u32,
+        queue: u32,
+        xsks: &mut XskMap<MapData>,
+        key: u32,
+        cfg: XskConfig,
+    ) -> Result<XdpPort, IoError> {
+        let sock = XskSocket::new(ifindex, queue, cfg)
+            .map_err(|e| IoError::sys(format!("AF_XDP socket on {iface} queue {queue}"), e))?;
+        xsks.set(key, sock.as_raw_fd(), 0).map_err(|e| {
+            map_err(
+                format!("registering AF_XDP socket for {iface} queue {queue}"),
+                e,
+            )
+        })?;
         Ok(XdpPort {
             sock,
             stats: PortStats::default(),

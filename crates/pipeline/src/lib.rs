@@ -45,7 +45,8 @@ pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, InterfaceCounters, PuntReason};
 pub use frame::{Frame, HEADROOM};
 pub use tables::{
-    Discard, Interface, InterfaceId, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, NextHopId, PortId,
-    RouteTarget, TableError, Tables, TablesBuilder, Vlan, MAX_ECMP,
+    Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,
+    Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, NextHopId, PortId, RouteTarget, TableError, Tables,
+    TablesBuilder, Vlan, MAX_ECMP,
 };
 pub use worker::{BatchOutput, Verdict, Worker, WorkerConfig, CHUNK};

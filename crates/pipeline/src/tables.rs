@@ -675,6 +675,65 @@ pub(crate) fn is_v6_link_local(a: u128) -> bool {
     a >> 118 == 0x3fa
 }
 
+/// The per-packet tables in plain form ([`Tables::datapath`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datapath {
+    /// By [`InterfaceId`].
+    pub interfaces: Vec<DatapathInterface>,
+    /// By [`PortId`]: which logical interface a frame belongs to.
+    pub ports: Vec<DatapathPort>,
+    /// The router's IPv4 addresses (true: a connected subnet's broadcast).
+    pub local4: Vec<(u32, bool)>,
+    /// The router's IPv6 addresses and subnet-router anycast addresses.
+    pub local6: Vec<u128>,
+    /// By next-hop id: (first index in `hops`, count); count 0 is a
+    /// discard whose code (1 blackhole, 2 unreachable, 3 prohibit,
+    /// 4 throw) is the first field.
+    pub adjacencies: Vec<(u32, u32)>,
+    /// Next hops of all sets.
+    pub hops: Vec<DatapathHop>,
+    /// Neighbours of on-link destinations: (interface, address as u128 with
+    /// IPv4 as `::ffff:a.b.c.d`, MAC).
+    pub neighbours: Vec<(InterfaceId, u128, MacAddr)>,
+}
+
+/// One logical interface as the per-packet path sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatapathInterface {
+    /// Its port.
+    pub port: PortId,
+    /// Its tags on that port.
+    pub vlan: Vlan,
+    /// Its MAC.
+    pub mac: MacAddr,
+    /// IP MTU.
+    pub mtu: u16,
+    /// Egress L2 header after the destination MAC: source MAC and tags.
+    pub l2_template: [u8; 14],
+    /// Bytes of `l2_template` in use (6, 10 or 14).
+    pub l2_template_len: u8,
+}
+
+/// Logical interfaces of one port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatapathPort {
+    /// Untagged frames' interface.
+    pub untagged: Option<InterfaceId>,
+    /// Tagged interfaces.
+    pub tagged: Vec<(Vlan, InterfaceId)>,
+}
+
+/// One next hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatapathHop {
+    /// Egress interface.
+    pub interface: InterfaceId,
+    /// Via a gateway (else the destination is on-link: its neighbour).
+    pub gateway: bool,
+    /// The gateway's MAC, when known.
+    pub mac: Option<MacAddr>,
+}
+
 /// The immutable tables one forwarding snapshot reads. Generic over the
 /// FIBs (any [`fib::Lookup`]) and the ACL stage ([`Acl`]).
 #[derive(Debug)]
@@ -750,6 +809,56 @@ impl<F4, F6, A> Tables<F4, F6, A> {
             interfaces: self.interfaces.clone(),
             targets: self.targets.clone(),
             neighbours: self.neighbours.clone(),
+        }
+    }
+
+    /// Everything the per-packet path reads besides the FIBs and the ACL,
+    /// in plain form: for engines that run the same stages elsewhere (the
+    /// XDP engine compiles it into BPF maps).
+    pub fn datapath(&self) -> Datapath {
+        Datapath {
+            interfaces: self
+                .if_rt
+                .iter()
+                .zip(&self.interfaces)
+                .map(|(r, i)| DatapathInterface {
+                    port: r.port,
+                    vlan: i.vlan,
+                    mac: r.mac,
+                    mtu: r.mtu,
+                    l2_template: r.l2_src_and_tags,
+                    l2_template_len: r.l2_src_and_tags_len,
+                })
+                .collect(),
+            ports: self
+                .ports
+                .iter()
+                .map(|p| DatapathPort {
+                    untagged: p.untagged,
+                    tagged: p.tagged.clone(),
+                })
+                .collect(),
+            local4: self
+                .local4
+                .iter()
+                .map(|&(a, k)| (a, k == LocalKind::Broadcast))
+                .collect(),
+            local6: self.local6.iter().map(|&(a, _)| a).collect(),
+            adjacencies: self.adjacencies.clone(),
+            hops: self
+                .hops
+                .iter()
+                .map(|h| DatapathHop {
+                    interface: h.interface,
+                    gateway: h.gateway.is_some(),
+                    mac: h.mac,
+                })
+                .collect(),
+            neighbours: self
+                .neighbours
+                .iter()
+                .map(|(k, &m)| (k.interface, k.addr, m))
+                .collect(),
         }
     }
 

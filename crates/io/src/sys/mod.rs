@@ -3,6 +3,7 @@
 //! every other crate) sees only the safe types exported from this module.
 #![allow(unsafe_code)]
 
+pub mod bpf;
 pub mod netlink;
 pub mod os;
 pub mod packet;

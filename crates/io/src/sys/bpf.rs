@@ -1,0 +1,82 @@
+//! The two BPF-related calls aya does not offer: running an XDP program
+//! over one frame (`BPF_PROG_TEST_RUN`) and waiting for an RCU grace
+//! period (`membarrier`), after which no program run that began before the
+//! call is still going.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// `BPF_PROG_TEST_RUN` from `linux/bpf.h`.
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+/// `MEMBARRIER_CMD_GLOBAL` from `linux/membarrier.h`: returns after an RCU
+/// grace period (`synchronize_rcu()` in the kernel).
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+
+/// The `test` member of `union bpf_attr` (kernel 5.10+ layout).
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    pad: u32,
+}
+
+/// Runs the XDP program `prog` once over `frame`. Returns the program's
+/// return value (the XDP action) and the frame as it left the program,
+/// written into `out` (its length is the second value).
+pub fn xdp_test_run(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    out: &mut [u8],
+) -> io::Result<(u32, usize)> {
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: u32::try_from(frame.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        data_size_out: u32::try_from(out.len()).unwrap_or(u32::MAX),
+        data_in: frame.as_ptr() as u64,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: 1,
+        ..TestRunAttr::default()
+    };
+    // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
+    // the kernel reads `frame` (data_size_in bytes) and writes at most
+    // data_size_out bytes into `out`, both live for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut attr as *mut TestRunAttr,
+            std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((attr.retval, (attr.data_size_out as usize).min(out.len())))
+}
+
+/// Waits for an RCU grace period: every XDP program run that started
+/// before this call has finished when it returns.
+pub fn synchronize_rcu() -> io::Result<()> {
+    // SAFETY: membarrier takes two integer arguments and touches no memory
+    // of this process.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

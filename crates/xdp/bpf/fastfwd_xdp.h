@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * The XDP engine's map layout: keys, values and entry encodings, defined
+ * once. The C program includes this file; the Rust loader
+ * (crates/xdp/src/layout.rs) mirrors it and a test parses this file to
+ * check every constant and size against the Rust side.
+ *
+ * Tables that change together (interfaces, ports, next-hop sets, next hops
+ * and both FIBs) live twice, in two halves of each array map: half 0 holds
+ * indices [0, HALF) and half 1 [HALF, 2*HALF). `ff_config.active` names
+ * the half the program reads; the loader fills the other half, flips
+ * `active` with one store, and waits for an RCU grace period (every
+ * program run that could still read the old half has ended) before
+ * writing into it again. A packet reads `active` once, so it sees one
+ * complete generation of the tables.
+ */
+#ifndef FASTFWD_XDP_H
+#define FASTFWD_XDP_H
+
+/* Sizes. */
+#define FF_MAX_PORTS 64
+#define FF_MAX_QUEUES 64
+#define FF_MAX_IFACES 256
+#define FF_MAX_ADJ 65536
+#define FF_MAX_HOPS 65536
+#define FF_MAX_NEIGHBOURS 65536
+#define FF_MAX_LOCAL 4096
+#define FF_MAX_VLANS 4096
+
+/* The FIBs: fastfwd's poptrie (crates/fib/src/poptrie.rs) as it is. */
+#define FF_NODE_FLAG 0x80000000u
+#define FF_NO_ROUTE 0x7fffffffu
+#define FF_STRIDE 6
+#define FF_DIRECT4 18
+#define FF_DIRECT6 16
+/* Top-level entries are stored two per 8-byte element (entry 2k in the low
+ * half of element k, 2k+1 in the high half); leaves too. */
+#define FF_TOP4_PAIRS (1u << (FF_DIRECT4 - 1))
+#define FF_TOP6_PAIRS (1u << (FF_DIRECT6 - 1))
+/* Deepest node walk: 18 + 3*6 >= 32; 16 + 19*6 >= 128. */
+#define FF_LEVELS4 3
+#define FF_LEVELS6 19
+
+/* ff_config.flags */
+/* Host traffic first, as the kernel should see it (run mode): link-layer
+ * broadcast/multicast, non-IP, multicast and link-local destinations and
+ * the router's own addresses go to the kernel before any check. */
+#define FF_CFG_HOST_FIRST 1u
+/* Every transit packet goes to the user-space pipeline (a firewall the
+ * program does not evaluate, or tables larger than the maps). */
+#define FF_CFG_EXCEPT_ALL 2u
+/* Replay and tests (BPF_PROG_TEST_RUN): record each outcome in `test_out`
+ * and return XDP_TX instead of redirecting. */
+#define FF_CFG_TEST 4u
+
+struct ff_config {
+	__u32 active;      /* 0 or 1: the half of the tables in use */
+	__u32 flags;
+	__u32 nodes4_half; /* entries per half of fib4_nodes */
+	__u32 leaves4_half; /* leaf pairs per half of fib4_leaves */
+	__u32 nodes6_half;
+	__u32 leaves6_half;
+	__u64 generation;  /* tables generation the active half holds */
+};
+
+/* A poptrie node: 6 address bits. */
+struct ff_node {
+	__u64 children;
+	__u64 leafvec;
+	__u32 child_base;
+	__u32 leaf_base;
+};
+
+/* Ports (kernel interfaces), by port id. */
+#define FF_NO_IFACE 0xffffu
+struct ff_port {
+	__u16 untagged;  /* logical interface of untagged frames, or FF_NO_IFACE */
+	__u16 has_vlans; /* 1: tagged frames are looked up in `vlans` */
+	__u32 ifindex;
+};
+
+/* Logical interfaces with 802.1Q tags, keyed by (port, outer, inner) and
+ * the half of the tables they belong to. The hash maps carry the half in
+ * their keys, so each half has its own entries. */
+struct ff_vlan_key {
+	__u16 port;
+	__u16 outer; /* first non-zero VLAN id */
+	__u16 inner; /* 0: single tag */
+	__u16 set;
+};
+
+/* Logical interfaces, by interface id. */
+struct ff_iface {
+	__u8 mac[6];
+	__u16 mtu;
+	__u16 port;
+	/* Egress L2 header after the destination MAC: source MAC and tags
+	 * (6, 10 or 14 bytes); the EtherType follows. */
+	__u8 tmpl_len;
+	__u8 pad;
+	__u8 tmpl[14];
+	__u16 pad2;
+};
+
+/* Next-hop sets, by next-hop id: hops [start, start+count) in `hops`;
+ * count 0 is a discarding route whose code is `start`. */
+#define FF_DISCARD_BLACKHOLE 1
+#define FF_DISCARD_UNREACHABLE 2
+#define FF_DISCARD_PROHIBIT 3
+#define FF_DISCARD_THROW 4
+struct ff_adj {
+	__u32 start;
+	__u32 count;
+};
+
+/* ff_hop.flags */
+#define FF_HOP_GATEWAY 1 /* via a gateway (else the destination is on-link) */
+#define FF_HOP_MAC 2     /* the gateway's MAC is known */
+struct ff_hop {
+	__u16 iface;
+	__u8 flags;
+	__u8 pad;
+	__u8 mac[6];
+	__u16 pad2;
+};
+
+/* Neighbours of on-link destinations (IPv4 as ::ffff:a.b.c.d). */
+struct ff_neigh_key {
+	__u16 iface;
+	__u16 set;
+	__u8 addr[16];
+};
+struct ff_mac {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+/* Local addresses (network byte order): what a packet to them is. */
+#define FF_LOCAL_UNICAST 1
+#define FF_LOCAL_BROADCAST 2
+struct ff_local4_key {
+	__u32 addr;
+	__u32 set;
+};
+struct ff_local6_key {
+	__u8 addr[16];
+	__u32 set;
+};
+
+/* Drop and punt reasons: the pipeline's DropReason / PuntReason indices
+ * (crates/pipeline/src/counters.rs). Only those the program decides. */
+#define FF_DROP_FRAME_TOO_SHORT 0
+#define FF_DROP_UNKNOWN_INTERFACE 1
+#define FF_DROP_NOT_OUR_MAC 2
+#define FF_DROP_UNKNOWN_ETHERTYPE 3
+#define FF_DROP_ARP_MALFORMED 4
+#define FF_DROP_ARP_NOT_FOR_US 5
+#define FF_DROP_IPV4_TRUNCATED 6
+#define FF_DROP_IPV4_BAD_VERSION 7
+#define FF_DROP_IPV4_BAD_HEADER_LENGTH 8
+#define FF_DROP_IPV4_BAD_TOTAL_LENGTH 9
+#define FF_DROP_IPV4_BAD_CHECKSUM 10
+#define FF_DROP_IPV4_MARTIAN_SOURCE 11
+#define FF_DROP_IPV4_MARTIAN_DESTINATION 12
+#define FF_DROP_IPV6_TRUNCATED 13
+#define FF_DROP_IPV6_BAD_VERSION 14
+#define FF_DROP_IPV6_MARTIAN_SOURCE 15
+#define FF_DROP_IPV6_MARTIAN_DESTINATION 16
+#define FF_DROP_IPV6_LINK_LOCAL 17
+#define FF_DROP_MULTICAST_NOT_ROUTED 18
+#define FF_DROP_L2_BROADCAST_NOT_FORWARDED 19
+#define FF_DROP_ROUTE_BLACKHOLE 24
+#define FF_DROP_BAD_NEXT_HOP 27
+#define FF_DROP_SLOTS 48
+
+#define FF_PUNT_LOCAL_ADDRESS 0
+#define FF_PUNT_BROADCAST 1
+#define FF_PUNT_MULTICAST 2
+#define FF_PUNT_ARP 3
+#define FF_PUNT_SLOTS 8
+
+/* Why a packet went to the user-space pipeline. */
+#define FF_EXC_TTL 0           /* TTL / hop limit expiring: ICMP time exceeded */
+#define FF_EXC_OPTIONS 1       /* IPv4 options: checked by the pipeline */
+#define FF_EXC_NO_ROUTE 2      /* no route, unreachable, prohibit, throw: ICMP */
+#define FF_EXC_NEIGHBOUR 3     /* next hop's MAC unknown */
+#define FF_EXC_MTU 4           /* larger than the egress MTU */
+#define FF_EXC_ALL 5           /* FF_CFG_EXCEPT_ALL (firewall rules) */
+#define FF_EXC_TABLE 6         /* an index outside the maps */
+#define FF_EXC_SLOTS 8
+
+/* Per-interface counters, as the pipeline's InterfaceCounters. */
+struct ff_if_counters {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 rx_dropped;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+};
+
+/* Per-CPU counters (one element): what the program finished itself. The
+ * frames it handed on are counted by the pipeline (exceptions) or not at
+ * all (host traffic, counted here as `to_host`). */
+struct ff_counters {
+	__u64 rx_frames;
+	__u64 forwarded_ipv4;
+	__u64 forwarded_ipv6;
+	__u64 to_host;          /* host-first traffic passed to the kernel */
+	__u64 exceptions_lost;  /* no AF_XDP socket on the queue: dropped */
+	__u64 tx_redirect_failed;
+	__u64 pad[2];
+	__u64 exceptions[FF_EXC_SLOTS];
+	__u64 drops[FF_DROP_SLOTS];
+	__u64 punts[FF_PUNT_SLOTS];
+	struct ff_if_counters ifaces[FF_MAX_IFACES];
+};
+
+/* test_out.kind */
+#define FF_OUT_FORWARD 1
+#define FF_OUT_DROP 2
+#define FF_OUT_PUNT 3
+#define FF_OUT_EXCEPTION 4
+#define FF_OUT_HOST 5
+struct ff_test_out {
+	__u32 kind;
+	__u32 detail; /* egress port, drop / punt reason, exception cause */
+};
+
+#endif

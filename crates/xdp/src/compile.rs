@@ -1,0 +1,378 @@
+//! Compiles one snapshot of the router's tables (the same [`Tables`] the
+//! user-space pipeline reads, and its poptries) into the content of one
+//! half of the XDP engine's maps: an [`Image`].
+//!
+//! [`Image::lookup4`] / [`Image::lookup6`] walk the encoded maps exactly as
+//! the BPF program does, so the encoding is tested against the tries
+//! without a kernel.
+
+use crate::layout::{self, FibCapacity};
+use fib::poptrie::{Poptrie, TrieLayout};
+use pipeline::{Datapath, Vlan};
+use std::collections::BTreeMap;
+
+/// Why tables cannot be compiled into the maps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// More of something than the maps hold.
+    #[error("{what}: {have} do not fit the XDP engine's maps (room for {room})")]
+    TooLarge {
+        /// Which table.
+        what: &'static str,
+        /// How many there are.
+        have: usize,
+        /// How many fit.
+        room: usize,
+    },
+}
+
+/// The content of one half of the maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Per port id (`MAX_PORTS`), without the ifindex (set by the engine).
+    pub ports: Vec<(Option<u16>, bool)>,
+    /// Per interface id.
+    pub ifaces: Vec<layout::IfaceValue>,
+    /// Per next-hop id.
+    pub adjacencies: Vec<layout::AdjValue>,
+    /// Per hop index.
+    pub hops: Vec<layout::HopValue>,
+    /// (port, outer, inner) -> interface id.
+    pub vlans: BTreeMap<(u16, u16, u16), u32>,
+    /// (interface, address) -> MAC.
+    pub neighbours: BTreeMap<(u16, u128), layout::MacValue>,
+    /// IPv4 address -> `LOCAL_UNICAST` / `LOCAL_BROADCAST`.
+    pub local4: BTreeMap<u32, u32>,
+    /// IPv6 addresses.
+    pub local6: BTreeMap<u128, u32>,
+    /// The IPv4 poptrie: top pairs, nodes, leaf pairs.
+    pub fib4: FibImage,
+    /// The IPv6 poptrie.
+    pub fib6: FibImage,
+    /// Every transit packet goes to the user-space pipeline (the
+    /// snapshot has firewall rules the program does not evaluate).
+    pub except_all: bool,
+}
+
+/// One poptrie as map elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FibImage {
+    /// Top-level entries, two per element.
+    pub top: Vec<u64>,
+    /// Nodes.
+    pub nodes: Vec<layout::NodeValue>,
+    /// Leaves, two per element.
+    pub leaves: Vec<u64>,
+}
+
+impl FibImage {
+    fn from_layout(
+        t: TrieLayout<'_>,
+        nodes_room: u32,
+        leaves_room: u32,
+    ) -> Result<Self, CompileError> {
+        if t.nodes.len() > nodes_room as usize {
+            return Err(CompileError::TooLarge {
+                what: "trie nodes",
+                have: t.nodes.len(),
+                room: nodes_room as usize,
+            });
+        }
+        if t.leaves.len() > leaves_room as usize {
+            return Err(CompileError::TooLarge {
+                what: "trie leaves",
+                have: t.leaves.len(),
+                room: leaves_room as usize,
+            });
+        }
+        let pairs = |v: &[u32]| -> Vec<u64> {
+            v.chunks(2)
+                .map(|c| layout::pair(c[0], c.get(1).copied().unwrap_or(layout::NO_ROUTE)))
+                .collect()
+        };
+        Ok(FibImage {
+            top: pairs(t.top),
+            nodes: t
+                .nodes
+                .iter()
+                .map(|n| layout::node(n.children(), n.leafvec(), n.child_base(), n.leaf_base()))
+                .collect(),
+            leaves: pairs(t.leaves),
+        })
+    }
+
+    /// The BPF program's walk (`fib4_lookup` / `fib6_lookup`) over these
+    /// elements: `stride(off)` gives the 6 bits at `off`.
+    fn walk(
+        &self,
+        top_index: u32,
+        levels: u32,
+        direct: u32,
+        stride: impl Fn(u32) -> u32,
+    ) -> Option<u32> {
+        let e = layout::pair_get(&self.top, top_index)?;
+        if e & layout::NODE_FLAG == 0 {
+            return (e != layout::NO_ROUTE).then_some(e);
+        }
+        let mut idx = e & !layout::NODE_FLAG;
+        let mut off = direct;
+        for _ in 0..levels {
+            let (children, leafvec, child_base, leaf_base) =
+                layout::node_fields(self.nodes.get(idx as usize)?);
+            let s = stride(off);
+            if (children >> s) & 1 == 1 {
+                idx = child_base + (children << (63 - s)).count_ones() - 1;
+                off += layout::STRIDE;
+                continue;
+            }
+            let l = leaf_base + (leafvec << (63 - s)).count_ones() - 1;
+            let nh = layout::pair_get(&self.leaves, l)?;
+            return (nh != layout::NO_ROUTE).then_some(nh);
+        }
+        None
+    }
+}
+
+impl Image {
+    /// Compiles a snapshot: its per-packet tables, its two tries, and
+    /// whether its ACL accepts everything.
+    pub fn compile(
+        dp: &Datapath,
+        fib4: &Poptrie<u32>,
+        fib6: &Poptrie<u128>,
+        accepts_all: bool,
+        cap: &FibCapacity,
+    ) -> Result<Image, CompileError> {
+        let fit = |what: &'static str, have: usize, room: u32| {
+            if have > room as usize {
+                Err(CompileError::TooLarge {
+                    what,
+                    have,
+                    room: room as usize,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        fit("ports", dp.ports.len(), layout::MAX_PORTS)?;
+        fit("interfaces", dp.interfaces.len(), layout::MAX_IFACES)?;
+        fit("next-hop sets", dp.adjacencies.len(), layout::MAX_ADJ)?;
+        fit("next hops", dp.hops.len(), layout::MAX_HOPS)?;
+        fit("neighbours", dp.neighbours.len(), layout::MAX_NEIGHBOURS)?;
+        fit("local IPv4 addresses", dp.local4.len(), layout::MAX_LOCAL)?;
+        fit("local IPv6 addresses", dp.local6.len(), layout::MAX_LOCAL)?;
+        let mut vlans = BTreeMap::new();
+        let ports = dp
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(p, e)| {
+                for &(v, id) in &e.tagged {
+                    let (outer, inner) = match v {
+                        Vlan::Untagged => continue,
+                        Vlan::Single(o) => (o, 0),
+                        Vlan::Double { outer, inner } => (outer, inner),
+                    };
+                    vlans.insert((p as u16, outer & 0x0fff, inner & 0x0fff), u32::from(id));
+                }
+                (e.untagged, !e.tagged.is_empty())
+            })
+            .collect();
+        fit("VLAN interfaces", vlans.len(), layout::MAX_VLANS)?;
+        let ifaces = dp
+            .interfaces
+            .iter()
+            .map(|i| layout::iface(i.mac.0, i.mtu, i.port, &i.l2_template, i.l2_template_len))
+            .collect();
+        let adjacencies = dp
+            .adjacencies
+            .iter()
+            .map(|&(s, c)| layout::adj(s, c))
+            .collect();
+        let hops = dp
+            .hops
+            .iter()
+            .map(|h| {
+                let mut flags = 0;
+                if h.gateway {
+                    flags |= layout::HOP_GATEWAY;
+                }
+                if h.mac.is_some() {
+                    flags |= layout::HOP_MAC;
+                }
+                layout::hop(h.interface, flags, h.mac.map_or([0; 6], |m| m.0))
+            })
+            .collect();
+        let neighbours = dp
+            .neighbours
+            .iter()
+            .map(|&(i, a, m)| ((i, a), layout::mac(m.0)))
+            .collect();
+        let local4 = dp
+            .local4
+            .iter()
+            .map(|&(a, bcast)| {
+                (
+                    a,
+                    if bcast {
+                        layout::LOCAL_BROADCAST
+                    } else {
+                        layout::LOCAL_UNICAST
+                    },
+                )
+            })
+            .collect();
+        let local6 = dp
+            .local6
+            .iter()
+            .map(|&a| (a, layout::LOCAL_UNICAST))
+            .collect();
+        Ok(Image {
+            ports,
+            ifaces,
+            adjacencies,
+            hops,
+            vlans,
+            neighbours,
+            local4,
+            local6,
+            fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
+            fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
+            except_all: !accepts_all,
+        })
+    }
+
+    /// The next-hop id the program finds for IPv4 destination `a`.
+    pub fn lookup4(&self, a: u32) -> Option<u32> {
+        self.fib4.walk(
+            a >> (32 - layout::DIRECT4),
+            layout::LEVELS4,
+            layout::DIRECT4,
+            |off| ((u64::from(a) << (32 + off)) >> 58) as u32,
+        )
+    }
+
+    /// The next-hop id the program finds for IPv6 destination `a`.
+    pub fn lookup6(&self, a: u128) -> Option<u32> {
+        let (hi, lo) = ((a >> 64) as u64, a as u64);
+        self.fib6.walk(
+            (hi >> (64 - layout::DIRECT6)) as u32,
+            layout::LEVELS6,
+            layout::DIRECT6,
+            |off| {
+                if off < 64 {
+                    ((hi << off) >> 58) as u32
+                } else {
+                    ((lo << (off - 64)) >> 58) as u32
+                }
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fib::{Lookup, RouteTable};
+    use proptest::prelude::*;
+    use wire::{Ipv4Cidr, Ipv6Cidr};
+
+    fn image(t4: &Poptrie<u32>, t6: &Poptrie<u128>) -> Image {
+        let dp = pipeline::TablesBuilder::new()
+            .build(
+                fib::reference::ReferenceFib4::new(),
+                fib::reference::ReferenceFib6::new(),
+            )
+            .datapath();
+        Image::compile(&dp, t4, t6, true, &FibCapacity::SMALL).unwrap()
+    }
+
+    /// Lengths that exercise the direct level, every node level and /0.
+    fn v4_routes() -> impl Strategy<Value = Vec<(u32, u8, u32)>> {
+        prop::collection::vec(
+            (
+                any::<u32>(),
+                prop::sample::select(vec![0u8, 1, 8, 16, 17, 18, 19, 23, 24, 25, 29, 30, 31, 32]),
+                0u32..500,
+            ),
+            0..200,
+        )
+    }
+
+    fn v6_routes() -> impl Strategy<Value = Vec<(u128, u8, u32)>> {
+        prop::collection::vec(
+            (
+                any::<u128>(),
+                prop::sample::select(vec![
+                    0u8, 3, 16, 17, 22, 23, 32, 48, 57, 63, 64, 65, 96, 121, 124, 127, 128,
+                ]),
+                0u32..500,
+            ),
+            0..200,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// The program's walk over the encoded maps finds what the trie
+        /// finds, at the routes' edges and at random addresses.
+        #[test]
+        fn encoded_tries_answer_like_the_tries(r4 in v4_routes(), r6 in v6_routes(), probes in prop::collection::vec(any::<u128>(), 64)) {
+            let mut t4 = Poptrie::<u32>::new();
+            for &(a, l, nh) in &r4 {
+                t4.insert(Ipv4Cidr::new(a & Ipv4Cidr::mask(l), l).unwrap(), nh);
+            }
+            let mut t6 = Poptrie::<u128>::new();
+            for &(a, l, nh) in &r6 {
+                t6.insert(Ipv6Cidr::new(a & Ipv6Cidr::mask(l), l).unwrap(), nh);
+            }
+            let img = image(&t4, &t6);
+            let mut a4: Vec<u32> = probes.iter().map(|&p| p as u32).collect();
+            for &(a, l, _) in &r4 {
+                let net = a & Ipv4Cidr::mask(l);
+                a4.extend([net, net | !Ipv4Cidr::mask(l), net.wrapping_sub(1)]);
+            }
+            for a in a4 {
+                prop_assert_eq!(img.lookup4(a), t4.lookup(a), "IPv4 {:#x}", a);
+            }
+            let mut a6: Vec<u128> = probes.clone();
+            for &(a, l, _) in &r6 {
+                let net = a & Ipv6Cidr::mask(l);
+                a6.extend([net, net | !Ipv6Cidr::mask(l), net.wrapping_sub(1)]);
+            }
+            for a in a6 {
+                prop_assert_eq!(img.lookup6(a), t6.lookup(a), "IPv6 {:#x}", a);
+            }
+        }
+    }
+
+    #[test]
+    fn a_trie_larger_than_the_maps_is_refused() {
+        let mut t4 = Poptrie::<u32>::new();
+        for i in 0..3000u32 {
+            t4.insert(Ipv4Cidr::new((10 << 24) | (i << 8), 24).unwrap(), i);
+        }
+        let dp = pipeline::TablesBuilder::new()
+            .build(
+                fib::reference::ReferenceFib4::new(),
+                fib::reference::ReferenceFib6::new(),
+            )
+            .datapath();
+        let tiny = FibCapacity {
+            nodes4: 16,
+            ..FibCapacity::SMALL
+        };
+        let e = Image::compile(&dp, &t4, &Poptrie::new(), true, &tiny).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CompileError::TooLarge {
+                    what: "trie nodes",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}

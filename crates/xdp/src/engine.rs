@@ -1,0 +1,653 @@
+//! Loading the program, keeping its maps equal to the router's tables,
+//! attaching it, reading its counters, and running it over single frames
+//! (`BPF_PROG_TEST_RUN`) for replay and tests.
+//!
+//! Update protocol (see `bpf/fastfwd_xdp.h`): [`Engine::publish`] writes
+//! the new [`Image`] into the half of the maps the program is not reading
+//! (only the elements that differ from what that half held), then flips
+//! `config.active` with one store. Before it writes into a half again it
+//! waits for an RCU grace period, so no program run that began while that
+//! half was active is still reading it. Every packet sees one complete
+//! generation of the tables; a route change never stops forwarding.
+
+use crate::compile::Image;
+use crate::layout::{self, CounterBlock, FibCapacity};
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, XskMap};
+use aya::programs::{Xdp, XdpFlags};
+use aya::{Ebpf, EbpfLoader};
+use pipeline::{Counters, DropReason, InterfaceCounters, PuntReason};
+use std::os::fd::AsFd;
+
+/// The compiled program, committed beside its source.
+static FASTFWD_XDP_OBJ: &[u8] = aya::include_bytes_aligned!("../bpf/fastfwd_xdp.o");
+
+/// What went wrong, naming the program or map.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Loading, verifying or attaching failed.
+    #[error("XDP engine: {what}: {detail}")]
+    Bpf {
+        /// What was being done.
+        what: String,
+        /// The kernel's or aya's answer.
+        detail: String,
+    },
+    /// The tables do not fit the maps.
+    #[error("XDP engine: {0}")]
+    Compile(#[from] crate::compile::CompileError),
+}
+
+fn bpf_err(what: impl Into<String>, e: &(dyn std::error::Error + 'static)) -> EngineError {
+    EngineError::Bpf {
+        what: what.into(),
+        detail: netio::xdp::chain(e),
+    }
+}
+
+/// How the program treats host traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// On interfaces (`fastfwd run`): the kernel's traffic goes to it
+    /// first, exceptions to AF_XDP sockets, forwarded frames redirected.
+    Attached,
+    /// Under `BPF_PROG_TEST_RUN` (replay, tests): exactly the pipeline's
+    /// stages, each outcome recorded.
+    Test,
+}
+
+/// What the program did with one frame under [`Mode::Test`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Rewritten (the bytes given) for this egress port.
+    Forward {
+        /// Egress port.
+        port: u16,
+        /// The frame as transmitted.
+        frame: Vec<u8>,
+    },
+    /// Dropped under this reason.
+    Drop(DropReason),
+    /// For the host under this reason.
+    Punt(PuntReason),
+    /// Handed, unchanged, to the user-space pipeline (cause: index into
+    /// [`layout::EXCEPTIONS`]).
+    Exception(u32),
+}
+
+/// Counters summed over CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// The pipeline's counters for what the program finished.
+    pub counters: Counters,
+    /// Host traffic passed to the kernel before any check.
+    pub to_host: u64,
+    /// Exceptions by cause ([`layout::EXCEPTIONS`] order).
+    pub exceptions: [u64; layout::EXC_SLOTS],
+    /// Exceptions dropped for want of an AF_XDP socket on their queue.
+    pub exceptions_lost: u64,
+    /// Redirects the devmap refused.
+    pub tx_redirect_failed: u64,
+}
+
+impl EngineCounters {
+    fn from_block(b: &CounterBlock, interfaces: usize) -> EngineCounters {
+        let mut c = Counters::new(interfaces);
+        c.rx_frames = b[layout::CTR_RX_FRAMES];
+        c.forwarded_ipv4 = b[layout::CTR_FORWARDED_IPV4];
+        c.forwarded_ipv6 = b[layout::CTR_FORWARDED_IPV6];
+        for (_, r) in layout::DROPS {
+            c.drops[r.index()] = b[layout::CTR_DROPS + r.index()];
+        }
+        for (_, r) in layout::PUNTS {
+            c.punts[r.index()] = b[layout::CTR_PUNTS + r.index()];
+        }
+        for (i, ic) in c
+            .interfaces
+            .iter_mut()
+            .enumerate()
+            .take(layout::MAX_IFACES as usize)
+        {
+            let w = &b[layout::CTR_IFACES + 5 * i..layout::CTR_IFACES + 5 * i + 5];
+            *ic = InterfaceCounters {
+                rx_packets: w[0],
+                rx_bytes: w[1],
+                rx_dropped: w[2],
+                tx_packets: w[3],
+                tx_bytes: w[4],
+            };
+        }
+        let mut exceptions = [0; layout::EXC_SLOTS];
+        exceptions.copy_from_slice(
+            &b[layout::CTR_EXCEPTIONS..layout::CTR_EXCEPTIONS + layout::EXC_SLOTS],
+        );
+        EngineCounters {
+            counters: c,
+            to_host: b[layout::CTR_TO_HOST],
+            exceptions,
+            exceptions_lost: b[layout::CTR_EXCEPTIONS_LOST],
+            tx_redirect_failed: b[layout::CTR_TX_REDIRECT_FAILED],
+        }
+    }
+
+    /// Every frame the program handed to the user-space pipeline.
+    pub fn total_exceptions(&self) -> u64 {
+        self.exceptions.iter().sum()
+    }
+}
+
+/// The loaded program and its maps.
+pub struct Engine {
+    ebpf: Ebpf,
+    mode: Mode,
+    cap: FibCapacity,
+    active: u32,
+    generation: u64,
+    /// What each half holds now.
+    shadow: [Option<Image>; 2],
+    /// A flip happened since the last grace period.
+    needs_grace: bool,
+    /// Forward everything to the pipeline (set when tables do not fit).
+    forced_except_all: bool,
+    xsks: XskMap<MapData>,
+    links: Vec<(u32, aya::programs::xdp::XdpLinkId)>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("mode", &self.mode)
+            .field("cap", &self.cap)
+            .field("active", &self.active)
+            .field("generation", &self.generation)
+            .field("attached", &self.links.len())
+            .finish()
+    }
+}
+
+const PROGRAM: &str = "fastfwd_xdp";
+
+impl Engine {
+    /// Loads and verifies the program with FIB maps of capacity `cap`.
+    pub fn load(mode: Mode, cap: FibCapacity) -> Result<Engine, EngineError> {
+        let mut loader = EbpfLoader::new();
+        loader
+            .set_max_entries("fib4_nodes", 2 * cap.nodes4)
+            .set_max_entries("fib4_leaves", 2 * cap.leaf4_pairs())
+            .set_max_entries("fib6_nodes", 2 * cap.nodes6)
+            .set_max_entries("fib6_leaves", 2 * cap.leaf6_pairs());
+        let mut ebpf = loader
+            .load(FASTFWD_XDP_OBJ)
+            .map_err(|e| bpf_err("loading fastfwd_xdp.o (maps)", &e))?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| EngineError::Bpf {
+                what: format!("program {PROGRAM}"),
+                detail: "not in fastfwd_xdp.o".into(),
+            })?
+            .try_into()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        prog.load()
+            .map_err(|e| bpf_err(format!("verifying program {PROGRAM}"), &e))?;
+        let xsks = ebpf.take_map("xsks").ok_or_else(|| EngineError::Bpf {
+            what: "map xsks".into(),
+            detail: "not in fastfwd_xdp.o".into(),
+        })?;
+        let xsks = XskMap::try_from(xsks).map_err(|e| bpf_err("map xsks", &e))?;
+        let mut engine = Engine {
+            ebpf,
+            mode,
+            cap,
+            active: 0,
+            generation: 0,
+            shadow: [None, None],
+            needs_grace: false,
+            forced_except_all: false,
+            xsks,
+            links: Vec::new(),
+        };
+        engine.write_config(false)?;
+        Ok(engine)
+    }
+
+    /// The FIB capacity the maps were created with.
+    pub fn capacity(&self) -> FibCapacity {
+        self.cap
+    }
+
+    /// The generation the program reads (bumped by every publish).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether every transit packet goes to the user-space pipeline now
+    /// (firewall rules, or tables that did not fit).
+    pub fn except_all(&self) -> bool {
+        self.forced_except_all
+            || self.shadow[self.active as usize]
+                .as_ref()
+                .is_some_and(|i| i.except_all)
+    }
+
+    fn write_config(&mut self, except_all: bool) -> Result<(), EngineError> {
+        let mut flags = match self.mode {
+            Mode::Attached => layout::CFG_HOST_FIRST,
+            Mode::Test => layout::CFG_TEST,
+        };
+        if except_all || self.forced_except_all {
+            flags |= layout::CFG_EXCEPT_ALL;
+        }
+        let v = layout::config(self.active, flags, &self.cap, self.generation);
+        let mut a: Array<_, layout::Config> = self.array("config")?;
+        a.set(0, v, 0)
+            .map_err(|e| bpf_err("writing map config", &e))
+    }
+
+    fn array<V: aya::Pod>(&mut self, name: &str) -> Result<Array<&mut MapData, V>, EngineError> {
+        let m = self.ebpf.map_mut(name).ok_or_else(|| EngineError::Bpf {
+            what: format!("map {name}"),
+            detail: "not in fastfwd_xdp.o".into(),
+        })?;
+        Array::try_from(m).map_err(|e| bpf_err(format!("map {name}"), &e))
+    }
+
+    fn hash<K: aya::Pod, V: aya::Pod>(
+        &mut self,
+        name: &str,
+    ) -> Result<HashMap<&mut MapData, K, V>, EngineError> {
+        let m = self.ebpf.map_mut(name).ok_or_else(|| EngineError::Bpf {
+            what: format!("map {name}"),
+            detail: "not in fastfwd_xdp.o".into(),
+        })?;
+        HashMap::try_from(m).map_err(|e| bpf_err(format!("map {name}"), &e))
+    }
+
+    /// Makes `image` the tables the program reads. On error the program
+    /// keeps reading the previous tables.
+    pub fn publish(&mut self, image: Image) -> Result<(), EngineError> {
+        let target = 1 - self.active;
+        if self.needs_grace {
+            netio::sys::bpf::synchronize_rcu()
+                .map_err(|e| bpf_err("waiting for an RCU grace period", &e))?;
+            self.needs_grace = false;
+        }
+        let old = self.shadow[target as usize].take();
+        self.write_half(target, &image, old.as_ref())?;
+        self.active = target;
+        self.generation += 1;
+        self.forced_except_all = false;
+        self.write_config(image.except_all)?;
+        self.shadow[target as usize] = Some(image);
+        self.needs_grace = true;
+        Ok(())
+    }
+
+    /// Sends every transit packet to the user-space pipeline from now on
+    /// (the tables no longer fit the maps; the pipeline still has them).
+    pub fn force_except_all(&mut self) -> Result<(), EngineError> {
+        self.forced_except_all = true;
+        let ea = self.except_all();
+        self.write_config(ea)
+    }
+
+    fn write_half(
+        &mut self,
+        set: u32,
+        new: &Image,
+        old: Option<&Image>,
+    ) -> Result<(), EngineError> {
+        fn diff_array<V: aya::Pod + PartialEq + Default>(
+            e: &mut Engine,
+            name: &str,
+            base: u32,
+            new: &[V],
+            old: Option<&[V]>,
+            clear_tail: bool,
+        ) -> Result<(), EngineError> {
+            let mut a: Array<_, V> = e.array(name)?;
+            let zero = V::default();
+            for (i, v) in new.iter().enumerate() {
+                let before = old.and_then(|o| o.get(i)).unwrap_or(&zero);
+                if before != v {
+                    a.set(base + i as u32, v, 0).map_err(|err| {
+                        bpf_err(format!("writing map {name}[{}]", base + i as u32), &err)
+                    })?;
+                }
+            }
+            if clear_tail {
+                if let Some(o) = old {
+                    for i in new.len()..o.len() {
+                        a.set(base + i as u32, zero, 0)
+                            .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        // The FIBs first (nothing of this half is read yet, any order is
+        // safe), then the small tables.
+        let o = old;
+        diff_array(
+            self,
+            "fib4_top",
+            set * layout::TOP4_PAIRS,
+            &new.fib4.top,
+            o.map(|i| &i.fib4.top[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "fib4_nodes",
+            set * self.cap.nodes4,
+            &new.fib4.nodes,
+            o.map(|i| &i.fib4.nodes[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "fib4_leaves",
+            set * self.cap.leaf4_pairs(),
+            &new.fib4.leaves,
+            o.map(|i| &i.fib4.leaves[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "fib6_top",
+            set * layout::TOP6_PAIRS,
+            &new.fib6.top,
+            o.map(|i| &i.fib6.top[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "fib6_nodes",
+            set * self.cap.nodes6,
+            &new.fib6.nodes,
+            o.map(|i| &i.fib6.nodes[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "fib6_leaves",
+            set * self.cap.leaf6_pairs(),
+            &new.fib6.leaves,
+            o.map(|i| &i.fib6.leaves[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            "adjacencies",
+            set * layout::MAX_ADJ,
+            &new.adjacencies,
+            o.map(|i| &i.adjacencies[..]),
+            true,
+        )?;
+        diff_array(
+            self,
+            "hops",
+            set * layout::MAX_HOPS,
+            &new.hops,
+            o.map(|i| &i.hops[..]),
+            true,
+        )?;
+        diff_array(
+            self,
+            "ifaces",
+            set * layout::MAX_IFACES,
+            &new.ifaces,
+            o.map(|i| &i.ifaces[..]),
+            true,
+        )?;
+        let ports: Vec<layout::PortValue> = (0..layout::MAX_PORTS as usize)
+            .map(|p| match new.ports.get(p) {
+                Some(&(untagged, vlans)) => layout::port(untagged, vlans, 0),
+                None => layout::port(None, false, 0),
+            })
+            .collect();
+        let old_ports: Option<Vec<layout::PortValue>> = o.map(|i| {
+            (0..layout::MAX_PORTS as usize)
+                .map(|p| match i.ports.get(p) {
+                    Some(&(untagged, vlans)) => layout::port(untagged, vlans, 0),
+                    None => layout::port(None, false, 0),
+                })
+                .collect()
+        });
+        diff_array(
+            self,
+            "ports",
+            set * layout::MAX_PORTS,
+            &ports,
+            old_ports.as_deref(),
+            false,
+        )?;
+
+        let s16 = set as u16;
+        diff_hash(
+            self,
+            "vlans",
+            &new.vlans,
+            o.map(|i| &i.vlans),
+            |&(p, a, b)| layout::vlan_key(p, a, b, s16),
+            |&v| v,
+        )?;
+        diff_hash(
+            self,
+            "neighbours",
+            &new.neighbours,
+            o.map(|i| &i.neighbours),
+            |&(i, a)| layout::neigh_key(i, s16, a),
+            |&m| m,
+        )?;
+        diff_hash(
+            self,
+            "local4",
+            &new.local4,
+            o.map(|i| &i.local4),
+            |&a| layout::local4_key(a, set),
+            |&k| k,
+        )?;
+        diff_hash(
+            self,
+            "local6",
+            &new.local6,
+            o.map(|i| &i.local6),
+            |&a| layout::local6_key(a, set),
+            |&k| k,
+        )?;
+        Ok(())
+    }
+
+    /// Attaches the program to interface `ifindex` (`name` for messages)
+    /// as port `port`, transmitting there through the devmap.
+    pub fn attach(
+        &mut self,
+        name: &str,
+        ifindex: u32,
+        port: u16,
+        native: Option<bool>,
+    ) -> Result<bool, EngineError> {
+        {
+            let m = self
+                .ebpf
+                .map_mut("tx_ports")
+                .ok_or_else(|| EngineError::Bpf {
+                    what: "map tx_ports".into(),
+                    detail: "missing".into(),
+                })?;
+            let mut dev = DevMap::try_from(m).map_err(|e| bpf_err("map tx_ports", &e))?;
+            dev.set(u32::from(port), ifindex, None, 0)
+                .map_err(|e| bpf_err(format!("adding {name} to map tx_ports"), &e))?;
+        }
+        let mut ports: HashMap<_, u32, u32> = self.hash("ifindex_port")?;
+        ports
+            .insert(ifindex, u32::from(port), 0)
+            .map_err(|e| bpf_err(format!("adding {name} to map ifindex_port"), &e))?;
+        let prog: &mut Xdp = self
+            .ebpf
+            .program_mut(PROGRAM)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| EngineError::Bpf {
+                what: format!("program {PROGRAM}"),
+                detail: "missing".into(),
+            })?;
+        let modes: &[(XdpFlags, bool)] = match native {
+            Some(true) => &[(XdpFlags::DRV_MODE, true)],
+            Some(false) => &[(XdpFlags::SKB_MODE, false)],
+            None => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
+        };
+        let mut last = None;
+        for &(flags, is_native) in modes {
+            match prog.attach_to_if_index(ifindex, flags) {
+                Ok(link) => {
+                    self.links.push((ifindex, link));
+                    return Ok(is_native);
+                }
+                Err(e) => last = Some(bpf_err(format!("attaching to {name}"), &e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| EngineError::Bpf {
+            what: format!("attaching to {name}"),
+            detail: "no mode".into(),
+        }))
+    }
+
+    /// Detaches the program from every interface.
+    pub fn detach_all(&mut self) {
+        let links = std::mem::take(&mut self.links);
+        if let Some(prog) = self
+            .ebpf
+            .program_mut(PROGRAM)
+            .and_then(|p| <&mut Xdp>::try_from(p).ok())
+        {
+            for (_, l) in links {
+                let _ = prog.detach(l);
+            }
+        }
+    }
+
+    /// The exception path's XSKMAP (key: port * MAX_QUEUES + queue).
+    pub fn xsks(&mut self) -> &mut XskMap<MapData> {
+        &mut self.xsks
+    }
+
+    /// Counters summed over CPUs, with `interfaces` interface entries.
+    pub fn counters(&self, interfaces: usize) -> Result<EngineCounters, EngineError> {
+        let m = self.ebpf.map("counters").ok_or_else(|| EngineError::Bpf {
+            what: "map counters".into(),
+            detail: "missing".into(),
+        })?;
+        let a: PerCpuArray<_, CounterBlock> =
+            PerCpuArray::try_from(m).map_err(|e| bpf_err("map counters", &e))?;
+        let per_cpu = a
+            .get(&0, 0)
+            .map_err(|e| bpf_err("reading map counters", &e))?;
+        let mut sum = [0u64; layout::COUNTER_WORDS];
+        for block in per_cpu.iter() {
+            for (s, v) in sum.iter_mut().zip(block.iter()) {
+                *s += v;
+            }
+        }
+        Ok(EngineCounters::from_block(&sum, interfaces))
+    }
+
+    /// Runs the program once over `frame` arriving on `port` (only in
+    /// [`Mode::Test`]). Frames shorter than an Ethernet header cannot be
+    /// run (the kernel refuses them): they are what the program would drop
+    /// as `frame_too_short`, and are reported so without running it.
+    pub fn test_run(&mut self, port: u16, frame: &[u8]) -> Result<Outcome, EngineError> {
+        if self.mode != Mode::Test {
+            return Err(EngineError::Bpf {
+                what: "test run".into(),
+                detail: "the engine was loaded for interfaces".into(),
+            });
+        }
+        if frame.len() < 14 {
+            return Ok(Outcome::Drop(DropReason::FrameTooShort));
+        }
+        let mut out: Array<_, layout::TestOut> = self.array("test_out")?;
+        out.set(0, layout::test_out(0, u32::from(port)), 0)
+            .map_err(|e| bpf_err("writing map test_out", &e))?;
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| EngineError::Bpf {
+                what: format!("program {PROGRAM}"),
+                detail: "missing".into(),
+            })?;
+        let fd = prog
+            .fd()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        let mut buf = vec![0u8; frame.len() + 64];
+        let (action, len) = netio::sys::bpf::xdp_test_run(fd.as_fd(), frame, &mut buf)
+            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", &e))?;
+        let out: Array<_, layout::TestOut> = self.array("test_out")?;
+        let (kind, detail) = layout::test_out_fields(
+            &out.get(&0, 0)
+                .map_err(|e| bpf_err("reading map test_out", &e))?,
+        );
+        let reason = |all: &[(&str, DropReason)]| {
+            all.iter()
+                .find(|(_, r)| r.index() as u32 == detail)
+                .map(|&(_, r)| r)
+        };
+        let bad = |what: &str| EngineError::Bpf {
+            what: "test run".into(),
+            detail: format!("{what} (action {action}, kind {kind}, detail {detail})"),
+        };
+        Ok(match kind {
+            layout::OUT_FORWARD => {
+                buf.truncate(len);
+                Outcome::Forward {
+                    port: detail as u16,
+                    frame: buf,
+                }
+            }
+            layout::OUT_DROP => {
+                Outcome::Drop(reason(&layout::DROPS).ok_or_else(|| bad("unknown drop reason"))?)
+            }
+            layout::OUT_PUNT => Outcome::Punt(
+                layout::PUNTS
+                    .iter()
+                    .find(|(_, r)| r.index() as u32 == detail)
+                    .map(|&(_, r)| r)
+                    .ok_or_else(|| bad("unknown punt reason"))?,
+            ),
+            layout::OUT_EXCEPTION => Outcome::Exception(detail),
+            _ => return Err(bad("no outcome recorded")),
+        })
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.detach_all();
+    }
+}
+
+/// Writes the keys of one half that changed, removes those that went.
+fn diff_hash<K: Ord, V: PartialEq, MK: aya::Pod, MV: aya::Pod>(
+    e: &mut Engine,
+    name: &str,
+    new: &std::collections::BTreeMap<K, V>,
+    old: Option<&std::collections::BTreeMap<K, V>>,
+    key: impl Fn(&K) -> MK,
+    value: impl Fn(&V) -> MV,
+) -> Result<(), EngineError> {
+    let mut h: HashMap<_, MK, MV> = e.hash(name)?;
+    for (k, v) in new {
+        if old.and_then(|o| o.get(k)) != Some(v) {
+            h.insert(key(k), value(v), 0)
+                .map_err(|err| bpf_err(format!("writing map {name}"), &err))?;
+        }
+    }
+    if let Some(o) = old {
+        for k in o.keys() {
+            if !new.contains_key(k) {
+                // Already gone is fine.
+                let _ = h.remove(&key(k));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,540 @@
+//! The map layout of `bpf/fastfwd_xdp.h`, mirrored: sizes, constants and
+//! the byte encoding of every key and value. Values are plain byte arrays
+//! in the host's byte order (the program runs on the same machine), except
+//! addresses, which stay in network order as packets carry them.
+//!
+//! The header is the definition; `tests::header_matches` parses it and
+//! checks every constant and struct size below against it.
+
+use pipeline::{DropReason, PuntReason};
+
+pub const MAX_PORTS: u32 = 64;
+pub const MAX_QUEUES: u32 = 64;
+pub const MAX_IFACES: u32 = 256;
+pub const MAX_ADJ: u32 = 65536;
+pub const MAX_HOPS: u32 = 65536;
+pub const MAX_NEIGHBOURS: u32 = 65536;
+pub const MAX_LOCAL: u32 = 4096;
+pub const MAX_VLANS: u32 = 4096;
+
+pub const DIRECT4: u32 = 18;
+pub const DIRECT6: u32 = 16;
+pub const TOP4_PAIRS: u32 = 1 << (DIRECT4 - 1);
+pub const TOP6_PAIRS: u32 = 1 << (DIRECT6 - 1);
+pub const LEVELS4: u32 = 3;
+pub const LEVELS6: u32 = 19;
+pub const NODE_FLAG: u32 = 0x8000_0000;
+pub const NO_ROUTE: u32 = 0x7fff_ffff;
+pub const STRIDE: u32 = 6;
+
+pub const CFG_HOST_FIRST: u32 = 1;
+pub const CFG_EXCEPT_ALL: u32 = 2;
+pub const CFG_TEST: u32 = 4;
+
+pub const NO_IFACE: u16 = 0xffff;
+pub const HOP_GATEWAY: u8 = 1;
+pub const HOP_MAC: u8 = 2;
+pub const LOCAL_UNICAST: u32 = 1;
+pub const LOCAL_BROADCAST: u32 = 2;
+
+pub const DROP_SLOTS: usize = 48;
+pub const PUNT_SLOTS: usize = 8;
+pub const EXC_SLOTS: usize = 8;
+
+/// Why the program handed a packet to the user-space pipeline (the
+/// `FF_EXC_*` values), with the names `show xdp` prints.
+pub const EXCEPTIONS: [(u32, &str); 7] = [
+    (0, "ttl_expiring"),
+    (1, "ipv4_options"),
+    (2, "no_route_or_unreachable"),
+    (3, "neighbour_unknown"),
+    (4, "larger_than_mtu"),
+    (5, "firewall_rules"),
+    (6, "outside_the_maps"),
+];
+
+/// `FF_OUT_*`: what the program did with a frame under `FF_CFG_TEST`.
+pub const OUT_FORWARD: u32 = 1;
+pub const OUT_DROP: u32 = 2;
+pub const OUT_PUNT: u32 = 3;
+pub const OUT_EXCEPTION: u32 = 4;
+pub const OUT_HOST: u32 = 5;
+
+/// The drop reasons the program decides, as (header name, pipeline reason).
+pub const DROPS: [(&str, DropReason); 22] = [
+    ("FF_DROP_FRAME_TOO_SHORT", DropReason::FrameTooShort),
+    ("FF_DROP_UNKNOWN_INTERFACE", DropReason::UnknownInterface),
+    ("FF_DROP_NOT_OUR_MAC", DropReason::NotOurMac),
+    ("FF_DROP_UNKNOWN_ETHERTYPE", DropReason::UnknownEthertype),
+    ("FF_DROP_ARP_MALFORMED", DropReason::ArpMalformed),
+    ("FF_DROP_ARP_NOT_FOR_US", DropReason::ArpNotForUs),
+    ("FF_DROP_IPV4_TRUNCATED", DropReason::Ipv4Truncated),
+    ("FF_DROP_IPV4_BAD_VERSION", DropReason::Ipv4BadVersion),
+    (
+        "FF_DROP_IPV4_BAD_HEADER_LENGTH",
+        DropReason::Ipv4BadHeaderLength,
+    ),
+    (
+        "FF_DROP_IPV4_BAD_TOTAL_LENGTH",
+        DropReason::Ipv4BadTotalLength,
+    ),
+    ("FF_DROP_IPV4_BAD_CHECKSUM", DropReason::Ipv4BadChecksum),
+    ("FF_DROP_IPV4_MARTIAN_SOURCE", DropReason::Ipv4MartianSource),
+    (
+        "FF_DROP_IPV4_MARTIAN_DESTINATION",
+        DropReason::Ipv4MartianDestination,
+    ),
+    ("FF_DROP_IPV6_TRUNCATED", DropReason::Ipv6Truncated),
+    ("FF_DROP_IPV6_BAD_VERSION", DropReason::Ipv6BadVersion),
+    ("FF_DROP_IPV6_MARTIAN_SOURCE", DropReason::Ipv6MartianSource),
+    (
+        "FF_DROP_IPV6_MARTIAN_DESTINATION",
+        DropReason::Ipv6MartianDestination,
+    ),
+    ("FF_DROP_IPV6_LINK_LOCAL", DropReason::Ipv6LinkLocal),
+    (
+        "FF_DROP_MULTICAST_NOT_ROUTED",
+        DropReason::MulticastNotRouted,
+    ),
+    (
+        "FF_DROP_L2_BROADCAST_NOT_FORWARDED",
+        DropReason::L2BroadcastNotForwarded,
+    ),
+    ("FF_DROP_ROUTE_BLACKHOLE", DropReason::RouteBlackhole),
+    ("FF_DROP_BAD_NEXT_HOP", DropReason::BadNextHop),
+];
+
+/// The punt reasons the program decides.
+pub const PUNTS: [(&str, PuntReason); 4] = [
+    ("FF_PUNT_LOCAL_ADDRESS", PuntReason::LocalAddress),
+    ("FF_PUNT_BROADCAST", PuntReason::Broadcast),
+    ("FF_PUNT_MULTICAST", PuntReason::Multicast),
+    ("FF_PUNT_ARP", PuntReason::Arp),
+];
+
+// Every reason has a counter slot; the node walks reach every address bit.
+const _: () = assert!(DropReason::COUNT <= DROP_SLOTS && PuntReason::COUNT <= PUNT_SLOTS);
+const _: () = assert!(DIRECT4 + LEVELS4 * STRIDE >= 32 && DIRECT6 + LEVELS6 * STRIDE >= 128);
+
+/// Struct sizes, as `sizeof` gives them in C.
+pub const CONFIG_SIZE: usize = 32;
+pub const NODE_SIZE: usize = 24;
+pub const PORT_SIZE: usize = 8;
+pub const VLAN_KEY_SIZE: usize = 8;
+pub const IFACE_SIZE: usize = 28;
+pub const ADJ_SIZE: usize = 8;
+pub const HOP_SIZE: usize = 12;
+pub const NEIGH_KEY_SIZE: usize = 20;
+pub const MAC_SIZE: usize = 8;
+pub const LOCAL4_KEY_SIZE: usize = 8;
+pub const LOCAL6_KEY_SIZE: usize = 20;
+pub const TEST_OUT_SIZE: usize = 8;
+/// `struct ff_counters` in 64-bit words.
+pub const COUNTER_WORDS: usize = 8 + EXC_SLOTS + DROP_SLOTS + PUNT_SLOTS + 5 * MAX_IFACES as usize;
+/// Word offsets inside `struct ff_counters`.
+pub const CTR_RX_FRAMES: usize = 0;
+pub const CTR_FORWARDED_IPV4: usize = 1;
+pub const CTR_FORWARDED_IPV6: usize = 2;
+pub const CTR_TO_HOST: usize = 3;
+pub const CTR_EXCEPTIONS_LOST: usize = 4;
+pub const CTR_TX_REDIRECT_FAILED: usize = 5;
+pub const CTR_EXCEPTIONS: usize = 8;
+pub const CTR_DROPS: usize = CTR_EXCEPTIONS + EXC_SLOTS;
+pub const CTR_PUNTS: usize = CTR_DROPS + DROP_SLOTS;
+pub const CTR_IFACES: usize = CTR_PUNTS + PUNT_SLOTS;
+
+pub type Config = [u8; CONFIG_SIZE];
+pub type NodeValue = [u8; NODE_SIZE];
+pub type PortValue = [u8; PORT_SIZE];
+pub type VlanKey = [u8; VLAN_KEY_SIZE];
+pub type IfaceValue = [u8; IFACE_SIZE];
+pub type AdjValue = [u8; ADJ_SIZE];
+pub type HopValue = [u8; HOP_SIZE];
+pub type NeighKey = [u8; NEIGH_KEY_SIZE];
+pub type MacValue = [u8; MAC_SIZE];
+pub type Local4Key = [u8; LOCAL4_KEY_SIZE];
+pub type Local6Key = [u8; LOCAL6_KEY_SIZE];
+pub type TestOut = [u8; TEST_OUT_SIZE];
+pub type CounterBlock = [u64; COUNTER_WORDS];
+
+/// Capacity of the FIB maps, per half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FibCapacity {
+    /// IPv4 trie nodes.
+    pub nodes4: u32,
+    /// IPv4 leaves (stored two per element).
+    pub leaves4: u32,
+    /// IPv6 trie nodes.
+    pub nodes6: u32,
+    /// IPv6 leaves.
+    pub leaves6: u32,
+}
+
+impl FibCapacity {
+    /// Room for a full Internet table with headroom: 901,899 IPv4 routes
+    /// take 66,127 nodes and 993,936 leaves, 160,147 IPv6 routes 93,961
+    /// nodes and 260,747 leaves (the full table in shared/data, 2026).
+    pub const FULL_TABLE: FibCapacity = FibCapacity {
+        nodes4: 1 << 18,
+        leaves4: 1 << 21,
+        nodes6: 1 << 18,
+        leaves6: 1 << 20,
+    };
+
+    /// Small maps, for tests and replays of small tables.
+    pub const SMALL: FibCapacity = FibCapacity {
+        nodes4: 1 << 12,
+        leaves4: 1 << 14,
+        nodes6: 1 << 12,
+        leaves6: 1 << 14,
+    };
+
+    /// Room for `n4`/`l4` IPv4 and `n6`/`l6` IPv6 nodes and leaves, with
+    /// the growth that route churn needs, at least [`FibCapacity::SMALL`].
+    pub fn for_sizes(n4: usize, l4: usize, n6: usize, l6: usize) -> FibCapacity {
+        let room = |n: usize, min: u32| ((n * 2).max(min as usize).next_power_of_two()) as u32;
+        FibCapacity {
+            nodes4: room(n4, Self::SMALL.nodes4),
+            leaves4: room(l4, Self::SMALL.leaves4),
+            nodes6: room(n6, Self::SMALL.nodes6),
+            leaves6: room(l6, Self::SMALL.leaves6),
+        }
+    }
+
+    /// Leaf pairs (8-byte elements) per half.
+    pub fn leaf4_pairs(&self) -> u32 {
+        self.leaves4.div_ceil(2)
+    }
+
+    /// Leaf pairs per half, IPv6.
+    pub fn leaf6_pairs(&self) -> u32 {
+        self.leaves6.div_ceil(2)
+    }
+
+    /// Bytes of locked memory the FIB maps take (both halves).
+    pub fn bytes(&self) -> u64 {
+        let half = u64::from(TOP4_PAIRS + TOP6_PAIRS) * 8
+            + u64::from(self.nodes4 + self.nodes6) * NODE_SIZE as u64
+            + u64::from(self.leaf4_pairs() + self.leaf6_pairs()) * 8;
+        2 * half
+    }
+}
+
+pub fn config(active: u32, flags: u32, cap: &FibCapacity, generation: u64) -> Config {
+    let mut c = [0u8; CONFIG_SIZE];
+    c[0..4].copy_from_slice(&active.to_ne_bytes());
+    c[4..8].copy_from_slice(&flags.to_ne_bytes());
+    c[8..12].copy_from_slice(&cap.nodes4.to_ne_bytes());
+    c[12..16].copy_from_slice(&cap.leaf4_pairs().to_ne_bytes());
+    c[16..20].copy_from_slice(&cap.nodes6.to_ne_bytes());
+    c[20..24].copy_from_slice(&cap.leaf6_pairs().to_ne_bytes());
+    c[24..32].copy_from_slice(&generation.to_ne_bytes());
+    c
+}
+
+pub fn node(children: u64, leafvec: u64, child_base: u32, leaf_base: u32) -> NodeValue {
+    let mut v = [0u8; NODE_SIZE];
+    v[0..8].copy_from_slice(&children.to_ne_bytes());
+    v[8..16].copy_from_slice(&leafvec.to_ne_bytes());
+    v[16..20].copy_from_slice(&child_base.to_ne_bytes());
+    v[20..24].copy_from_slice(&leaf_base.to_ne_bytes());
+    v
+}
+
+/// (children, leafvec, child_base, leaf_base) of an encoded node.
+pub fn node_fields(v: &NodeValue) -> (u64, u64, u32, u32) {
+    let u64_at = |i: usize| u64::from_ne_bytes(v[i..i + 8].try_into().unwrap_or([0; 8]));
+    let u32_at = |i: usize| u32::from_ne_bytes(v[i..i + 4].try_into().unwrap_or([0; 4]));
+    (u64_at(0), u64_at(8), u32_at(16), u32_at(20))
+}
+
+/// Two 32-bit entries in one 8-byte element: `lo` is entry 2k.
+pub fn pair(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
+/// Entry `i` of a paired array.
+pub fn pair_get(pairs: &[u64], i: u32) -> Option<u32> {
+    let p = *pairs.get((i >> 1) as usize)?;
+    Some(if i & 1 == 1 {
+        (p >> 32) as u32
+    } else {
+        p as u32
+    })
+}
+
+pub fn port(untagged: Option<u16>, has_vlans: bool, ifindex: u32) -> PortValue {
+    let mut v = [0u8; PORT_SIZE];
+    v[0..2].copy_from_slice(&untagged.unwrap_or(NO_IFACE).to_ne_bytes());
+    v[2..4].copy_from_slice(&u16::from(has_vlans).to_ne_bytes());
+    v[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    v
+}
+
+pub fn vlan_key(port: u16, outer: u16, inner: u16, set: u16) -> VlanKey {
+    let mut v = [0u8; VLAN_KEY_SIZE];
+    v[0..2].copy_from_slice(&port.to_ne_bytes());
+    v[2..4].copy_from_slice(&outer.to_ne_bytes());
+    v[4..6].copy_from_slice(&inner.to_ne_bytes());
+    v[6..8].copy_from_slice(&set.to_ne_bytes());
+    v
+}
+
+pub fn iface(mac: [u8; 6], mtu: u16, port: u16, tmpl: &[u8; 14], tmpl_len: u8) -> IfaceValue {
+    let mut v = [0u8; IFACE_SIZE];
+    v[0..6].copy_from_slice(&mac);
+    v[6..8].copy_from_slice(&mtu.to_ne_bytes());
+    v[8..10].copy_from_slice(&port.to_ne_bytes());
+    v[10] = tmpl_len;
+    v[12..26].copy_from_slice(tmpl);
+    v
+}
+
+pub fn adj(start: u32, count: u32) -> AdjValue {
+    let mut v = [0u8; ADJ_SIZE];
+    v[0..4].copy_from_slice(&start.to_ne_bytes());
+    v[4..8].copy_from_slice(&count.to_ne_bytes());
+    v
+}
+
+pub fn hop(iface: u16, flags: u8, mac: [u8; 6]) -> HopValue {
+    let mut v = [0u8; HOP_SIZE];
+    v[0..2].copy_from_slice(&iface.to_ne_bytes());
+    v[2] = flags;
+    v[4..10].copy_from_slice(&mac);
+    v
+}
+
+pub fn neigh_key(iface: u16, set: u16, addr: u128) -> NeighKey {
+    let mut v = [0u8; NEIGH_KEY_SIZE];
+    v[0..2].copy_from_slice(&iface.to_ne_bytes());
+    v[2..4].copy_from_slice(&set.to_ne_bytes());
+    v[4..20].copy_from_slice(&addr.to_be_bytes());
+    v
+}
+
+pub fn mac(mac: [u8; 6]) -> MacValue {
+    let mut v = [0u8; MAC_SIZE];
+    v[0..6].copy_from_slice(&mac);
+    v
+}
+
+pub fn local4_key(addr: u32, set: u32) -> Local4Key {
+    let mut v = [0u8; LOCAL4_KEY_SIZE];
+    v[0..4].copy_from_slice(&addr.to_be_bytes());
+    v[4..8].copy_from_slice(&set.to_ne_bytes());
+    v
+}
+
+pub fn local6_key(addr: u128, set: u32) -> Local6Key {
+    let mut v = [0u8; LOCAL6_KEY_SIZE];
+    v[0..16].copy_from_slice(&addr.to_be_bytes());
+    v[16..20].copy_from_slice(&set.to_ne_bytes());
+    v
+}
+
+pub fn test_out(kind: u32, detail: u32) -> TestOut {
+    let mut v = [0u8; TEST_OUT_SIZE];
+    v[0..4].copy_from_slice(&kind.to_ne_bytes());
+    v[4..8].copy_from_slice(&detail.to_ne_bytes());
+    v
+}
+
+/// (kind, detail) of a `test_out` value.
+pub fn test_out_fields(v: &TestOut) -> (u32, u32) {
+    (
+        u32::from_ne_bytes([v[0], v[1], v[2], v[3]]),
+        u32::from_ne_bytes([v[4], v[5], v[6], v[7]]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const HEADER: &str = include_str!("../bpf/fastfwd_xdp.h");
+
+    /// `#define NAME VALUE` lines with a plain number (decimal or hex) or a
+    /// shift of one.
+    fn defines() -> HashMap<String, u64> {
+        let mut out = HashMap::new();
+        for line in HEADER.lines() {
+            let mut w = line.split_whitespace();
+            if w.next() != Some("#define") {
+                continue;
+            }
+            let (Some(name), Some(value)) = (w.next(), w.next()) else {
+                continue;
+            };
+            let v = value.trim_end_matches('u');
+            let parsed = if let Some(h) = v.strip_prefix("0x") {
+                u64::from_str_radix(h, 16).ok()
+            } else {
+                v.parse().ok()
+            };
+            if let Some(n) = parsed {
+                out.insert(name.to_string(), n);
+            }
+        }
+        out
+    }
+
+    /// Size of `struct NAME` from its member lines (types __u8 .. __u64,
+    /// arrays, nested ff_if_counters), with C's alignment rules.
+    fn struct_size(name: &str) -> usize {
+        let d = defines();
+        let start = HEADER
+            .find(&format!("struct {name} {{"))
+            .unwrap_or_else(|| panic!("struct {name} not in the header"));
+        let body = &HEADER[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find("};").unwrap()];
+        let (mut size, mut align) = (0usize, 1usize);
+        for line in body.lines() {
+            let line = line.split("/*").next().unwrap().trim();
+            let Some(decl) = line.strip_suffix(';') else {
+                continue;
+            };
+            let mut w = decl.split_whitespace();
+            let ty = w.next().unwrap();
+            let (ty, rest) = if ty == "struct" {
+                (w.next().unwrap(), w.next().unwrap())
+            } else {
+                (ty, w.next().unwrap())
+            };
+            let (elem, a) = match ty {
+                "__u8" => (1, 1),
+                "__u16" => (2, 2),
+                "__u32" => (4, 4),
+                "__u64" => (8, 8),
+                "ff_if_counters" => (40, 8),
+                t => panic!("type {t} in struct {name}"),
+            };
+            let count = match rest.find('[') {
+                Some(i) => {
+                    let n = &rest[i + 1..rest.len() - 1];
+                    n.parse::<usize>()
+                        .ok()
+                        .or_else(|| d.get(n).map(|&v| v as usize))
+                        .unwrap_or_else(|| panic!("array size {n}"))
+                }
+                None => 1,
+            };
+            size = size.div_ceil(a) * a + elem * count;
+            align = align.max(a);
+        }
+        size.div_ceil(align) * align
+    }
+
+    #[test]
+    fn header_matches() {
+        let d = defines();
+        let want: &[(&str, u64)] = &[
+            ("FF_MAX_PORTS", MAX_PORTS.into()),
+            ("FF_MAX_QUEUES", MAX_QUEUES.into()),
+            ("FF_MAX_IFACES", MAX_IFACES.into()),
+            ("FF_MAX_ADJ", MAX_ADJ.into()),
+            ("FF_MAX_HOPS", MAX_HOPS.into()),
+            ("FF_MAX_NEIGHBOURS", MAX_NEIGHBOURS.into()),
+            ("FF_MAX_LOCAL", MAX_LOCAL.into()),
+            ("FF_MAX_VLANS", MAX_VLANS.into()),
+            ("FF_NODE_FLAG", NODE_FLAG.into()),
+            ("FF_NO_ROUTE", NO_ROUTE.into()),
+            ("FF_STRIDE", STRIDE.into()),
+            ("FF_DIRECT4", DIRECT4.into()),
+            ("FF_DIRECT6", DIRECT6.into()),
+            ("FF_LEVELS4", LEVELS4.into()),
+            ("FF_LEVELS6", LEVELS6.into()),
+            ("FF_CFG_HOST_FIRST", CFG_HOST_FIRST.into()),
+            ("FF_CFG_EXCEPT_ALL", CFG_EXCEPT_ALL.into()),
+            ("FF_CFG_TEST", CFG_TEST.into()),
+            ("FF_NO_IFACE", NO_IFACE.into()),
+            ("FF_HOP_GATEWAY", HOP_GATEWAY.into()),
+            ("FF_HOP_MAC", HOP_MAC.into()),
+            ("FF_LOCAL_UNICAST", LOCAL_UNICAST.into()),
+            ("FF_LOCAL_BROADCAST", LOCAL_BROADCAST.into()),
+            ("FF_DROP_SLOTS", DROP_SLOTS as u64),
+            ("FF_PUNT_SLOTS", PUNT_SLOTS as u64),
+            ("FF_EXC_SLOTS", EXC_SLOTS as u64),
+            ("FF_OUT_FORWARD", OUT_FORWARD.into()),
+            ("FF_OUT_DROP", OUT_DROP.into()),
+            ("FF_OUT_PUNT", OUT_PUNT.into()),
+            ("FF_OUT_EXCEPTION", OUT_EXCEPTION.into()),
+            ("FF_OUT_HOST", OUT_HOST.into()),
+        ];
+        for (name, v) in want {
+            assert_eq!(d.get(*name), Some(v), "{name}");
+        }
+        for (name, r) in DROPS {
+            assert_eq!(d.get(name), Some(&(r.index() as u64)), "{name} = {r}");
+        }
+        for (name, r) in PUNTS {
+            assert_eq!(d.get(name), Some(&(r.index() as u64)), "{name} = {r}");
+        }
+        let exc = [
+            "FF_EXC_TTL",
+            "FF_EXC_OPTIONS",
+            "FF_EXC_NO_ROUTE",
+            "FF_EXC_NEIGHBOUR",
+            "FF_EXC_MTU",
+            "FF_EXC_ALL",
+            "FF_EXC_TABLE",
+        ];
+        for (name, (v, _)) in exc.iter().zip(EXCEPTIONS) {
+            assert_eq!(d.get(*name), Some(&u64::from(v)), "{name}");
+        }
+        // The discard codes are the pipeline's adjacency encoding.
+        for (name, code) in [
+            ("FF_DISCARD_BLACKHOLE", 1),
+            ("FF_DISCARD_UNREACHABLE", 2),
+            ("FF_DISCARD_PROHIBIT", 3),
+            ("FF_DISCARD_THROW", 4),
+        ] {
+            assert_eq!(d.get(name), Some(&code), "{name}");
+        }
+        for (name, size) in [
+            ("ff_config", CONFIG_SIZE),
+            ("ff_node", NODE_SIZE),
+            ("ff_port", PORT_SIZE),
+            ("ff_vlan_key", VLAN_KEY_SIZE),
+            ("ff_iface", IFACE_SIZE),
+            ("ff_adj", ADJ_SIZE),
+            ("ff_hop", HOP_SIZE),
+            ("ff_neigh_key", NEIGH_KEY_SIZE),
+            ("ff_mac", MAC_SIZE),
+            ("ff_local4_key", LOCAL4_KEY_SIZE),
+            ("ff_local6_key", LOCAL6_KEY_SIZE),
+            ("ff_test_out", TEST_OUT_SIZE),
+            ("ff_counters", COUNTER_WORDS * 8),
+        ] {
+            assert_eq!(struct_size(name), size, "sizeof(struct {name})");
+        }
+    }
+
+    #[test]
+    fn the_trie_constants_are_the_fib_crate_s() {
+        assert_eq!(NODE_FLAG, fib::poptrie::NODE_ENTRY_FLAG);
+        assert_eq!(NO_ROUTE, fib::poptrie::NO_ROUTE_ENTRY);
+        assert_eq!(STRIDE, u32::from(fib::poptrie::STRIDE_BITS));
+        use fib::poptrie::TrieKey;
+        assert_eq!(DIRECT4, u32::from(<u32 as TrieKey>::DIRECT_BITS));
+        assert_eq!(DIRECT6, u32::from(<u128 as TrieKey>::DIRECT_BITS));
+        assert_eq!(
+            std::mem::size_of::<fib::poptrie::Node>(),
+            NODE_SIZE,
+            "the trie's nodes are copied as they are"
+        );
+    }
+
+    #[test]
+    fn pairs_round_trip() {
+        let p = [pair(1, 2), pair(3, NO_ROUTE)];
+        assert_eq!(pair_get(&p, 0), Some(1));
+        assert_eq!(pair_get(&p, 1), Some(2));
+        assert_eq!(pair_get(&p, 2), Some(3));
+        assert_eq!(pair_get(&p, 3), Some(NO_ROUTE));
+        assert_eq!(pair_get(&p, 4), None);
+        let n = node(u64::MAX - 5, 7, 9, 11);
+        assert_eq!(node_fields(&n), (u64::MAX - 5, 7, 9, 11));
+    }
+}
