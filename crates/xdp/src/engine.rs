@@ -166,6 +166,9 @@ impl std::fmt::Debug for Engine {
 
 const PROGRAM: &str = "fastfwd_xdp";
 
+/// The shortest frame `BPF_PROG_TEST_RUN` takes (an Ethernet header).
+pub const MIN_TEST_FRAME: usize = 14;
+
 impl Engine {
     /// Loads and verifies the program with FIB maps of capacity `cap`.
     pub fn load(mode: Mode, cap: FibCapacity) -> Result<Engine, EngineError> {
@@ -551,18 +554,21 @@ impl Engine {
     }
 
     /// Runs the program once over `frame` arriving on `port` (only in
-    /// [`Mode::Test`]). Frames shorter than an Ethernet header cannot be
-    /// run (the kernel refuses them): they are what the program would drop
-    /// as `frame_too_short`, and are reported so without running it.
+    /// [`Mode::Test`], and only frames of at least [`MIN_TEST_FRAME`]
+    /// bytes: the kernel runs no program over less).
     pub fn test_run(&mut self, port: u16, frame: &[u8]) -> Result<Outcome, EngineError> {
-        if self.mode != Mode::Test {
+        if self.mode != Mode::Test || frame.len() < MIN_TEST_FRAME {
             return Err(EngineError::Bpf {
                 what: "test run".into(),
-                detail: "the engine was loaded for interfaces".into(),
+                detail: if self.mode != Mode::Test {
+                    "the engine was loaded for interfaces".into()
+                } else {
+                    format!(
+                        "a frame of {} bytes is shorter than an Ethernet header",
+                        frame.len()
+                    )
+                },
             });
-        }
-        if frame.len() < 14 {
-            return Ok(Outcome::Drop(DropReason::FrameTooShort));
         }
         let mut out: Array<_, layout::TestOut> = self.array("test_out")?;
         out.set(0, layout::test_out(0, u32::from(port)), 0)

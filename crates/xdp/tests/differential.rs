@@ -1,0 +1,553 @@
+//! The two engines are one router: random route tables (overlapping
+//! prefixes, /0, host routes, IPv4 and IPv6, ECMP sets, discards, known and
+//! unknown neighbours, VLAN interfaces) and random packets, valid and
+//! malformed, through the user-space pipeline and through the XDP program
+//! (BPF_PROG_TEST_RUN, exceptions through the pipeline): the same verdict
+//! and the same output bytes for every packet, the same generated packets
+//! and the same counters. Needs root (CAP_BPF).
+
+use fib::poptrie::Poptrie;
+use fib::RouteTable;
+use pipeline::{
+    Discard, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, RouteTarget, Tables,
+    TablesBuilder, Vlan, Worker, WorkerConfig,
+};
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::{Ipv4Cidr, Ipv6Cidr};
+use xdp_engine::replay::{run_user, run_xdp, xdp_counters};
+use xdp_engine::{Engine, FibCapacity, Image, Mode};
+
+const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC1: [u8; 6] = [2, 0, 0, 0, 1, 1];
+const PEER_A: [u8; 6] = [2, 0, 0, 0, 1, 0xa];
+const PEER_B: [u8; 6] = [2, 0, 0, 0, 1, 0xb];
+const PEER_V: [u8; 6] = [2, 0, 0, 0, 0x64, 0xc];
+
+type T = Tables<Poptrie<u32>, Poptrie<u128>>;
+
+/// Three ports, four logical interfaces (one VLAN), next-hop targets of
+/// every kind, and `routes` (prefix, length, target) installed.
+fn tables(v4: &[(u32, u8, usize)], v6: &[(u128, u8, usize)], mtu1: u16) -> T {
+    let mut b = TablesBuilder::new();
+    let v4a = |a: [u8; 4], l| Ipv4IfAddr {
+        addr: Ipv4Addr::from(a),
+        prefix_len: l,
+    };
+    let v6a = |a: &str, l| Ipv6IfAddr {
+        addr: a.parse().unwrap(),
+        prefix_len: l,
+    };
+    let d0 = b
+        .add_interface(Interface {
+            name: "d0".into(),
+            port: 0,
+            vlan: Vlan::Untagged,
+            mac: MacAddr(MAC0),
+            ipv4: vec![v4a([192, 0, 2, 1], 24)],
+            ipv6: vec![v6a("2001:db8::1", 64), v6a("fe80::1", 64)],
+            mtu: 1500,
+        })
+        .unwrap();
+    let d1 = b
+        .add_interface(Interface {
+            name: "d1".into(),
+            port: 1,
+            vlan: Vlan::Untagged,
+            mac: MacAddr(MAC1),
+            ipv4: vec![v4a([198, 51, 100, 1], 24)],
+            ipv6: vec![v6a("2001:db8:1::1", 64)],
+            mtu: mtu1,
+        })
+        .unwrap();
+    let v100 = b
+        .add_interface(Interface {
+            name: "d1.100".into(),
+            port: 1,
+            vlan: Vlan::Single(100),
+            mac: MacAddr(MAC1),
+            ipv4: vec![v4a([203, 0, 113, 1], 24)],
+            ipv6: vec![],
+            mtu: 1500,
+        })
+        .unwrap();
+    b.add_interface(Interface {
+        name: "d2".into(),
+        port: 2,
+        vlan: Vlan::Double {
+            outer: 10,
+            inner: 20,
+        },
+        mac: MacAddr([2, 0, 0, 0, 2, 1]),
+        ipv4: vec![v4a([100, 64, 0, 1], 30)],
+        ipv6: vec![],
+        mtu: 1400,
+    })
+    .unwrap();
+    let ip4 = |a: [u8; 4]| Some(IpAddr::V4(Ipv4Addr::from(a)));
+    let ip6 = |s: &str| Some(IpAddr::V6(s.parse::<Ipv6Addr>().unwrap()));
+    b.add_neighbour(d1, ip4([198, 51, 100, 2]).unwrap(), MacAddr(PEER_A))
+        .unwrap();
+    b.add_neighbour(d1, ip4([198, 51, 100, 3]).unwrap(), MacAddr(PEER_B))
+        .unwrap();
+    b.add_neighbour(d1, ip6("2001:db8:1::2").unwrap(), MacAddr(PEER_A))
+        .unwrap();
+    b.add_neighbour(v100, ip4([203, 0, 113, 2]).unwrap(), MacAddr(PEER_V))
+        .unwrap();
+    b.add_neighbour(
+        d0,
+        ip4([192, 0, 2, 2]).unwrap(),
+        MacAddr([2, 0, 0, 0, 0, 2]),
+    )
+    .unwrap();
+    let hop = |interface, gateway| NextHop { interface, gateway };
+    let targets = [
+        RouteTarget::Forward(vec![hop(d1, ip4([198, 51, 100, 2]))]),
+        RouteTarget::Forward(vec![hop(d1, ip4([198, 51, 100, 9]))]), // MAC unknown
+        RouteTarget::Forward(vec![
+            hop(d1, ip4([198, 51, 100, 2])),
+            hop(d1, ip4([198, 51, 100, 3])),
+            hop(v100, ip4([203, 0, 113, 2])),
+        ]),
+        RouteTarget::Forward(vec![hop(d1, None)]), // on-link
+        RouteTarget::Forward(vec![hop(v100, ip4([203, 0, 113, 2]))]),
+        RouteTarget::Forward(vec![hop(d1, ip6("2001:db8:1::2"))]),
+        RouteTarget::Forward(vec![
+            hop(d1, ip6("2001:db8:1::2")),
+            hop(d1, ip6("2001:db8:1::3")),
+        ]),
+        RouteTarget::Forward(vec![hop(d0, ip4([192, 0, 2, 2]))]), // hairpin
+        RouteTarget::Forward(vec![hop(3, ip4([100, 64, 0, 2]))]),
+        RouteTarget::Discard(Discard::Blackhole),
+        RouteTarget::Discard(Discard::Unreachable),
+        RouteTarget::Discard(Discard::Prohibit),
+        RouteTarget::Discard(Discard::Throw),
+    ];
+    let ids: Vec<u32> = targets.iter().map(|t| b.add_target(t).unwrap()).collect();
+    let mut f4 = Poptrie::<u32>::new();
+    let mut f6 = Poptrie::<u128>::new();
+    b.install_connected_routes(&mut f4, &mut f6);
+    for &(a, l, t) in v4 {
+        f4.insert(
+            Ipv4Cidr::new(a & Ipv4Cidr::mask(l), l).unwrap(),
+            ids[t % ids.len()],
+        );
+    }
+    for &(a, l, t) in v6 {
+        f6.insert(
+            Ipv6Cidr::new(a & Ipv6Cidr::mask(l), l).unwrap(),
+            ids[t % ids.len()],
+        );
+    }
+    b.build(f4, f6)
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn csum(data: &[u8]) -> u16 {
+    let mut acc = 0u32;
+    for c in data.chunks(2) {
+        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    !(acc as u16)
+}
+
+/// A destination: inside one of the routes, a local or special address,
+/// or anywhere.
+fn dst4(r: &mut Rng, routes: &[(u32, u8, usize)]) -> u32 {
+    let special = [
+        0xc000_0201u32, // router on d0
+        0xc633_6401,    // router on d1
+        0xc000_02ff,    // d0 broadcast
+        0xffff_ffff,
+        0xe000_0005,
+        0xef01_0203,
+        0x7f00_0001,
+        0x0000_0001,
+        0xf000_0001,
+        0xc633_6402, // on-link neighbour
+        0xc633_6477, // on-link, unknown
+        0xcb00_7102,
+    ];
+    match r.below(10) {
+        0..=5 if !routes.is_empty() => {
+            let (a, l, _) = routes[r.below(routes.len() as u64) as usize];
+            let host = if l == 32 { 0 } else { (r.next() as u32) >> l };
+            (a & Ipv4Cidr::mask(l)) | host
+        }
+        6 | 7 => special[r.below(special.len() as u64) as usize],
+        _ => r.next() as u32,
+    }
+}
+
+fn dst6(r: &mut Rng, routes: &[(u128, u8, usize)]) -> u128 {
+    let special: [u128; 7] = [
+        0x2001_0db8_0000_0000_0000_0000_0000_0001,
+        0x2001_0db8_0000_0000_0000_0000_0000_0000, // subnet-router anycast
+        0xfe80_0000_0000_0000_0000_0000_0000_0001,
+        0xff02_0000_0000_0000_0000_0000_0000_0001,
+        0xff0e_0000_0000_0000_0000_0000_0000_0001,
+        1,
+        0x0000_0000_0000_0000_0000_ffff_0a00_0001,
+    ];
+    match r.below(10) {
+        0..=5 if !routes.is_empty() => {
+            let (a, l, _) = routes[r.below(routes.len() as u64) as usize];
+            let host = if l == 128 {
+                0
+            } else {
+                (u128::from(r.next()) << 64 | u128::from(r.next())) >> l
+            };
+            (a & Ipv6Cidr::mask(l)) | host
+        }
+        6 | 7 => special[r.below(special.len() as u64) as usize],
+        _ => u128::from(r.next()) << 64 | u128::from(r.next()),
+    }
+}
+
+fn l4(r: &mut Rng, proto: u8, len: usize) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+    if proto == 6 && p.len() > 13 {
+        p[13] = [0x02, 0x10, 0x12, 0x04][r.below(4) as usize];
+    }
+    p
+}
+
+/// One random frame: mostly well-formed, a fifth with one field broken.
+fn frame(r: &mut Rng, port: u16, v4: &[(u32, u8, usize)], v6: &[(u128, u8, usize)]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let dst_mac = match r.below(20) {
+        0 => [0xff; 6],
+        1 => [0x33, 0x33, 0, 0, 0, 1],
+        2 => [2, 9, 9, 9, 9, 9],
+        3 => MAC1,
+        4 => MAC0,
+        _ => [MAC0, MAC1, [2, 0, 0, 0, 2, 1]][usize::from(port)],
+    };
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x99]);
+    match if port == 2 && r.chance(80) {
+        2
+    } else {
+        r.below(12)
+    } {
+        0 => f.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]),
+        1 => f.extend_from_slice(&[0x81, 0x00, 0x00, 0x00]),
+        2 => f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x0a, 0x81, 0x00, 0x00, 0x14]),
+        3 => f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]),
+        _ => {}
+    }
+    let broken = r.chance(20);
+    let kind = r.below(20);
+    if kind < 10 {
+        f.extend_from_slice(&[0x08, 0x00]);
+        let opts = if r.chance(5) {
+            4 * (1 + r.below(3) as usize)
+        } else {
+            0
+        };
+        let proto = [6u8, 17, 1, 47][r.below(4) as usize];
+        let plen = r.below(1600) as usize;
+        let payload = l4(r, proto, plen);
+        let total = 20 + opts + payload.len();
+        let ttl = [64u8, 64, 64, 1, 2, 0, 255][r.below(7) as usize];
+        let frag: u16 = match r.below(8) {
+            0 => 0x2000,     // MF
+            1 => 0x00b9,     // offset
+            2 | 3 => 0x4000, // DF
+            _ => 0,
+        };
+        let src = match r.below(10) {
+            0 => 0x7f00_0001,
+            1 => 0,
+            _ => 0x0a00_0000 | (r.next() as u32 & 0xffffff),
+        };
+        let dst = dst4(r, v4);
+        let mut h = vec![0u8; 20 + opts];
+        h[0] = 0x40 | (5 + (opts / 4) as u8);
+        h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        h[4..6].copy_from_slice(&(r.next() as u16).to_be_bytes());
+        h[6..8].copy_from_slice(&frag.to_be_bytes());
+        h[8] = ttl;
+        h[9] = proto;
+        h[12..16].copy_from_slice(&src.to_be_bytes());
+        h[16..20].copy_from_slice(&dst.to_be_bytes());
+        for (i, o) in h[20..].iter_mut().enumerate() {
+            *o = if i == 0 && r.chance(50) { 7 } else { 1 };
+        }
+        let c = csum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        if broken {
+            match r.below(6) {
+                0 => h[0] = 0x65,
+                1 => h[0] = 0x44,
+                2 => h[11] ^= 1,
+                3 => h[2..4].copy_from_slice(&((total + 9) as u16).to_be_bytes()),
+                4 => h[2..4].copy_from_slice(&19u16.to_be_bytes()),
+                _ => h.truncate(r.below(20) as usize),
+            }
+        }
+        f.extend_from_slice(&h);
+        if h.len() >= 20 {
+            f.extend_from_slice(&payload);
+        }
+    } else if kind < 18 {
+        f.extend_from_slice(&[0x86, 0xdd]);
+        let proto = [6u8, 17, 58, 0, 44, 60][r.below(6) as usize];
+        let plen = r.below(1600) as usize;
+        let mut payload = l4(r, 17, plen);
+        let mut next = proto;
+        if proto == 0 || proto == 60 {
+            // A header of 8 bytes, then UDP.
+            if payload.len() >= 8 {
+                payload[0] = 17;
+                payload[1] = 0;
+            }
+        } else if proto == 44 && payload.len() >= 8 {
+            payload[0] = 17;
+            payload[1] = 0;
+            let off_m: u16 = [0x0001, 0x0008, 0x0000][r.below(3) as usize];
+            payload[2..4].copy_from_slice(&off_m.to_be_bytes());
+        } else if proto == 58 {
+            next = 58;
+        }
+        let hl = [64u8, 64, 64, 1, 0, 2][r.below(6) as usize];
+        let src: u128 = match r.below(10) {
+            0 => 0xfe80_0000_0000_0000_0000_0000_0000_0005,
+            1 => 0xff02_0000_0000_0000_0000_0000_0000_0001,
+            2 => 0,
+            _ => 0x2001_0db8_00aa_0000_0000_0000_0000_0000 | u128::from(r.next()),
+        };
+        let dst = dst6(r, v6);
+        let mut h = vec![0u8; 40];
+        h[0] = 0x60;
+        h[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+        h[6] = next;
+        h[7] = hl;
+        h[8..24].copy_from_slice(&src.to_be_bytes());
+        h[24..40].copy_from_slice(&dst.to_be_bytes());
+        if broken {
+            match r.below(3) {
+                0 => h[0] = 0x40,
+                1 => h[4..6].copy_from_slice(&((payload.len() + 3) as u16).to_be_bytes()),
+                _ => h.truncate(r.below(40) as usize),
+            }
+        }
+        f.extend_from_slice(&h);
+        if h.len() == 40 {
+            f.extend_from_slice(&payload);
+        }
+    } else if kind == 18 {
+        f.extend_from_slice(&[0x08, 0x06]);
+        let mut a = vec![0, 1, 8, 0, 6, 4, 0, 1];
+        a.extend_from_slice(&[2, 0, 0, 0, 0, 0x99, 192, 0, 2, 7]);
+        a.extend_from_slice(&[0; 6]);
+        let tpa: [u8; 4] = [[192, 0, 2, 1], [192, 0, 2, 9], [192, 0, 2, 7]][r.below(3) as usize];
+        a.extend_from_slice(&tpa);
+        if broken {
+            a.truncate(r.below(28) as usize);
+        }
+        f.extend_from_slice(&a);
+    } else {
+        f.extend_from_slice(&[0x88, 0xcc, 1, 2, 3]);
+    }
+    // Ethernet padding to the minimum frame, sometimes more.
+    while f.len() < 60 || (r.chance(10) && f.len() < 70) {
+        f.push(0);
+    }
+    if r.chance(2) {
+        f.truncate(r.below(14) as usize);
+    }
+    f
+}
+
+fn v4_routes() -> impl Strategy<Value = Vec<(u32, u8, usize)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![
+                any::<u32>(),
+                (0u32..256).prop_map(|x| 0x0a00_0000 | (x << 16))
+            ],
+            prop::sample::select(vec![0u8, 1, 8, 12, 16, 18, 19, 23, 24, 25, 28, 31, 32]),
+            0usize..64,
+        ),
+        0..60,
+    )
+}
+
+fn v6_routes() -> impl Strategy<Value = Vec<(u128, u8, usize)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![
+                any::<u128>(),
+                (0u128..256).prop_map(|x| 0x2001_0db8_0100_0000_0000_0000_0000_0000 | (x << 80))
+            ],
+            prop::sample::select(vec![0u8, 3, 16, 19, 32, 48, 56, 64, 65, 100, 127, 128]),
+            0usize..64,
+        ),
+        0..60,
+    )
+}
+
+/// Runs `batches` random batches through both engines and checks they
+/// agree on everything; returns the XDP program's own counters.
+fn compare(
+    v4: &[(u32, u8, usize)],
+    v6: &[(u128, u8, usize)],
+    seed: u64,
+    mtu1: u16,
+    batches: u64,
+) -> Result<xdp_engine::EngineCounters, TestCaseError> {
+    let t = tables(v4, v6, mtu1);
+    let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
+    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, true, &engine.capacity()).unwrap();
+    engine.publish(image).unwrap();
+    let cfg = WorkerConfig {
+        max_batch: 32,
+        ..WorkerConfig::default()
+    };
+    let mut user = Worker::new(cfg);
+    let mut xdp = Worker::new(cfg);
+    let mut rng = Rng(seed);
+    for batch in 0..batches {
+        let port = rng.below(3) as u16;
+        let frames: Vec<Vec<u8>> = (0..1 + rng.below(32))
+            .map(|_| frame(&mut rng, port, v4, v6))
+            .collect();
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        let now = batch * 1_000_000;
+        let a = run_user(&mut user, &t, now, port, &refs);
+        let b = run_xdp(&mut engine, &mut xdp, &t, now, port, &refs).unwrap();
+        for (i, (x, y)) in a.frames.iter().zip(&b.frames).enumerate() {
+            prop_assert_eq!(
+                x,
+                y,
+                "seed {} batch {} frame {}: {:02x?}",
+                seed,
+                batch,
+                i,
+                frames[i]
+            );
+        }
+        prop_assert_eq!(&a.generated, &b.generated, "seed {} batch {}", seed, batch);
+    }
+    let n = t.interfaces().len();
+    let mut want = user.counters().clone();
+    want.interfaces.resize(n, Default::default());
+    let mut got = xdp_counters(&engine, &xdp, n).unwrap();
+    got.interfaces.resize(n, Default::default());
+    prop_assert_eq!(want, got, "seed {}", seed);
+    Ok(engine.counters(n).unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn both_engines_give_the_same_results(
+        v4 in v4_routes(),
+        v6 in v6_routes(),
+        seed in 1u64..u64::MAX,
+        mtu1 in prop::sample::select(vec![1500u16, 1280, 1400]),
+    ) {
+        if !netio::root_or_skip("the XDP engine differential test") {
+            return Ok(());
+        }
+        compare(&v4, &v6, seed, mtu1, 6)?;
+    }
+}
+
+/// A fixed table where most destinations have a route: the program
+/// forwards, drops and punts most packets itself (the comparison is not
+/// carried by the exception path alone), and the results still agree.
+#[test]
+fn the_program_finishes_most_packets_itself() {
+    if !netio::root_or_skip("the XDP engine differential test") {
+        return;
+    }
+    let v4: Vec<(u32, u8, usize)> = (0..40u32)
+        .map(|i| {
+            (
+                0x0a00_0000 | (i << 18),
+                [8u8, 14, 16, 24, 32][i as usize % 5],
+                [0, 2, 3, 4, 7, 8][i as usize % 6],
+            )
+        })
+        .chain([(0, 0, 0)])
+        .collect();
+    let v6: Vec<(u128, u8, usize)> = (0..20u128)
+        .map(|i| {
+            (
+                0x2001_0db8_0100_0000_0000_0000_0000_0000 | (i << 80),
+                [32u8, 48, 64, 128][i as usize % 4],
+                [5, 6][i as usize % 2],
+            )
+        })
+        .collect();
+    let c = compare(&v4, &v6, 0x5eed, 1500, 80).unwrap();
+    let all = c.counters.rx_frames + c.total_exceptions();
+    let forwarded = c.counters.forwarded_ipv4 + c.counters.forwarded_ipv6;
+    assert!(all > 1000, "{all} frames");
+    // The generator is adversarial (a fifth of the frames broken, foreign
+    // tags and MACs): most outcomes are drops, all decided in the program.
+    assert!(
+        c.counters.rx_frames * 10 > all * 6,
+        "the program finished {} of {all}: {c:?}",
+        c.counters.rx_frames
+    );
+    assert!(
+        forwarded >= 100,
+        "forwarded {forwarded} of {all} in the program: {c:?}"
+    );
+    assert!(
+        c.total_exceptions() * 20 > all,
+        "{} exceptions of {all}",
+        c.total_exceptions()
+    );
+    assert!(c.counters.forwarded_ipv6 > 0 && c.counters.total_punts() > 0);
+}
+
+/// The same with a firewall in the tables: the program hands every
+/// transit packet to the pipeline, which applies it.
+#[test]
+fn with_an_acl_every_transit_packet_is_an_exception() {
+    if !netio::root_or_skip("the XDP engine ACL exception test") {
+        return;
+    }
+    let t = tables(&[(0x0a00_0000, 8, 0)], &[], 1500);
+    let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
+    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, false, &engine.capacity()).unwrap();
+    engine.publish(image).unwrap();
+    let mut f = Vec::new();
+    f.extend_from_slice(&MAC0);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x99, 0x08, 0x00]);
+    let mut h = vec![
+        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 9, 0, 1, 10, 1, 2, 3,
+    ];
+    let c = csum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(&[0; 8]);
+    match engine.test_run(0, &f).unwrap() {
+        xdp_engine::Outcome::Exception(5) => {}
+        o => panic!("expected the firewall exception, got {o:?}"),
+    }
+}
