@@ -1635,7 +1635,42 @@ fn run_replay(dir: &Path, input: &Path, batch: u16) -> Run {
 }
 
 fn run_replay_fib(dir: &Path, input: &Path, batch: u16, fib: &str) -> Run {
-    let out = dir.join(format!("out-{batch}-{fib}"));
+    let user = run_replay_engine(dir, input, batch, fib, "user");
+    // The XDP engine (BPF_PROG_TEST_RUN, needs root) is the same router:
+    // the same bytes in every output file and the same counters.
+    if fib == "fast" && netio::root_or_skip("replay with --engine xdp") {
+        let xdp = run_replay_engine(dir, input, batch, fib, "xdp");
+        assert_same_run(&user, &xdp);
+    }
+    user
+}
+
+/// Two engines' runs agree on every output and every counter.
+fn assert_same_run(user: &Run, xdp: &Run) {
+    for (name, frames) in &user.outputs {
+        let other = &xdp.outputs[name];
+        assert_eq!(
+            frames.len(),
+            other.len(),
+            "{name}.pcap: frame count, user vs xdp engine"
+        );
+        for (i, (a, b)) in frames.iter().zip(other).enumerate() {
+            assert_eq!(a, b, "{name}.pcap frame {i}: user vs xdp engine");
+        }
+    }
+    for key in ["counters", "outputs", "firewall"] {
+        assert_eq!(
+            user.json.get(key),
+            xdp.json.get(key),
+            "{key}: user vs xdp engine"
+        );
+    }
+    let x = &xdp.json["xdp"];
+    assert!(x["finished"].as_u64().is_some(), "xdp section: {x}");
+}
+
+fn run_replay_engine(dir: &Path, input: &Path, batch: u16, fib: &str, engine: &str) -> Run {
+    let out = dir.join(format!("out-{batch}-{fib}-{engine}"));
     let res = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
         .args(["replay", "--config"])
         .arg(fixture())
@@ -1644,11 +1679,12 @@ fn run_replay_fib(dir: &Path, input: &Path, batch: u16, fib: &str) -> Run {
         .arg("--out")
         .arg(&out)
         .args(["--json", "--batch", &batch.to_string(), "--fib", fib])
+        .args(["--engine", engine])
         .output()
         .unwrap();
     assert!(
         res.status.success(),
-        "fastfwd replay failed: {}",
+        "fastfwd replay --engine {engine} failed: {}",
         String::from_utf8_lossy(&res.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&res.stdout).expect("JSON on stdout");
@@ -2083,17 +2119,33 @@ fn replay_merges_inputs_from_two_ports() {
     write_pcap(&a, &[fa.clone(), fa.clone()]);
     write_pcap(&b, std::slice::from_ref(&fb));
     let out = dir.join("out");
-    let res = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
-        .args(["replay", "--config"])
-        .arg(fixture())
-        .arg("--in")
-        .arg(format!("d0={}", a.display()))
-        .arg("--in")
-        .arg(format!("d1={}", b.display()))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = |engine: &str, out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_fastfwd"))
+            .args(["replay", "--config"])
+            .arg(fixture())
+            .arg("--in")
+            .arg(format!("d0={}", a.display()))
+            .arg("--in")
+            .arg(format!("d1={}", b.display()))
+            .arg("--out")
+            .arg(out)
+            .args(["--engine", engine])
+            .output()
+            .unwrap()
+    };
+    let res = run("user", &out);
+    if netio::root_or_skip("replay of two inputs with --engine xdp") {
+        let xout = dir.join("out-xdp");
+        let x = run("xdp", &xout);
+        assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+        for name in ["d0.pcap", "d1.pcap"] {
+            assert_eq!(
+                std::fs::read(out.join(name)).ok(),
+                std::fs::read(xout.join(name)).ok(),
+                "{name}: user vs xdp engine"
+            );
+        }
+    }
     assert!(
         res.status.success(),
         "{}",

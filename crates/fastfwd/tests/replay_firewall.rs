@@ -199,23 +199,52 @@ fn replay(dir: &Path, frames: &[Vec<u8>], json: bool) -> std::process::Output {
 fn replay_config(dir: &Path, config: &str, frames: &[Vec<u8>], json: bool) -> std::process::Output {
     std::fs::write(dir.join("router.toml"), config).unwrap();
     write_pcap(&dir.join("in.pcap"), frames);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fastfwd"));
-    cmd.arg("replay")
-        .arg("--config")
-        .arg(dir.join("router.toml"))
-        .arg("--in")
-        .arg(format!("d0={}", dir.join("in.pcap").display()))
-        .arg("--out")
-        .arg(dir.join("out"));
-    if json {
-        cmd.arg("--json");
-    }
-    let res = cmd.output().unwrap();
+    let run = |engine: &str, out: &str, json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fastfwd"));
+        cmd.arg("replay")
+            .arg("--config")
+            .arg(dir.join("router.toml"))
+            .arg("--in")
+            .arg(format!("d0={}", dir.join("in.pcap").display()))
+            .arg("--out")
+            .arg(dir.join(out))
+            .args(["--engine", engine]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let res = run("user", "out", json);
     assert!(
         res.status.success(),
         "fastfwd replay failed: {}",
         String::from_utf8_lossy(&res.stderr)
     );
+    // The XDP engine hands every transit packet to the pipeline while
+    // rules are in force: the same outputs and counters.
+    if netio::root_or_skip("replay of the firewall with --engine xdp") {
+        let x = run("xdp", "out-xdp", true);
+        assert!(
+            x.status.success(),
+            "--engine xdp: {}",
+            String::from_utf8_lossy(&x.stderr)
+        );
+        for e in std::fs::read_dir(dir.join("out")).unwrap().flatten() {
+            let name = e.file_name();
+            assert_eq!(
+                std::fs::read(e.path()).ok(),
+                std::fs::read(dir.join("out-xdp").join(&name)).ok(),
+                "{name:?}: user vs xdp engine"
+            );
+        }
+        if json {
+            let a: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+            let b: serde_json::Value = serde_json::from_slice(&x.stdout).unwrap();
+            for key in ["counters", "outputs", "firewall"] {
+                assert_eq!(a.get(key), b.get(key), "{key}: user vs xdp engine");
+            }
+        }
+    }
     res
 }
 

@@ -13,16 +13,12 @@ use anyhow::{anyhow, bail, Context};
 use config::Config;
 use fib::Lookup;
 use netio::pcap;
-use pipeline::{Counters, DropReason, Frame, PortId, PuntReason, Verdict, Worker, WorkerConfig};
+use pipeline::{Counters, DropReason, PortId, PuntReason, Worker, WorkerConfig};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
-
-/// Bytes kept free before each frame so that egress VLAN tags fit.
-const HEADROOM: usize = pipeline::HEADROOM;
-/// Bytes kept free after each frame.
-const TAILROOM: usize = 64;
+use xdp_engine::replay::{run_user, run_xdp, BatchResult, FrameResult};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -48,10 +44,24 @@ pub struct Args {
     /// reference one it is tested against.
     #[arg(long, value_enum, default_value_t = FibKind::Fast)]
     pub fib: FibKind,
+    /// Forwarding engine: the user-space pipeline, or the XDP program run
+    /// over each frame with BPF_PROG_TEST_RUN (its exceptions through the
+    /// pipeline, as in `fastfwd run --engine xdp`; needs root).
+    #[arg(long, value_enum, default_value_t = EngineKind::User)]
+    pub engine: EngineKind,
     /// Write an example config and a generated pcap of sample traffic into
     /// DIR, then replay it into DIR/out.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "inputs", "out"])]
     pub demo: Option<PathBuf>,
+}
+
+/// Which engine forwards.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The user-space pipeline.
+    User,
+    /// The in-kernel XDP program, with the pipeline as its exception path.
+    Xdp,
 }
 
 /// Which FIB the replayed pipeline looks routes up in.
@@ -77,7 +87,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("--out is required"))?;
     let cfg = Config::load(&config_path).map_err(|e| anyhow!("{e}"))?;
     let inputs = parse_inputs(&args.inputs, args.port.as_deref())?;
-    let report = replay(&cfg, &inputs, &out, usize::from(args.batch), args.fib)?;
+    let report = replay(
+        &cfg,
+        &inputs,
+        &out,
+        usize::from(args.batch),
+        args.fib,
+        args.engine,
+    )?;
     if args.json {
         emit(&format!(
             "{}\n",
@@ -127,6 +144,8 @@ pub struct Report {
     pub outputs: BTreeMap<String, u64>,
     /// Per-rule counters of the config's firewall, when it has one.
     pub firewall: Option<firewall::FirewallSummary>,
+    /// With `--engine xdp`: what the program finished and handed on.
+    pub xdp: Option<xdp_engine::EngineCounters>,
 }
 
 /// One input stream, with its next record read ahead.
@@ -210,18 +229,57 @@ pub fn replay(
     out: &Path,
     batch: usize,
     fib: FibKind,
+    engine: EngineKind,
 ) -> anyhow::Result<Report> {
-    match fib {
-        FibKind::Fast => {
+    let worker_cfg = WorkerConfig {
+        max_batch: batch,
+        ..WorkerConfig::default()
+    };
+    let mut worker = Worker::new(worker_cfg);
+    match (engine, fib) {
+        (EngineKind::User, FibKind::Fast) => {
             let rt = cfg.build_fast_tables().map_err(|e| anyhow!("{e}"))?;
-            replay_with(cfg, &rt, inputs, out, batch)
+            let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
+                Ok(run_user(&mut worker, &rt.tables, now, port, frames))
+            })?;
+            Ok(finish(report, &rt, &worker, None))
         }
-        FibKind::Reference => {
+        (EngineKind::User, FibKind::Reference) => {
             let rt = cfg.build_reference_tables().map_err(|e| anyhow!("{e}"))?;
-            replay_with(cfg, &rt, inputs, out, batch)
+            let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
+                Ok(run_user(&mut worker, &rt.tables, now, port, frames))
+            })?;
+            Ok(finish(report, &rt, &worker, None))
+        }
+        (EngineKind::Xdp, FibKind::Reference) => {
+            bail!("--engine xdp walks the fast FIB in BPF maps; --fib reference is for the user-space engine")
+        }
+        (EngineKind::Xdp, FibKind::Fast) => {
+            let rt = cfg.build_fast_tables().map_err(|e| anyhow!("{e}"))?;
+            let t = &rt.tables;
+            let (n4, l4) = (t.fib4.layout().nodes.len(), t.fib4.layout().leaves.len());
+            let (n6, l6) = (t.fib6.layout().nodes.len(), t.fib6.layout().leaves.len());
+            let cap = xdp_engine::FibCapacity::for_sizes(n4, l4, n6, l6);
+            let mut engine = xdp_engine::Engine::load(xdp_engine::Mode::Test, cap)?;
+            let accepts_all = pipeline::Acl::accepts_all(&t.acl);
+            engine.publish(xdp_engine::Image::compile(
+                &t.datapath(),
+                &t.fib4,
+                &t.fib6,
+                accepts_all,
+                &cap,
+            )?)?;
+            let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
+                Ok(run_xdp(&mut engine, &mut worker, t, now, port, frames)?)
+            })?;
+            let counters = engine.counters(t.interfaces().len())?;
+            Ok(finish(report, &rt, &worker, Some(counters)))
         }
     }
 }
+
+/// One batch through the chosen engine.
+type RunBatch<'a> = dyn FnMut(PortId, u64, &[&[u8]]) -> anyhow::Result<BatchResult> + 'a;
 
 fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
     cfg: &Config,
@@ -229,7 +287,8 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
     inputs: &[(String, PathBuf)],
     out: &Path,
     batch: usize,
-) -> anyhow::Result<Report> {
+    run: &mut RunBatch<'_>,
+) -> anyhow::Result<BTreeMap<String, u64>> {
     let mut streams = Vec::new();
     for (port, path) in inputs {
         let port = resolve_port(cfg, &rt.ports, port)?;
@@ -250,10 +309,6 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
         dir: out.to_owned(),
         files: BTreeMap::new(),
     };
-    let mut worker = Worker::new(WorkerConfig {
-        max_batch: batch,
-        ..WorkerConfig::default()
-    });
 
     // Merge the inputs by timestamp (ties: the earlier-named input first),
     // collecting runs of frames from one port into batches.
@@ -272,7 +327,11 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
             }
         };
         if flush && !pending.is_empty() {
-            run_batch(&mut worker, rt, pending_port, &mut pending, &mut outputs)?;
+            let now = pending[0].0;
+            let frames: Vec<&[u8]> = pending.iter().map(|(_, d)| d.as_slice()).collect();
+            let result = run(pending_port, now, &frames)?;
+            write_batch(rt, &pending, &result, &mut outputs)?;
+            pending.clear();
         }
         let Some((_, i)) = next else { break };
         if let Some(rec) = streams[i].next.take() {
@@ -281,7 +340,17 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
         }
         streams[i].advance()?;
     }
-    let counts = outputs.finish()?;
+    outputs.finish()
+}
+
+/// The report of a finished replay: the worker's counters, plus the XDP
+/// program's for what it finished.
+fn finish<F4, F6>(
+    outputs: BTreeMap<String, u64>,
+    rt: &config::Runtime<F4, F6>,
+    worker: &Worker,
+    xdp: Option<xdp_engine::EngineCounters>,
+) -> Report {
     let firewall = rt.tables.acl.as_ref().map(|acl| {
         let state = worker
             .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
@@ -289,58 +358,42 @@ fn replay_with<F4: Lookup<u32>, F6: Lookup<u128>>(
         acl.firewall()
             .summary(state.map(firewall::FirewallWorker::counters))
     });
-    Ok(Report {
-        counters: worker.counters().clone(),
-        outputs: counts,
+    let mut counters = worker.counters().clone();
+    if let Some(x) = &xdp {
+        counters.add(&x.counters);
+    }
+    Report {
+        counters,
+        outputs,
         firewall,
-    })
+        xdp,
+    }
 }
 
-fn run_batch<F4: Lookup<u32>, F6: Lookup<u128>>(
-    worker: &mut Worker,
+/// Writes one batch's results: each frame in input order, then the
+/// generated packets.
+fn write_batch<F4, F6>(
     rt: &config::Runtime<F4, F6>,
-    port: PortId,
-    pending: &mut Vec<(u64, Vec<u8>)>,
+    pending: &[(u64, Vec<u8>)],
+    result: &BatchResult,
     outputs: &mut Outputs,
 ) -> anyhow::Result<()> {
-    let now = pending[0].0;
-    let mut bufs: Vec<Vec<u8>> = pending
-        .iter()
-        .map(|(_, data)| {
-            let mut b = vec![0u8; HEADROOM + data.len() + TAILROOM];
-            b[HEADROOM..HEADROOM + data.len()].copy_from_slice(data);
-            b
-        })
-        .collect();
-    let mut frames: Vec<Frame<'_>> = bufs
-        .iter_mut()
-        .zip(pending.iter())
-        .map(|(b, (_, d))| Frame::new(b, HEADROOM, d.len()))
-        .collect();
-    worker.process(&rt.tables, now, port, &mut frames);
-    let out = worker.output();
-    for (i, v) in out.verdicts().iter().enumerate() {
-        let ts = pending[i].0;
-        match *v {
-            Verdict::Forward { port, .. } => {
-                let name = format!("{}.pcap", rt.port_name(port).unwrap_or("unknown-port"));
-                outputs.write(&name, ts, frames[i].data())?;
+    let now = pending.first().map_or(0, |p| p.0);
+    for ((ts, data), r) in pending.iter().zip(&result.frames) {
+        match r {
+            FrameResult::Forward(port, bytes) => {
+                let name = format!("{}.pcap", rt.port_name(*port).unwrap_or("unknown-port"));
+                outputs.write(&name, *ts, bytes)?;
             }
-            Verdict::Punt(_) => outputs.write("punt.pcap", ts, frames[i].data())?,
-            Verdict::Drop(_) => outputs.write("drop.pcap", ts, &pending[i].1)?,
-            Verdict::Consumed => {}
+            FrameResult::Punt(_) => outputs.write("punt.pcap", *ts, data)?,
+            FrameResult::Drop(_) => outputs.write("drop.pcap", *ts, data)?,
+            FrameResult::Consumed => {}
         }
     }
-    // Frames past the worker's batch capacity got no verdict: they were
-    // counted as batch_overflow drops.
-    for (ts, data) in pending.iter().skip(out.verdicts().len()) {
-        outputs.write("drop.pcap", *ts, data)?;
-    }
-    for (port, _, bytes) in out.generated() {
-        let name = format!("{}.pcap", rt.port_name(port).unwrap_or("unknown-port"));
+    for (port, bytes) in &result.generated {
+        let name = format!("{}.pcap", rt.port_name(*port).unwrap_or("unknown-port"));
         outputs.write(&name, now, bytes)?;
     }
-    pending.clear();
     Ok(())
 }
 
@@ -370,6 +423,9 @@ impl Report {
                 "firewall".into(),
                 serde_json::to_value(fw).unwrap_or_default(),
             );
+        }
+        if let (Some(x), Some(obj)) = (&self.xdp, v.as_object_mut()) {
+            obj.insert("xdp".into(), xdp_json(x));
         }
         v
     }
@@ -428,12 +484,44 @@ impl Report {
         if let Some(fw) = &self.firewall {
             let _ = write!(s, "\n{fw}");
         }
+        if let Some(x) = &self.xdp {
+            let _ = writeln!(
+                s,
+                "\nxdp engine: the program finished {} frames (forwarded {}) and handed {} to the pipeline",
+                x.counters.rx_frames,
+                x.counters.forwarded_ipv4 + x.counters.forwarded_ipv6,
+                x.total_exceptions()
+            );
+            for (i, name) in xdp_engine::layout::EXCEPTIONS {
+                let n = x.exceptions[i as usize];
+                if n > 0 {
+                    let _ = writeln!(s, "  {name:<28} {n:>8}");
+                }
+            }
+        }
         let _ = writeln!(s, "\noutputs");
         for (name, n) in &self.outputs {
             let _ = writeln!(s, "  {name:<28} {n:>8} frames");
         }
         s
     }
+}
+
+/// The XDP program's own counters as JSON: frames it finished, exceptions
+/// by cause.
+pub fn xdp_json(x: &xdp_engine::EngineCounters) -> serde_json::Value {
+    let exceptions: serde_json::Map<String, serde_json::Value> = xdp_engine::layout::EXCEPTIONS
+        .iter()
+        .map(|&(i, name)| (name.to_string(), x.exceptions[i as usize].into()))
+        .collect();
+    serde_json::json!({
+        "finished": x.counters.rx_frames,
+        "forwarded": x.counters.forwarded_ipv4 + x.counters.forwarded_ipv6,
+        "to_host": x.to_host,
+        "exceptions": exceptions,
+        "exceptions_lost": x.exceptions_lost,
+        "tx_redirect_failed": x.tx_redirect_failed,
+    })
 }
 
 /// Writes the example config and a pcap of sample traffic into `dir`, then
@@ -453,7 +541,14 @@ fn run_demo(dir: &Path, json: bool, fib: FibKind) -> anyhow::Result<()> {
     w.finish()?;
     let cfg = Config::load(&config_path).map_err(|e| anyhow!("{e}"))?;
     let out = dir.join("out");
-    let report = replay(&cfg, &[("d0".to_owned(), input.clone())], &out, 32, fib)?;
+    let report = replay(
+        &cfg,
+        &[("d0".to_owned(), input.clone())],
+        &out,
+        32,
+        fib,
+        EngineKind::User,
+    )?;
     if json {
         emit(&format!(
             "{}\n",
