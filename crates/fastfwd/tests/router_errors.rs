@@ -104,13 +104,22 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
 
     // Even a killed daemon leaves nothing attached: the programs hang on
     // BPF links that close with the process.
-    let d = lab.start("xdp");
+    // Both engines: the steering programs and the XDP engine's program.
+    for backend in ["xdp", router_common::XDP_ENGINE] {
+        let d = lab.start(backend);
+        assert!(lab.dut_has_xdp(), "{backend}");
+        let _ = sh(&["kill", "-KILL", &d.pid().to_string()]);
+        assert!(
+            within(Duration::from_secs(3), || !lab.dut_has_xdp()).is_some(),
+            "{backend}: XDP gone after SIGKILL"
+        );
+    }
+    // And SIGTERM detaches the XDP engine too.
+    let mut d = lab.start(router_common::XDP_ENGINE);
     assert!(lab.dut_has_xdp());
-    let _ = sh(&["kill", "-KILL", &d.pid().to_string()]);
-    assert!(
-        within(Duration::from_secs(3), || !lab.dut_has_xdp()).is_some(),
-        "XDP gone after SIGKILL"
-    );
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+    assert!(!lab.dut_has_xdp(), "XDP engine detached on SIGTERM");
 }
 
 /// A worker that panics ends the daemon with a failure status and its XDP

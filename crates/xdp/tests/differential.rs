@@ -551,3 +551,39 @@ fn with_an_acl_every_transit_packet_is_an_exception() {
         o => panic!("expected the firewall exception, got {o:?}"),
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Publishing one table after another (each written into the half the
+    /// program is not reading, as the diff against what that half held)
+    /// gives, after every step, the results of those tables.
+    #[test]
+    fn a_sequence_of_publishes_answers_like_each_table(
+        steps in prop::collection::vec((v4_routes(), v6_routes()), 2..6),
+        seed in 1u64..u64::MAX,
+    ) {
+        if !netio::root_or_skip("the XDP engine update test") {
+            return Ok(());
+        }
+        let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
+        let mut rng = Rng(seed);
+        for (k, (v4, v6)) in steps.iter().enumerate() {
+            let t = tables(v4, v6, 1500);
+            let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, true, &engine.capacity()).unwrap();
+            engine.publish(image).unwrap();
+            let cfg = WorkerConfig { max_batch: 32, ..WorkerConfig::default() };
+            let (mut user, mut xdp) = (Worker::new(cfg), Worker::new(cfg));
+            for _ in 0..4 {
+                let port = rng.below(2) as u16;
+                let frames: Vec<Vec<u8>> = (0..32).map(|_| frame(&mut rng, port, v4, v6)).collect();
+                let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+                let a = run_user(&mut user, &t, 0, port, &refs);
+                let b = run_xdp(&mut engine, &mut xdp, &t, 0, port, &refs).unwrap();
+                for (i, (x, y)) in a.frames.iter().zip(&b.frames).enumerate() {
+                    prop_assert_eq!(x, y, "step {} frame {}: {:02x?}", k, i, frames[i]);
+                }
+            }
+        }
+    }
+}

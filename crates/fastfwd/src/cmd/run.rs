@@ -41,6 +41,16 @@ pub enum BackendArg {
     Packet,
 }
 
+/// Forwarding engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// The user-space pipeline behind the chosen backend.
+    User,
+    /// The in-kernel XDP program built from the same tables, handing its
+    /// exceptions to the user-space pipeline over AF_XDP.
+    Xdp,
+}
+
 /// Where the XDP program runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum XdpModeArg {
@@ -57,7 +67,11 @@ pub struct Args {
     /// The router's configuration file.
     #[arg(long, short)]
     pub config: PathBuf,
-    /// I/O backend.
+    /// Forwarding engine.
+    #[arg(long, value_enum, default_value = "user")]
+    pub engine: EngineArg,
+    /// I/O backend of the user-space pipeline (with `--engine xdp`, its
+    /// exception path: AF_XDP only).
     #[arg(long, value_enum, default_value = "xdp")]
     pub backend: BackendArg,
     /// CPUs to run workers on, one worker each: `1`, `0,1`, `2-3`
@@ -150,6 +164,9 @@ pub struct WorkerReport {
     /// The firewall's per-worker state, when the config has rules.
     #[serde(skip)]
     pub firewall: Option<FirewallReport>,
+    /// For the XDP program's report: what it finished and handed on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<serde_json::Value>,
 }
 
 /// A worker's firewall counters, for the rule set they belong to.
@@ -432,9 +449,46 @@ struct Daemon {
     kernel: KernelLink,
     shared: Arc<Shared>,
     programs: Vec<XdpProgram>,
+    /// The XDP engine, with `--engine xdp`.
+    xdp: Option<XdpEngine>,
     backend: BackendArg,
     started: Instant,
     resolver: control::resolve::ResolveLimiter,
+}
+
+/// The XDP engine and the tables generation it holds.
+struct XdpEngine {
+    engine: xdp_engine::Engine,
+    /// (snapshot, IPv4 FIB, IPv6 FIB) generations last compiled.
+    synced: Option<(u64, u64, u64)>,
+}
+
+impl XdpEngine {
+    /// Compiles the current tables into the program's maps if they changed
+    /// since the last time. Tables that do not fit (or a failed map write)
+    /// leave the program handing every transit packet to the pipeline,
+    /// which has them: slower, never wrong.
+    fn sync(&mut self, snapshot: &Snapshot) {
+        let tables = snapshot.load();
+        let (s4, s6) = (tables.fib4.snapshot(), tables.fib6.snapshot());
+        let key = (snapshot.generation(), s4.generation(), s6.generation());
+        if self.synced == Some(key) {
+            return;
+        }
+        self.synced = Some(key);
+        let accepts_all = pipeline::Acl::accepts_all(&tables.acl);
+        let cap = self.engine.capacity();
+        let r =
+            xdp_engine::Image::compile(&tables.datapath(), s4.trie(), s6.trie(), accepts_all, &cap)
+                .map_err(xdp_engine::EngineError::from)
+                .and_then(|image| self.engine.publish(image));
+        if let Err(e) = r {
+            eprintln!("fastfwd: {e}; the XDP program hands every transit packet to the pipeline until the tables fit");
+            if let Err(e) = self.engine.force_except_all() {
+                eprintln!("fastfwd: {e}");
+            }
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -442,6 +496,9 @@ pub fn run(args: Args) -> Result<()> {
         bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.engine == EngineArg::Xdp && args.backend == BackendArg::Packet {
+        bail!("--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend xdp (the default)");
+    }
     if args.backend == BackendArg::Packet {
         refuse_kernel_forwarding()?;
     }
@@ -478,7 +535,68 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|_| (0..n_ports).map(|_| None).collect())
         .collect();
+    let mut xdp = None;
     match args.backend {
+        BackendArg::Xdp if args.engine == EngineArg::Xdp => {
+            let native = match args.xdp_mode {
+                XdpModeArg::Auto => None,
+                XdpModeArg::Native => Some(true),
+                XdpModeArg::Generic => Some(false),
+            };
+            let engine = xdp_engine::Engine::load(
+                xdp_engine::Mode::Attached,
+                xdp_engine::FibCapacity::FULL_TABLE,
+            )?;
+            let mut x = XdpEngine {
+                engine,
+                synced: None,
+            };
+            // The tables first, so the program forwards from its first packet.
+            let accepts_all = pipeline::Acl::accepts_all(&first_tables.acl);
+            let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
+            let cap = x.engine.capacity();
+            x.engine.publish(xdp_engine::Image::compile(
+                &first_tables.datapath(),
+                s4.trie(),
+                s6.trie(),
+                accepts_all,
+                &cap,
+            )?)?;
+            drop((s4, s6));
+            for (p, name) in port_names.iter().enumerate() {
+                let ifindex = netio::if_index(name)?;
+                x.engine.attach(name, ifindex, p as u16, native)?;
+                let queues = rx_queues(name);
+                if queues > xdp_engine::layout::MAX_QUEUES {
+                    bail!(
+                        "{name}: {queues} RX queues; the XDP engine serves at most {}",
+                        xdp_engine::layout::MAX_QUEUES
+                    );
+                }
+                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
+                    (0..cores.len()).map(|_| Vec::new()).collect();
+                for q in 0..queues {
+                    let key = p as u32 * xdp_engine::layout::MAX_QUEUES + q;
+                    let port = XdpPort::open_into(
+                        name,
+                        ifindex,
+                        q,
+                        x.engine.xsks(),
+                        key,
+                        SocketConfig::default(),
+                    )?;
+                    per_worker[q as usize % cores.len()].push(Box::new(port));
+                }
+                for (w, mut socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = match socks.len() {
+                        0 => None,
+                        1 => socks.pop(),
+                        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
+                    };
+                }
+            }
+            xdp = Some(x);
+        }
         BackendArg::Xdp => {
             let mode = match args.xdp_mode {
                 XdpModeArg::Auto => XdpMode::Auto,
@@ -588,6 +706,7 @@ pub fn run(args: Args) -> Result<()> {
         kernel,
         shared: shared.clone(),
         programs,
+        xdp,
         backend: args.backend,
         started: Instant::now(),
         resolver: Default::default(),
@@ -598,6 +717,9 @@ pub fn run(args: Args) -> Result<()> {
         let _ = h.join();
     }
     // Sockets closed with the workers; now detach every XDP program.
+    if let Some(mut x) = daemon.xdp.take() {
+        x.engine.detach_all();
+    }
     for mut p in daemon.programs.drain(..) {
         if let Err(e) = p.detach() {
             eprintln!("fastfwd: {e}");
@@ -670,9 +792,20 @@ impl Daemon {
                 }
             }
             self.resolver.expire(now);
+            // Whatever changed the tables above, the program has them too
+            // before any request is answered.
+            self.sync_xdp();
             server.serve_pending(|req| self.handle(req));
         }
         Ok(())
+    }
+
+    /// Gives the XDP program the tables the workers read, if they changed
+    /// (before a control-socket change is acknowledged).
+    fn sync_xdp(&mut self) {
+        if let Some(x) = self.xdp.as_mut() {
+            x.sync(&self.shared.snapshot);
+        }
     }
 
     fn iface_ifindex(&self, iface: u16) -> Option<u32> {
@@ -706,6 +839,7 @@ impl Daemon {
         match self.router.rebuild_all(&self.shared.snapshot) {
             Ok(()) => {
                 set_local_addrs(&mut self.programs, self.router.local_addrs(), &old);
+                self.sync_xdp();
                 None
             }
             Err(e) => {
@@ -716,12 +850,28 @@ impl Daemon {
     }
 
     fn reports(&self) -> Vec<WorkerReport> {
-        self.shared
+        let mut reps: Vec<WorkerReport> = self
+            .shared
             .reports
             .iter()
             .filter_map(|m| m.lock().ok().map(|r| r.clone()))
             .filter(|r| !r.backend.is_empty())
-            .collect()
+            .collect();
+        // The XDP program counts what it finishes itself, on every CPU.
+        if let Some(x) = &self.xdp {
+            let n = self.shared.snapshot.load().interfaces().len();
+            match x.engine.counters(n) {
+                Ok(c) => reps.push(WorkerReport {
+                    id: reps.len(),
+                    backend: "xdp-program".into(),
+                    xdp: Some(super::replay::xdp_json(&c)),
+                    counters: c.counters,
+                    ..WorkerReport::default()
+                }),
+                Err(e) => eprintln!("fastfwd: {e}"),
+            }
+        }
+        reps
     }
 
     fn handle(&mut self, req: Request) -> Response {
@@ -862,6 +1012,7 @@ impl Daemon {
                     Some(p) => self.router.update_routes(&[p], &self.shared.snapshot),
                     None => self.router.refresh_neighbours(&self.shared.snapshot),
                 }
+                self.sync_xdp();
                 Response::ok(serde_json::json!({"applied": true}))
             }
             Err(e) => Response::err(e),
@@ -994,6 +1145,8 @@ impl Daemon {
             })
             .collect();
         serde_json::json!({
+            "engine": if self.xdp.is_some() { "xdp" } else { "user" },
+            "xdp": reps.iter().find_map(|r| r.xdp.clone()),
             "backend": match self.backend { BackendArg::Xdp => "xdp", BackendArg::Packet => "packet" },
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "interfaces": ifaces,

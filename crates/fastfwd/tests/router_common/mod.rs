@@ -33,6 +33,28 @@ pub fn ok(args: &[&str]) -> String {
 }
 
 /// The three namespaces.
+/// The scenarios' name for `--engine xdp` (the XDP program, exceptions
+/// over AF_XDP); other names are `--backend` values of the user engine.
+pub const XDP_ENGINE: &str = "xdp-engine";
+
+/// `--engine` for a scenario's backend name.
+pub fn engine_of(backend: &str) -> &'static str {
+    if backend == XDP_ENGINE {
+        "xdp"
+    } else {
+        "user"
+    }
+}
+
+/// `--backend` for a scenario's backend name.
+pub fn backend_of(backend: &str) -> &str {
+    if backend == XDP_ENGINE {
+        "xdp"
+    } else {
+        backend
+    }
+}
+
 pub struct Lab {
     pub gen: String,
     pub dut: String,
@@ -204,9 +226,22 @@ impl Lab {
             "--config",
         ])
         .arg(cfg)
-        .args(["--backend", backend, "--cores", "1", "--socket"])
+        .args(["--engine", engine_of(backend)])
+        .args(["--backend", backend_of(backend), "--cores", "1", "--socket"])
         .arg(socket);
         c
+    }
+
+    /// The XDP engine redirects frames into d0 and d1, which the kernel
+    /// delivers to their peers only when those run NAPI: GRO on (or an
+    /// XDP program there), as on a NIC.
+    fn peers_accept_redirects(&self) {
+        ok(&[
+            "ip", "netns", "exec", &self.gen, "ethtool", "-K", "g0", "gro", "on",
+        ]);
+        ok(&[
+            "ip", "netns", "exec", &self.sink, "ethtool", "-K", "s0", "gro", "on",
+        ]);
     }
 
     /// Starts `fastfwd run` in dut and waits for its control socket.
@@ -222,6 +257,9 @@ impl Lab {
             text.push('\n');
             text.push_str(extra);
             std::fs::write(&cfg, text).unwrap();
+        }
+        if backend == XDP_ENGINE {
+            self.peers_accept_redirects();
         }
         let log = self.dir.join(format!("run-{backend}.log"));
         let child = self
@@ -437,6 +475,26 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
         .expect("IPv6 ping from gen to sink through fastfwd");
     assert!(reply_ttls(&out6).iter().all(|&t| t == 63), "{out6}");
     assert!(!reply_ttls(&out4).is_empty() && !reply_ttls(&out6).is_empty());
+    if backend == XDP_ENGINE {
+        // Neighbours known now: the program forwards in the kernel, the
+        // pipeline sees only exceptions (the first packets, before ARP/ND).
+        let before = d.json(&["show", "interfaces"])["xdp"]["forwarded"]
+            .as_u64()
+            .unwrap();
+        lab.ping(&lab.gen, SINK4, 3).expect("IPv4 ping again");
+        lab.ping(&lab.gen, SINK6, 3).expect("IPv6 ping again");
+        let x = d.json(&["show", "interfaces"])["xdp"].clone();
+        assert!(
+            x["forwarded"].as_u64().unwrap() >= before + 12,
+            "12 echo requests and replies forwarded by the program: {x}"
+        );
+        assert!(
+            x["exceptions"]["neighbour_unknown"].as_u64().unwrap() >= 1,
+            "{x}"
+        );
+        assert_eq!(x["exceptions_lost"], 0, "{x}");
+        assert_eq!(x["tx_redirect_failed"], 0, "{x}");
+    }
 
     // The neighbours were learnt dynamically from the kernel.
     let neigh = d.json(&["show", "neighbors"]);

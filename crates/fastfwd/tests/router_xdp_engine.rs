@@ -1,0 +1,39 @@
+//! The router end to end with the XDP engine (`--engine xdp`: the program
+//! forwards in the driver's receive path, its exceptions go to the
+//! user-space pipeline over AF_XDP) in a gen → dut → sink lab (see
+//! router_common): the same scenarios as the user-space engine's. Needs
+//! root; skips otherwise (fails under CI).
+
+mod router_common;
+
+use router_common::XDP_ENGINE;
+
+#[test]
+fn xdp_engine_forwards_answers_icmp_resolves_neighbours_and_idles() {
+    router_common::forwarding_scenario(XDP_ENGINE, "ef");
+}
+
+#[test]
+fn xdp_engine_uses_kernel_and_cli_routes() {
+    router_common::routes_scenario(XDP_ENGINE, "er");
+}
+
+#[test]
+fn xdp_engine_enforces_the_firewall_with_conntrack_and_counters() {
+    router_common::firewall_scenario(XDP_ENGINE, "ew");
+}
+
+#[test]
+fn xdp_engine_honours_blackhole_unreachable_prohibit_and_metrics() {
+    router_common::discard_routes_scenario(XDP_ENGINE, "eb");
+}
+
+#[test]
+fn xdp_engine_control_socket_cannot_be_stalled_by_a_client() {
+    router_common::control_socket_scenario(XDP_ENGINE, "ec");
+}
+
+#[test]
+fn xdp_engine_serves_every_rx_queue() {
+    router_common::all_queues_scenario(XDP_ENGINE, "eq");
+}
