@@ -507,7 +507,8 @@ impl Contender for KernelForwarding {
 pub struct FastfwdForwarding {
     /// The `fastfwd` binary.
     pub binary: PathBuf,
-    /// I/O backend: `xdp` (AF_XDP) or `packet` (AF_PACKET).
+    /// `xdp-engine` (fastfwd's XDP program, `--engine xdp`), or a backend
+    /// of the user-space engine: `xdp` (AF_XDP) or `packet` (AF_PACKET).
     pub backend: String,
     /// Worker cores (`--cores`), the forwarding core.
     pub cores: String,
@@ -540,6 +541,25 @@ impl FastfwdForwarding {
 
     fn socket(&self) -> PathBuf {
         self.dir.join(format!("{}.sock", self.name()))
+    }
+
+    /// The XDP engine rather than the user-space one.
+    fn is_xdp_engine(&self) -> bool {
+        self.backend == "xdp-engine"
+    }
+
+    /// GRO on the sink's veth: the XDP engine redirects frames into d1,
+    /// which veth delivers only to a peer running NAPI (as a NIC does).
+    fn sink_gro(&self, topo: &Topology, on: bool) -> Result<(), LabError> {
+        let st = std::process::Command::new("ip")
+            .args(["netns", "exec", &topo.sink_ns, "ethtool", "-K", "s0", "gro"])
+            .arg(if on { "on" } else { "off" })
+            .status()
+            .map_err(io_err("ethtool -K s0 gro"))?;
+        if !st.success() {
+            return Err(LabError::Other(format!("ethtool -K s0 gro: {st}")));
+        }
+        Ok(())
     }
 
     fn log(&self) -> PathBuf {
@@ -595,10 +615,10 @@ impl Contender for FastfwdForwarding {
         }
     }
     fn description(&self) -> String {
-        let io = if self.backend == "xdp" {
-            "AF_XDP"
-        } else {
-            "AF_PACKET"
+        let io = match self.backend.as_str() {
+            "xdp-engine" => "XDP program in d0's receive path, exceptions over AF_XDP",
+            "xdp" => "AF_XDP",
+            _ => "AF_PACKET",
         };
         let rules = match self.firewall {
             FirewallPreset::None => String::new(),
@@ -607,9 +627,14 @@ impl Contender for FastfwdForwarding {
             }
             FirewallPreset::Set(n) => format!(", one fastfwd rule against a set of {n} addresses"),
         };
+        let how = if self.is_xdp_engine() {
+            "--engine xdp".to_string()
+        } else {
+            format!("--backend {}", self.backend)
+        };
         format!(
-            "fastfwd run --backend {} ({io}), worker on core {}, kernel forwarding off{rules}",
-            self.backend, self.cores
+            "fastfwd run {how} ({io}), worker on core {}, kernel forwarding off{rules}",
+            self.cores
         )
     }
     fn config(&self) -> BTreeMap<String, String> {
@@ -629,6 +654,9 @@ impl Contender for FastfwdForwarding {
         }
         topo.set_forwarding(false)?;
         topo.set_firewall(FirewallPreset::None)?;
+        if self.is_xdp_engine() {
+            self.sink_gro(topo, true)?;
+        }
         std::fs::create_dir_all(&self.dir)
             .map_err(io_err(format!("create {}", self.dir.display())))?;
         let text = format!(
@@ -655,8 +683,14 @@ impl Contender for FastfwdForwarding {
             .args(["run", "--config"])
             .arg(&cfg)
             .args([
+                "--engine",
+                if self.is_xdp_engine() { "xdp" } else { "user" },
                 "--backend",
-                &self.backend,
+                if self.is_xdp_engine() {
+                    "xdp"
+                } else {
+                    &self.backend
+                },
                 "--cores",
                 &self.cores,
                 "--socket",
@@ -692,6 +726,9 @@ impl Contender for FastfwdForwarding {
     }
     fn deactivate(&mut self, topo: &Topology) -> Result<(), LabError> {
         self.stop();
+        if self.is_xdp_engine() {
+            self.sink_gro(topo, false)?;
+        }
         topo.set_forwarding(true)?;
         Ok(())
     }

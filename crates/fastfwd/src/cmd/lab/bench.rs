@@ -36,8 +36,10 @@ pub struct Args {
     /// Leave out the fastfwd contenders (kernel only).
     #[arg(long)]
     kernel_only: bool,
-    /// fastfwd backends to measure (xdp = AF_XDP, packet = AF_PACKET).
-    #[arg(long, value_delimiter = ',', default_value = "xdp,packet")]
+    /// fastfwd engines to measure: xdp-engine (the XDP program, exceptions
+    /// over AF_XDP), or the user-space pipeline on xdp (AF_XDP) or packet
+    /// (AF_PACKET).
+    #[arg(long, value_delimiter = ',', default_value = "xdp-engine,xdp,packet")]
     backends: Vec<String>,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
