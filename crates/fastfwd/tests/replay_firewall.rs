@@ -220,8 +220,8 @@ fn replay_config(dir: &Path, config: &str, frames: &[Vec<u8>], json: bool) -> st
         "fastfwd replay failed: {}",
         String::from_utf8_lossy(&res.stderr)
     );
-    // The XDP engine hands every transit packet to the pipeline while
-    // rules are in force: the same outputs and counters.
+    // The XDP engine evaluates stateless rules in the program (rejects and
+    // stateful rule sets go to the pipeline): the same outputs and counters.
     if netio::root_or_skip("replay of the firewall with --engine xdp") {
         let x = run("xdp", "out-xdp", true);
         assert!(

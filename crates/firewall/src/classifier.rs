@@ -359,6 +359,62 @@ pub struct Classifier {
     stats: ClassifierStats,
 }
 
+/// A classifier's tables ([`Classifier::export`]). Per packet: each
+/// field's global class (`fields`), then for each chain of `rest` and
+/// `addr`: `acc = step.table[acc * step.n + remap[step.field][class]]`
+/// from `acc = 0`; then `outcome = last[addr_acc * n_rest + rest_acc]`.
+#[derive(Debug)]
+pub struct ClassifierExport<'a> {
+    /// Per field, how a value becomes its global class.
+    pub fields: [FieldExport<'a>; FIELD_COUNT],
+    /// Per field, global class -> group class.
+    pub remap: [&'a [u32]; FIELD_COUNT],
+    /// The cross-product chain over the non-address fields.
+    pub rest: Vec<StepExport<'a>>,
+    /// The chain over source and destination.
+    pub addr: Vec<StepExport<'a>>,
+    /// Classes of the `rest` chain.
+    pub n_rest: u32,
+    /// (address class, rest class) -> outcome id.
+    pub last: &'a [u32],
+    /// Outcomes by id.
+    pub outcomes: &'a [Outcome],
+    /// The outcome "no rule matched".
+    pub empty_outcome: u32,
+}
+
+/// How one field's value becomes its class.
+#[derive(Debug)]
+pub enum FieldExport<'a> {
+    /// One class (0): the field is not looked at.
+    Const,
+    /// `table[min(value, len - 1)]`.
+    Direct(&'a [u16]),
+    /// A range trie: entry `(v >> (width - root_stride)) & (2^root_stride - 1)`
+    /// of the root, then while an entry lacks bit 31 it is the offset of a
+    /// 256-entry node indexed by the next 8 bits (the shift saturating at
+    /// 0); an entry with bit 31 is `LEAF | class`.
+    Trie {
+        /// 32 or 128.
+        width: u32,
+        /// 8 or 16.
+        root_stride: u32,
+        /// All nodes, the root first.
+        nodes: &'a [u32],
+    },
+}
+
+/// One cross-product step.
+#[derive(Debug)]
+pub struct StepExport<'a> {
+    /// The field folded in.
+    pub field: usize,
+    /// Its group classes.
+    pub n: u32,
+    /// `acc * n + class` -> new acc.
+    pub table: &'a [u32],
+}
+
 /// Largest packet batch handled in one pass of phase 1.
 pub const CHUNK: usize = 32;
 
@@ -648,6 +704,50 @@ impl Classifier {
             outcomes: outcomes.list,
             empty_outcome,
             stats,
+        })
+    }
+
+    /// The compiled tables as they are, for engines that classify
+    /// elsewhere (the XDP engine copies them into BPF maps). `None` when
+    /// the classifier uses the bit-vector stage, which is not exported.
+    pub fn export(&self) -> Option<ClassifierExport<'_>> {
+        let [Group::Rfc {
+            remap,
+            rest,
+            addr,
+            n_rest,
+            last,
+        }] = self.groups.as_slice()
+        else {
+            return None;
+        };
+        let fields = std::array::from_fn(|f| match &self.fields[f] {
+            FieldLookup::Const => FieldExport::Const,
+            FieldLookup::Direct(t) => FieldExport::Direct(t),
+            FieldLookup::Trie(t) => FieldExport::Trie {
+                width: t.width,
+                root_stride: t.root_stride,
+                nodes: &t.nodes,
+            },
+        });
+        fn steps(v: &[Step]) -> Vec<StepExport<'_>> {
+            v.iter()
+                .map(|s| StepExport {
+                    field: s.field,
+                    n: s.n,
+                    table: &s.table,
+                })
+                .collect()
+        }
+        Some(ClassifierExport {
+            fields,
+            remap: std::array::from_fn(|f| &remap[f][..]),
+            rest: steps(rest),
+            addr: steps(addr),
+            n_rest: *n_rest,
+            last,
+            outcomes: &self.outcomes,
+            empty_outcome: self.empty_outcome,
         })
     }
 

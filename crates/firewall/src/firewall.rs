@@ -261,6 +261,22 @@ impl Firewall {
         self.stateful
     }
 
+    /// The forward chain's classifier for IPv4 (`v6` false) or IPv6,
+    /// exported ([`Classifier::export`]).
+    pub fn forward_classifier(&self, v6: bool) -> Option<crate::classifier::ClassifierExport<'_>> {
+        self.classifiers[Chain::Forward.index()][usize::from(v6)].export()
+    }
+
+    /// The forward chain's policy.
+    pub fn forward_policy(&self) -> Policy {
+        self.policies[Chain::Forward.index()]
+    }
+
+    /// The action of the rule in counter slot `slot`, if it is a rule.
+    pub fn rule_action(&self, slot: u32) -> Option<RuleAction> {
+        self.rules.get(slot as usize).map(|r| r.action)
+    }
+
     /// Connection-tracking settings of the rule set.
     pub fn conntrack_config(&self) -> ConntrackConfig {
         self.conntrack

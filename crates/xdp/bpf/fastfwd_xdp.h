@@ -52,6 +52,8 @@
 /* Replay and tests (BPF_PROG_TEST_RUN): record each outcome in `test_out`
  * and return XDP_TX instead of redirecting. */
 #define FF_CFG_TEST 4u
+/* The firewall's forward chain is evaluated in the program (fw_meta). */
+#define FF_CFG_FIREWALL 8u
 
 struct ff_config {
 	__u32 active;      /* 0 or 1: the half of the tables in use */
@@ -60,6 +62,8 @@ struct ff_config {
 	__u32 leaves4_half; /* leaf pairs per half of fib4_leaves */
 	__u32 nodes6_half;
 	__u32 leaves6_half;
+	__u32 fw_data_half; /* fw_data pairs per half */
+	__u32 pad;
 	__u64 generation;  /* tables generation the active half holds */
 };
 
@@ -169,6 +173,7 @@ struct ff_local6_key {
 #define FF_DROP_IPV6_LINK_LOCAL 17
 #define FF_DROP_MULTICAST_NOT_ROUTED 18
 #define FF_DROP_L2_BROADCAST_NOT_FORWARDED 19
+#define FF_DROP_ACL_DENIED 22
 #define FF_DROP_ROUTE_BLACKHOLE 24
 #define FF_DROP_BAD_NEXT_HOP 27
 #define FF_DROP_SLOTS 48
@@ -187,7 +192,76 @@ struct ff_local6_key {
 #define FF_EXC_MTU 4           /* larger than the egress MTU */
 #define FF_EXC_ALL 5           /* FF_CFG_EXCEPT_ALL (firewall rules) */
 #define FF_EXC_TABLE 6         /* an index outside the maps */
+#define FF_EXC_REJECT 7        /* a firewall reject: ICMP error or TCP reset */
 #define FF_EXC_SLOTS 8
+
+/* The firewall's forward chain: fastfwd's compiled classifier
+ * (crates/firewall/src/classifier.rs, recursive flow classification) as its
+ * tables are. Per packet and family: each field's class (a direct table or
+ * a range trie), two cross-product chains folding the classes in through
+ * `remap`, then `last` gives the outcome: the first terminal rule and the
+ * counting rules matched before it. All tables live in `fw_data` (32-bit
+ * entries, two per element, offsets in entries); `fw_meta` describes them
+ * per half and family. */
+#define FF_FW_FIELDS 9
+#define FF_FW_MAX_STEPS 7
+#define FF_FW_MAX_COUNTED 8
+#define FF_FW_OUTCOME_WORDS (2 + FF_FW_MAX_COUNTED)
+#define FF_FW_MAX_SLOTS 16384
+#define FF_FW_NO_RULE 0xffffffffu
+#define FF_FW_TRIE_LEAF 0x80000000u
+#define FF_FW_TRIE_LEVELS 16
+
+/* ff_fw_field.kind */
+#define FF_FW_CONST 0
+#define FF_FW_DIRECT 1
+#define FF_FW_TRIE 2
+
+/* fw_actions values, per counter slot */
+#define FF_FW_ACCEPT 0
+#define FF_FW_DROP 1
+#define FF_FW_REJECT 2
+#define FF_FW_COUNT 3
+
+struct ff_fw_field {
+	__u32 kind;
+	__u32 off;         /* the direct table or the trie's nodes */
+	__u32 len;
+	__u32 root_stride; /* tries: 8 or 16 */
+	__u32 remap_off;   /* global class -> group class */
+	__u32 remap_len;
+};
+
+struct ff_fw_step {
+	__u32 field;
+	__u32 n;
+	__u32 off;
+	__u32 len;
+};
+
+struct ff_fw_meta {
+	__u32 enabled;       /* 1: the program classifies this family */
+	__u32 n_rest_steps;
+	__u32 n_addr_steps;
+	__u32 n_rest;
+	__u32 last_off;
+	__u32 last_len;
+	__u32 outcome_off;   /* FF_FW_OUTCOME_WORDS per outcome: rule, count, ids */
+	__u32 n_outcomes;
+	__u32 empty_outcome;
+	__u32 policy_drop;   /* the chain's policy: 1 drop, 0 accept */
+	__u32 policy_slot;   /* its counter slot */
+	__u32 ct_value;      /* the packets' ct field (untracked) */
+	struct ff_fw_field fields[FF_FW_FIELDS];
+	struct ff_fw_step rest[FF_FW_MAX_STEPS];
+	struct ff_fw_step addr[FF_FW_MAX_STEPS];
+};
+
+/* Per-rule counters, per CPU, by half * FF_FW_MAX_SLOTS + slot. */
+struct ff_fw_counter {
+	__u64 packets;
+	__u64 bytes;
+};
 
 /* Per-interface counters, as the pipeline's InterfaceCounters. */
 struct ff_if_counters {

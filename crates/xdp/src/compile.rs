@@ -27,7 +27,7 @@ pub enum CompileError {
 }
 
 /// The content of one half of the maps.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Image {
     /// Per port id (`MAX_PORTS`), without the ifindex (set by the engine).
     pub ports: Vec<(Option<u16>, bool)>,
@@ -50,8 +50,141 @@ pub struct Image {
     /// The IPv6 poptrie.
     pub fib6: FibImage,
     /// Every transit packet goes to the user-space pipeline (the
-    /// snapshot has firewall rules the program does not evaluate).
+    /// snapshot has firewall rules the program cannot evaluate: stateful
+    /// ones, or tables it cannot hold).
     pub except_all: bool,
+    /// The firewall's forward chain, when the program evaluates it.
+    pub firewall: Option<FwImage>,
+}
+
+/// The firewall's forward chain as map content.
+#[derive(Debug, Clone)]
+pub struct FwImage {
+    /// `fw_meta` for IPv4 and IPv6.
+    pub meta: [layout::FwMeta; 2],
+    /// `fw_data`, 32-bit entries two per element.
+    pub data: Vec<u64>,
+    /// `fw_actions` per counter slot.
+    pub actions: Vec<u32>,
+    /// The rule set (its counters restart when it changes).
+    pub rules: std::sync::Arc<firewall::Firewall>,
+}
+
+impl FwImage {
+    /// Compiles the forward chain of `fw`, or says why the program cannot
+    /// evaluate it (then the pipeline does, for every transit packet).
+    pub fn compile(
+        fw: &std::sync::Arc<firewall::Firewall>,
+        room: u32,
+    ) -> Result<FwImage, &'static str> {
+        use firewall::classifier::FieldExport;
+        if fw.stateful() {
+            return Err("rules use connection tracking");
+        }
+        let slots = fw.counter_slots();
+        if slots > layout::FW_MAX_SLOTS as usize {
+            return Err("more rules than the program counts");
+        }
+        let mut data: Vec<u32> = Vec::new();
+        let push = |d: &mut Vec<u32>, v: &[u32]| {
+            let at = d.len() as u32;
+            d.extend_from_slice(v);
+            at
+        };
+        let mut meta = [[0u8; layout::FW_META_SIZE]; 2];
+        for (fam, m) in meta.iter_mut().enumerate() {
+            let c = fw
+                .forward_classifier(fam == 1)
+                .ok_or("the classifier uses its bit-vector stage")?;
+            let w = |m: &mut layout::FwMeta, at: usize, v: u32| {
+                m[at..at + 4].copy_from_slice(&v.to_ne_bytes())
+            };
+            if c.rest.len() > layout::FW_MAX_STEPS || c.addr.len() > layout::FW_MAX_STEPS {
+                return Err("more cross-product steps than the program walks");
+            }
+            for (f, fe) in c.fields.iter().enumerate() {
+                let at = 48 + f * layout::FW_FIELD_SIZE;
+                let (kind, off, len, rs) = match fe {
+                    FieldExport::Const => (layout::FW_CONST, 0, 0, 0),
+                    FieldExport::Direct(t) => {
+                        let v: Vec<u32> = t.iter().map(|&x| u32::from(x)).collect();
+                        (layout::FW_DIRECT, push(&mut data, &v), t.len() as u32, 0)
+                    }
+                    FieldExport::Trie {
+                        root_stride, nodes, ..
+                    } => (
+                        layout::FW_TRIE,
+                        push(&mut data, nodes),
+                        nodes.len() as u32,
+                        *root_stride,
+                    ),
+                };
+                w(m, at, kind);
+                w(m, at + 4, off);
+                w(m, at + 8, len);
+                w(m, at + 12, rs);
+                w(m, at + 16, push(&mut data, c.remap[f]));
+                w(m, at + 20, c.remap[f].len() as u32);
+            }
+            for (chain, base) in [(&c.rest, 48 + 9 * 24), (&c.addr, 48 + 9 * 24 + 7 * 16)] {
+                for (i, st) in chain.iter().enumerate() {
+                    let at = base + i * layout::FW_STEP_SIZE;
+                    w(m, at, st.field as u32);
+                    w(m, at + 4, st.n);
+                    w(m, at + 8, push(&mut data, st.table));
+                    w(m, at + 12, st.table.len() as u32);
+                }
+            }
+            let mut outcomes = Vec::with_capacity(c.outcomes.len() * layout::FW_OUTCOME_WORDS);
+            for o in c.outcomes {
+                if o.counted.len() > layout::FW_MAX_COUNTED {
+                    return Err("a packet matches more counting rules than the program counts");
+                }
+                let mut words = [0u32; layout::FW_OUTCOME_WORDS];
+                words[0] = o.rule;
+                words[1] = o.counted.len() as u32;
+                words[2..2 + o.counted.len()].copy_from_slice(&o.counted);
+                outcomes.extend_from_slice(&words);
+            }
+            w(m, 0, 1);
+            w(m, 4, c.rest.len() as u32);
+            w(m, 8, c.addr.len() as u32);
+            w(m, 12, c.n_rest);
+            w(m, 16, push(&mut data, c.last));
+            w(m, 20, c.last.len() as u32);
+            w(m, 24, push(&mut data, &outcomes));
+            w(m, 28, c.outcomes.len() as u32);
+            w(m, 32, c.empty_outcome);
+            w(
+                m,
+                36,
+                u32::from(fw.forward_policy() == firewall::Policy::Drop),
+            );
+            w(m, 40, fw.policy_slot(firewall::Chain::Forward));
+            w(m, 44, firewall::CtState::Untracked as u32);
+        }
+        if data.len() > room as usize {
+            return Err("the classifier's tables are larger than the program's map");
+        }
+        let actions = (0..slots as u32)
+            .map(|slot| match fw.rule_action(slot) {
+                Some(firewall::RuleAction::Accept) => layout::FW_ACCEPT,
+                Some(firewall::RuleAction::Drop) => layout::FW_DROP,
+                Some(firewall::RuleAction::Reject(_)) => layout::FW_REJECT,
+                Some(firewall::RuleAction::Count) => layout::FW_COUNT,
+                None => layout::FW_ACCEPT,
+            })
+            .collect();
+        Ok(FwImage {
+            meta,
+            data: data
+                .chunks(2)
+                .map(|c| layout::pair(c[0], c.get(1).copied().unwrap_or(0)))
+                .collect(),
+            actions,
+            rules: std::sync::Arc::clone(fw),
+        })
+    }
 }
 
 /// One poptrie as map elements.
@@ -136,11 +269,12 @@ impl FibImage {
 impl Image {
     /// Compiles a snapshot: its per-packet tables, its two tries, and
     /// whether its ACL accepts everything.
+    /// `firewall`: the snapshot's ACL (`None`: accept everything).
     pub fn compile(
         dp: &Datapath,
         fib4: &Poptrie<u32>,
         fib6: &Poptrie<u128>,
-        accepts_all: bool,
+        firewall: Option<&std::sync::Arc<firewall::Firewall>>,
         cap: &FibCapacity,
     ) -> Result<Image, CompileError> {
         let fit = |what: &'static str, have: usize, room: u32| {
@@ -227,6 +361,7 @@ impl Image {
             .iter()
             .map(|&a| (a, layout::LOCAL_UNICAST))
             .collect();
+        let fw_image = firewall.map(|f| FwImage::compile(f, cap.firewall));
         Ok(Image {
             ports,
             ifaces,
@@ -238,7 +373,8 @@ impl Image {
             local6,
             fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
-            except_all: !accepts_all,
+            except_all: fw_image.as_ref().is_some_and(Result::is_err),
+            firewall: fw_image.and_then(Result::ok),
         })
     }
 
@@ -284,7 +420,7 @@ mod tests {
                 fib::reference::ReferenceFib6::new(),
             )
             .datapath();
-        Image::compile(&dp, t4, t6, true, &FibCapacity::SMALL).unwrap()
+        Image::compile(&dp, t4, t6, None, &FibCapacity::SMALL).unwrap()
     }
 
     /// Lengths that exercise the direct level, every node level and /0.
@@ -363,7 +499,7 @@ mod tests {
             nodes4: 16,
             ..FibCapacity::SMALL
         };
-        let e = Image::compile(&dp, &t4, &Poptrie::new(), true, &tiny).unwrap_err();
+        let e = Image::compile(&dp, &t4, &Poptrie::new(), None, &tiny).unwrap_err();
         assert!(
             matches!(
                 e,

@@ -177,7 +177,8 @@ impl Engine {
             .set_max_entries("fib4_nodes", 2 * cap.nodes4)
             .set_max_entries("fib4_leaves", 2 * cap.leaf4_pairs())
             .set_max_entries("fib6_nodes", 2 * cap.nodes6)
-            .set_max_entries("fib6_leaves", 2 * cap.leaf6_pairs());
+            .set_max_entries("fib6_leaves", 2 * cap.leaf6_pairs())
+            .set_max_entries("fw_data", 2 * cap.fw_pairs());
         let mut ebpf = loader
             .load(FASTFWD_XDP_OBJ)
             .map_err(|e| bpf_err("loading fastfwd_xdp.o (maps)", &e))?;
@@ -239,6 +240,12 @@ impl Engine {
         if except_all || self.forced_except_all {
             flags |= layout::CFG_EXCEPT_ALL;
         }
+        if self.shadow[self.active as usize]
+            .as_ref()
+            .is_some_and(|i| i.firewall.is_some())
+        {
+            flags |= layout::CFG_FIREWALL;
+        }
         let v = layout::config(self.active, flags, &self.cap, self.generation);
         let mut a: Array<_, layout::Config> = self.array("config")?;
         a.set(0, v, 0)
@@ -278,8 +285,9 @@ impl Engine {
         self.active = target;
         self.generation += 1;
         self.forced_except_all = false;
-        self.write_config(image.except_all)?;
+        let except_all = image.except_all;
         self.shadow[target as usize] = Some(image);
+        self.write_config(except_all)?;
         self.needs_grace = true;
         Ok(())
     }
@@ -298,34 +306,6 @@ impl Engine {
         new: &Image,
         old: Option<&Image>,
     ) -> Result<(), EngineError> {
-        fn diff_array<V: aya::Pod + PartialEq + Default>(
-            e: &mut Engine,
-            name: &str,
-            base: u32,
-            new: &[V],
-            old: Option<&[V]>,
-            clear_tail: bool,
-        ) -> Result<(), EngineError> {
-            let mut a: Array<_, V> = e.array(name)?;
-            let zero = V::default();
-            for (i, v) in new.iter().enumerate() {
-                let before = old.and_then(|o| o.get(i)).unwrap_or(&zero);
-                if before != v {
-                    a.set(base + i as u32, v, 0).map_err(|err| {
-                        bpf_err(format!("writing map {name}[{}]", base + i as u32), &err)
-                    })?;
-                }
-            }
-            if clear_tail {
-                if let Some(o) = old {
-                    for i in new.len()..o.len() {
-                        a.set(base + i as u32, zero, 0)
-                            .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
-                    }
-                }
-            }
-            Ok(())
-        }
         // The FIBs first (nothing of this half is read yet, any order is
         // safe), then the small tables.
         let o = old;
@@ -424,6 +404,7 @@ impl Engine {
             false,
         )?;
 
+        self.write_firewall(set, new, o)?;
         let s16 = set as u16;
         diff_hash(
             self,
@@ -458,6 +439,104 @@ impl Engine {
             |&k| k,
         )?;
         Ok(())
+    }
+
+    /// The firewall's half: its tables, and its counters zeroed when the
+    /// rule set changes (nothing reads or counts in this half now).
+    fn write_firewall(
+        &mut self,
+        set: u32,
+        new: &Image,
+        old: Option<&Image>,
+    ) -> Result<(), EngineError> {
+        let (nf, of) = (new.firewall.as_ref(), old.and_then(|o| o.firewall.as_ref()));
+        {
+            let mut meta: Array<_, layout::FwMeta> = self.array("fw_meta")?;
+            for fam in 0..2u32 {
+                let v = nf.map_or([0u8; layout::FW_META_SIZE], |f| f.meta[fam as usize]);
+                if of.map(|f| f.meta[fam as usize]) != Some(v) {
+                    meta.set(set * 2 + fam, v, 0)
+                        .map_err(|e| bpf_err("writing map fw_meta", &e))?;
+                }
+            }
+        }
+        let empty: &[u64] = &[];
+        let (nd, od) = (nf.map_or(empty, |f| &f.data[..]), of.map(|f| &f.data[..]));
+        diff_array(self, "fw_data", set * self.cap.fw_pairs(), nd, od, false)?;
+        let none: &[u32] = &[];
+        let (na, oa) = (
+            nf.map_or(none, |f| &f.actions[..]),
+            of.map(|f| &f.actions[..]),
+        );
+        diff_array(self, "fw_actions", set * layout::FW_MAX_SLOTS, na, oa, true)?;
+        let same = match (nf, of) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(&a.rules, &b.rules),
+            _ => false,
+        };
+        if !same {
+            let used = |f: Option<&crate::compile::FwImage>| f.map_or(0, |f| f.actions.len());
+            let n = used(nf).max(used(of)) as u32;
+            let cpus = aya::util::nr_cpus().map_err(|(_, e)| bpf_err("counting CPUs", &e))?;
+            let m = self
+                .ebpf
+                .map_mut("fw_counters")
+                .ok_or_else(|| EngineError::Bpf {
+                    what: "map fw_counters".into(),
+                    detail: "missing".into(),
+                })?;
+            let mut c: PerCpuArray<_, [u64; 2]> =
+                PerCpuArray::try_from(m).map_err(|e| bpf_err("map fw_counters", &e))?;
+            for slot in 0..n {
+                let zero = aya::maps::PerCpuValues::try_from(vec![[0u64; 2]; cpus])
+                    .map_err(|e| bpf_err("per-CPU values", &e))?;
+                c.set(set * layout::FW_MAX_SLOTS + slot, zero, 0)
+                    .map_err(|e| bpf_err("clearing map fw_counters", &e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The program's per-rule counters of rule set `rules`, summed over
+    /// CPUs and over the halves that hold it; `None` when it does not
+    /// evaluate that rule set.
+    pub fn firewall_counters(
+        &self,
+        rules: &std::sync::Arc<firewall::Firewall>,
+    ) -> Result<Option<firewall::RuleCounters>, EngineError> {
+        let halves: Vec<u32> = (0..2u32)
+            .filter(|&h| {
+                self.shadow[h as usize]
+                    .as_ref()
+                    .and_then(|i| i.firewall.as_ref())
+                    .is_some_and(|f| std::sync::Arc::ptr_eq(&f.rules, rules))
+            })
+            .collect();
+        if halves.is_empty() {
+            return Ok(None);
+        }
+        let m = self
+            .ebpf
+            .map("fw_counters")
+            .ok_or_else(|| EngineError::Bpf {
+                what: "map fw_counters".into(),
+                detail: "missing".into(),
+            })?;
+        let c: PerCpuArray<_, [u64; 2]> =
+            PerCpuArray::try_from(m).map_err(|e| bpf_err("map fw_counters", &e))?;
+        let slots = rules.counter_slots();
+        let mut out = firewall::RuleCounters::new(slots);
+        for h in halves {
+            for slot in 0..slots {
+                let v = c
+                    .get(&(h * layout::FW_MAX_SLOTS + slot as u32), 0)
+                    .map_err(|e| bpf_err("reading map fw_counters", &e))?;
+                for pc in v.iter() {
+                    out.packets[slot] += pc[0];
+                    out.bytes[slot] += pc[1];
+                }
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Attaches the program to interface `ifindex` (`name` for messages)
@@ -629,6 +708,35 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.detach_all();
     }
+}
+
+/// Writes the elements of one half that changed (`old`: what it held).
+fn diff_array<V: aya::Pod + PartialEq + Default>(
+    e: &mut Engine,
+    name: &str,
+    base: u32,
+    new: &[V],
+    old: Option<&[V]>,
+    clear_tail: bool,
+) -> Result<(), EngineError> {
+    let mut a: Array<_, V> = e.array(name)?;
+    let zero = V::default();
+    for (i, v) in new.iter().enumerate() {
+        let before = old.and_then(|o| o.get(i)).unwrap_or(&zero);
+        if before != v {
+            a.set(base + i as u32, v, 0)
+                .map_err(|err| bpf_err(format!("writing map {name}[{}]", base + i as u32), &err))?;
+        }
+    }
+    if clear_tail {
+        if let Some(o) = old {
+            for i in new.len()..o.len() {
+                a.set(base + i as u32, zero, 0)
+                    .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the keys of one half that changed, removes those that went.

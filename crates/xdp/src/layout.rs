@@ -30,6 +30,7 @@ pub const STRIDE: u32 = 6;
 pub const CFG_HOST_FIRST: u32 = 1;
 pub const CFG_EXCEPT_ALL: u32 = 2;
 pub const CFG_TEST: u32 = 4;
+pub const CFG_FIREWALL: u32 = 8;
 
 pub const NO_IFACE: u16 = 0xffff;
 pub const HOP_GATEWAY: u8 = 1;
@@ -43,7 +44,7 @@ pub const EXC_SLOTS: usize = 8;
 
 /// Why the program handed a packet to the user-space pipeline (the
 /// `FF_EXC_*` values), with the names `show xdp` prints.
-pub const EXCEPTIONS: [(u32, &str); 7] = [
+pub const EXCEPTIONS: [(u32, &str); 8] = [
     (0, "ttl_expiring"),
     (1, "ipv4_options"),
     (2, "no_route_or_unreachable"),
@@ -51,7 +52,28 @@ pub const EXCEPTIONS: [(u32, &str); 7] = [
     (4, "larger_than_mtu"),
     (5, "firewall_rules"),
     (6, "outside_the_maps"),
+    (7, "firewall_reject"),
 ];
+
+/// The firewall's tables (`FF_FW_*`).
+pub const FW_FIELDS: usize = 9;
+pub const FW_MAX_STEPS: usize = 7;
+pub const FW_MAX_COUNTED: usize = 8;
+pub const FW_OUTCOME_WORDS: usize = 2 + FW_MAX_COUNTED;
+pub const FW_MAX_SLOTS: u32 = 16384;
+pub const FW_NO_RULE: u32 = 0xffff_ffff;
+pub const FW_CONST: u32 = 0;
+pub const FW_DIRECT: u32 = 1;
+pub const FW_TRIE: u32 = 2;
+pub const FW_ACCEPT: u32 = 0;
+pub const FW_DROP: u32 = 1;
+pub const FW_REJECT: u32 = 2;
+pub const FW_COUNT: u32 = 3;
+pub const FW_FIELD_SIZE: usize = 24;
+pub const FW_STEP_SIZE: usize = 16;
+pub const FW_META_SIZE: usize = 48 + FW_FIELDS * FW_FIELD_SIZE + 2 * FW_MAX_STEPS * FW_STEP_SIZE;
+pub const FW_COUNTER_SIZE: usize = 16;
+pub type FwMeta = [u8; FW_META_SIZE];
 
 /// `FF_OUT_*`: what the program did with a frame under `FF_CFG_TEST`.
 pub const OUT_FORWARD: u32 = 1;
@@ -61,7 +83,7 @@ pub const OUT_EXCEPTION: u32 = 4;
 pub const OUT_HOST: u32 = 5;
 
 /// The drop reasons the program decides, as (header name, pipeline reason).
-pub const DROPS: [(&str, DropReason); 22] = [
+pub const DROPS: [(&str, DropReason); 23] = [
     ("FF_DROP_FRAME_TOO_SHORT", DropReason::FrameTooShort),
     ("FF_DROP_UNKNOWN_INTERFACE", DropReason::UnknownInterface),
     ("FF_DROP_NOT_OUR_MAC", DropReason::NotOurMac),
@@ -100,6 +122,7 @@ pub const DROPS: [(&str, DropReason); 22] = [
         "FF_DROP_L2_BROADCAST_NOT_FORWARDED",
         DropReason::L2BroadcastNotForwarded,
     ),
+    ("FF_DROP_ACL_DENIED", DropReason::AclDenied),
     ("FF_DROP_ROUTE_BLACKHOLE", DropReason::RouteBlackhole),
     ("FF_DROP_BAD_NEXT_HOP", DropReason::BadNextHop),
 ];
@@ -117,7 +140,7 @@ const _: () = assert!(DropReason::COUNT <= DROP_SLOTS && PuntReason::COUNT <= PU
 const _: () = assert!(DIRECT4 + LEVELS4 * STRIDE >= 32 && DIRECT6 + LEVELS6 * STRIDE >= 128);
 
 /// Struct sizes, as `sizeof` gives them in C.
-pub const CONFIG_SIZE: usize = 32;
+pub const CONFIG_SIZE: usize = 40;
 pub const NODE_SIZE: usize = 24;
 pub const PORT_SIZE: usize = 8;
 pub const VLAN_KEY_SIZE: usize = 8;
@@ -168,6 +191,8 @@ pub struct FibCapacity {
     pub nodes6: u32,
     /// IPv6 leaves.
     pub leaves6: u32,
+    /// Firewall table entries (32-bit, stored two per element).
+    pub firewall: u32,
 }
 
 impl FibCapacity {
@@ -179,6 +204,7 @@ impl FibCapacity {
         leaves4: 1 << 21,
         nodes6: 1 << 18,
         leaves6: 1 << 20,
+        firewall: 1 << 20,
     };
 
     /// Small maps, for tests and replays of small tables.
@@ -187,6 +213,7 @@ impl FibCapacity {
         leaves4: 1 << 14,
         nodes6: 1 << 12,
         leaves6: 1 << 14,
+        firewall: 1 << 20,
     };
 
     /// Room for `n4`/`l4` IPv4 and `n6`/`l6` IPv6 nodes and leaves, with
@@ -198,6 +225,7 @@ impl FibCapacity {
             leaves4: room(l4, Self::SMALL.leaves4),
             nodes6: room(n6, Self::SMALL.nodes6),
             leaves6: room(l6, Self::SMALL.leaves6),
+            firewall: Self::SMALL.firewall,
         }
     }
 
@@ -209,6 +237,11 @@ impl FibCapacity {
     /// Leaf pairs per half, IPv6.
     pub fn leaf6_pairs(&self) -> u32 {
         self.leaves6.div_ceil(2)
+    }
+
+    /// Firewall data pairs per half.
+    pub fn fw_pairs(&self) -> u32 {
+        self.firewall.div_ceil(2)
     }
 
     /// Bytes of locked memory the FIB maps take (both halves).
@@ -228,7 +261,8 @@ pub fn config(active: u32, flags: u32, cap: &FibCapacity, generation: u64) -> Co
     c[12..16].copy_from_slice(&cap.leaf4_pairs().to_ne_bytes());
     c[16..20].copy_from_slice(&cap.nodes6.to_ne_bytes());
     c[20..24].copy_from_slice(&cap.leaf6_pairs().to_ne_bytes());
-    c[24..32].copy_from_slice(&generation.to_ne_bytes());
+    c[24..28].copy_from_slice(&cap.fw_pairs().to_ne_bytes());
+    c[32..40].copy_from_slice(&generation.to_ne_bytes());
     c
 }
 
@@ -408,6 +442,8 @@ mod tests {
                 "__u32" => (4, 4),
                 "__u64" => (8, 8),
                 "ff_if_counters" => (40, 8),
+                "ff_fw_field" => (FW_FIELD_SIZE, 4),
+                "ff_fw_step" => (FW_STEP_SIZE, 4),
                 t => panic!("type {t} in struct {name}"),
             };
             let count = match rest.find('[') {
@@ -448,6 +484,19 @@ mod tests {
             ("FF_CFG_HOST_FIRST", CFG_HOST_FIRST.into()),
             ("FF_CFG_EXCEPT_ALL", CFG_EXCEPT_ALL.into()),
             ("FF_CFG_TEST", CFG_TEST.into()),
+            ("FF_CFG_FIREWALL", CFG_FIREWALL.into()),
+            ("FF_FW_FIELDS", FW_FIELDS as u64),
+            ("FF_FW_MAX_STEPS", FW_MAX_STEPS as u64),
+            ("FF_FW_MAX_COUNTED", FW_MAX_COUNTED as u64),
+            ("FF_FW_MAX_SLOTS", FW_MAX_SLOTS.into()),
+            ("FF_FW_NO_RULE", FW_NO_RULE.into()),
+            ("FF_FW_CONST", FW_CONST.into()),
+            ("FF_FW_DIRECT", FW_DIRECT.into()),
+            ("FF_FW_TRIE", FW_TRIE.into()),
+            ("FF_FW_ACCEPT", FW_ACCEPT.into()),
+            ("FF_FW_DROP", FW_DROP.into()),
+            ("FF_FW_REJECT", FW_REJECT.into()),
+            ("FF_FW_COUNT", FW_COUNT.into()),
             ("FF_NO_IFACE", NO_IFACE.into()),
             ("FF_HOP_GATEWAY", HOP_GATEWAY.into()),
             ("FF_HOP_MAC", HOP_MAC.into()),
@@ -479,6 +528,7 @@ mod tests {
             "FF_EXC_MTU",
             "FF_EXC_ALL",
             "FF_EXC_TABLE",
+            "FF_EXC_REJECT",
         ];
         for (name, (v, _)) in exc.iter().zip(EXCEPTIONS) {
             assert_eq!(d.get(*name), Some(&u64::from(v)), "{name}");
@@ -506,6 +556,10 @@ mod tests {
             ("ff_local6_key", LOCAL6_KEY_SIZE),
             ("ff_test_out", TEST_OUT_SIZE),
             ("ff_counters", COUNTER_WORDS * 8),
+            ("ff_fw_field", FW_FIELD_SIZE),
+            ("ff_fw_step", FW_STEP_SIZE),
+            ("ff_fw_meta", FW_META_SIZE),
+            ("ff_fw_counter", FW_COUNTER_SIZE),
         ] {
             assert_eq!(struct_size(name), size, "sizeof(struct {name})");
         }

@@ -24,11 +24,140 @@ const PEER_A: [u8; 6] = [2, 0, 0, 0, 1, 0xa];
 const PEER_B: [u8; 6] = [2, 0, 0, 0, 1, 0xb];
 const PEER_V: [u8; 6] = [2, 0, 0, 0, 0x64, 0xc];
 
-type T = Tables<Poptrie<u32>, Poptrie<u128>>;
+type T = Tables<Poptrie<u32>, Poptrie<u128>, config::ConfigAcl>;
+
+/// A random forward chain over the tables' interfaces and the addresses
+/// the packets use: stateless matches of every kind, every verdict,
+/// counting rules, both policies.
+fn rules_text(r: &mut Rng) -> String {
+    let n = r.below(24);
+    let mut t = String::from("chain forward {\n");
+    t.push_str(if r.chance(50) {
+        "policy accept\n"
+    } else {
+        "policy drop\n"
+    });
+    for _ in 0..n {
+        let mut m = String::new();
+        let pick = |r: &mut Rng, xs: &[&str]| xs[r.below(xs.len() as u64) as usize].to_string();
+        // At most one match per field, one family per rule, one L4 match.
+        let v6 = r.chance(30);
+        if r.chance(40) {
+            m.push_str(&if v6 {
+                pick(
+                    r,
+                    &["ip6 saddr 2001:db8:aa::/48", "ip6 saddr != 2001:db8::/32"],
+                )
+            } else {
+                match r.below(3) {
+                    0 => format!(
+                        "ip saddr 10.{}.0.0/{}",
+                        r.below(256),
+                        [16, 24][r.below(2) as usize]
+                    ),
+                    1 => "ip saddr { 10.1.0.0/16, 10.2.0.0/16 }".to_string(),
+                    _ => "ip saddr != 10.0.0.0/8".to_string(),
+                }
+            });
+            m.push(' ');
+        }
+        if r.chance(50) {
+            m.push_str(&if v6 {
+                match r.below(2) {
+                    0 => format!("ip6 daddr 2001:db8:1{:02x}::/48", r.below(256)),
+                    _ => "ip6 daddr 2001:db8:1::/64".to_string(),
+                }
+            } else {
+                match r.below(3) {
+                    0 => format!("ip daddr 10.{}.{}.0/24", r.below(4), r.below(256)),
+                    1 => "ip daddr 198.51.100.0/24".to_string(),
+                    _ => format!("ip daddr 10.{}.0.0/14", 4 * r.below(64)),
+                }
+            });
+            m.push(' ');
+        }
+        if r.chance(30) {
+            m.push_str(&pick(
+                r,
+                &["iif d0 ", "iif d1 ", "iifname { d0, d2 } ", "iif != d1 "],
+            ));
+        }
+        if r.chance(30) {
+            m.push_str(&pick(r, &["oif d1 ", "oif d1.100 ", "oif != d0 "]));
+        }
+        if r.chance(60) {
+            m.push_str(&match r.below(9) {
+                0 => format!("tcp dport {}", [22, 80, 443][r.below(3) as usize]),
+                1 => format!("udp dport {}-{}", r.below(1000), 1000 + r.below(60000)),
+                2 => format!("tcp sport != {}", r.below(65536)),
+                3 => "udp sport 53".to_string(),
+                4 => pick(
+                    r,
+                    &[
+                        "tcp flags syn / syn,ack",
+                        "tcp flags == ack",
+                        "tcp flags != fin",
+                    ],
+                ),
+                5 => {
+                    if v6 {
+                        "icmpv6 type echo-request".into()
+                    } else {
+                        pick(r, &["icmp type echo-request", "icmp type != echo-reply"])
+                    }
+                }
+                6 => {
+                    if v6 {
+                        "ip6 nexthdr udp".into()
+                    } else {
+                        pick(r, &["ip protocol icmp", "ip protocol udp"])
+                    }
+                }
+                7 => "meta l4proto tcp".to_string(),
+                _ => "th dport 7".to_string(),
+            });
+            m.push(' ');
+        }
+        let mut verdict = pick(
+            r,
+            &[
+                "accept",
+                "drop",
+                "counter drop",
+                "counter",
+                "counter accept",
+                "reject",
+                "reject with tcp reset",
+                "drop",
+            ],
+        );
+        if verdict.contains("tcp reset") && !m.contains("tcp ") {
+            verdict = "reject".into();
+        }
+        t.push_str(&format!("{m}{verdict}\n"));
+    }
+    t.push_str("}\n");
+    t
+}
+
+/// The firewall of `text` over the tables' interfaces.
+fn acl(text: &str) -> config::ConfigAcl {
+    let set = firewall::parse_rules(text, "random.rules").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let ifaces: firewall::InterfaceMap = [("d0", 0u16), ("d1", 1), ("d1.100", 2), ("d2", 3)]
+        .into_iter()
+        .collect();
+    let fw = firewall::Firewall::compile(&set, &ifaces).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    Some(firewall::PipelineFirewall::new(std::sync::Arc::new(fw), 7))
+}
 
 /// Three ports, four logical interfaces (one VLAN), next-hop targets of
 /// every kind, and `routes` (prefix, length, target) installed.
-fn tables(v4: &[(u32, u8, usize)], v6: &[(u128, u8, usize)], mtu1: u16) -> T {
+fn tables(
+    v4: &[(u32, u8, usize)],
+    v6: &[(u128, u8, usize)],
+    mtu1: u16,
+    acl: config::ConfigAcl,
+) -> T {
     let mut b = TablesBuilder::new();
     let v4a = |a: [u8; 4], l| Ipv4IfAddr {
         addr: Ipv4Addr::from(a),
@@ -139,7 +268,7 @@ fn tables(v4: &[(u32, u8, usize)], v6: &[(u128, u8, usize)], mtu1: u16) -> T {
             ids[t % ids.len()],
         );
     }
-    b.build(f4, f6)
+    b.build_with_acl(f4, f6, acl)
 }
 
 struct Rng(u64);
@@ -415,10 +544,19 @@ fn compare(
     seed: u64,
     mtu1: u16,
     batches: u64,
+    rules: Option<&str>,
 ) -> Result<xdp_engine::EngineCounters, TestCaseError> {
-    let t = tables(v4, v6, mtu1);
+    let t = tables(v4, v6, mtu1, rules.and_then(acl));
     let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
-    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, true, &engine.capacity()).unwrap();
+    let fw = t.acl.as_ref().map(firewall::PipelineFirewall::firewall);
+    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
+    if rules.is_some() {
+        prop_assert!(
+            image.firewall.is_some(),
+            "the program evaluates stateless rules: {:?}",
+            rules
+        );
+    }
     engine.publish(image).unwrap();
     let cfg = WorkerConfig {
         max_batch: 32,
@@ -455,6 +593,25 @@ fn compare(
     let mut got = xdp_counters(&engine, &xdp, n).unwrap();
     got.interfaces.resize(n, Default::default());
     prop_assert_eq!(want, got, "seed {}", seed);
+    if let Some(fw) = t.acl.as_ref() {
+        // Per-rule counters: the workers' plus the program's.
+        let rules = fw.firewall();
+        let of = |w: &Worker| {
+            w.acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
+                .and_then(Option::as_ref)
+                .map(|s| s.counters().clone())
+        };
+        let mut parts: Vec<firewall::RuleCounters> = of(&xdp).into_iter().collect();
+        parts.extend(engine.firewall_counters(rules).unwrap());
+        let want = rules.summary(of(&user).iter());
+        let got = rules.summary(parts.iter());
+        prop_assert_eq!(
+            serde_json::to_value(&want).unwrap(),
+            serde_json::to_value(&got).unwrap(),
+            "rule counters, seed {}",
+            seed
+        );
+    }
     Ok(engine.counters(n).unwrap())
 }
 
@@ -471,7 +628,22 @@ proptest! {
         if !netio::root_or_skip("the XDP engine differential test") {
             return Ok(());
         }
-        compare(&v4, &v6, seed, mtu1, 6)?;
+        compare(&v4, &v6, seed, mtu1, 6, None)?;
+    }
+
+    /// The same with a random stateless forward chain, which the program
+    /// evaluates itself (rejects go to the pipeline).
+    #[test]
+    fn both_engines_apply_the_same_rules(
+        v4 in v4_routes(),
+        v6 in v6_routes(),
+        seed in 1u64..u64::MAX,
+    ) {
+        if !netio::root_or_skip("the XDP engine firewall differential test") {
+            return Ok(());
+        }
+        let text = rules_text(&mut Rng(seed ^ 0x9e37_79b9));
+        compare(&v4, &v6, seed, 1500, 6, Some(&text))?;
     }
 }
 
@@ -502,7 +674,7 @@ fn the_program_finishes_most_packets_itself() {
             )
         })
         .collect();
-    let c = compare(&v4, &v6, 0x5eed, 1500, 80).unwrap();
+    let c = compare(&v4, &v6, 0x5eed, 1500, 80, None).unwrap();
     let all = c.counters.rx_frames + c.total_exceptions();
     let forwarded = c.counters.forwarded_ipv4 + c.counters.forwarded_ipv6;
     assert!(all > 1000, "{all} frames");
@@ -525,16 +697,23 @@ fn the_program_finishes_most_packets_itself() {
     assert!(c.counters.forwarded_ipv6 > 0 && c.counters.total_punts() > 0);
 }
 
-/// The same with a firewall in the tables: the program hands every
-/// transit packet to the pipeline, which applies it.
+/// Stateful rules (conntrack) stay in the pipeline: the program hands
+/// every transit packet to it.
 #[test]
-fn with_an_acl_every_transit_packet_is_an_exception() {
-    if !netio::root_or_skip("the XDP engine ACL exception test") {
+fn stateful_rules_send_every_transit_packet_to_the_pipeline() {
+    if !netio::root_or_skip("the XDP engine stateful firewall test") {
         return;
     }
-    let t = tables(&[(0x0a00_0000, 8, 0)], &[], 1500);
+    let t = tables(
+        &[(0x0a00_0000, 8, 0)],
+        &[],
+        1500,
+        acl("chain forward {\n ct state established accept\n udp dport 9 drop\n}\n"),
+    );
     let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
-    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, false, &engine.capacity()).unwrap();
+    let fw = t.acl.as_ref().map(firewall::PipelineFirewall::firewall);
+    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
+    assert!(image.except_all && image.firewall.is_none());
     engine.publish(image).unwrap();
     let mut f = Vec::new();
     f.extend_from_slice(&MAC0);
@@ -569,8 +748,10 @@ proptest! {
         let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
         let mut rng = Rng(seed);
         for (k, (v4, v6)) in steps.iter().enumerate() {
-            let t = tables(v4, v6, 1500);
-            let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, true, &engine.capacity()).unwrap();
+            let text = rules_text(&mut Rng(seed.wrapping_add(k as u64)));
+            let t = tables(v4, v6, 1500, if k % 2 == 1 { acl(&text) } else { None });
+            let fw = t.acl.as_ref().map(firewall::PipelineFirewall::firewall);
+            let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
             engine.publish(image).unwrap();
             let cfg = WorkerConfig { max_batch: 32, ..WorkerConfig::default() };
             let (mut user, mut xdp) = (Worker::new(cfg), Worker::new(cfg));

@@ -242,14 +242,14 @@ pub fn replay(
             let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
                 Ok(run_user(&mut worker, &rt.tables, now, port, frames))
             })?;
-            Ok(finish(report, &rt, &worker, None))
+            Ok(finish(report, &rt, &worker, None, None))
         }
         (EngineKind::User, FibKind::Reference) => {
             let rt = cfg.build_reference_tables().map_err(|e| anyhow!("{e}"))?;
             let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
                 Ok(run_user(&mut worker, &rt.tables, now, port, frames))
             })?;
-            Ok(finish(report, &rt, &worker, None))
+            Ok(finish(report, &rt, &worker, None, None))
         }
         (EngineKind::Xdp, FibKind::Reference) => {
             bail!("--engine xdp walks the fast FIB in BPF maps; --fib reference is for the user-space engine")
@@ -261,19 +261,23 @@ pub fn replay(
             let (n6, l6) = (t.fib6.layout().nodes.len(), t.fib6.layout().leaves.len());
             let cap = xdp_engine::FibCapacity::for_sizes(n4, l4, n6, l6);
             let mut engine = xdp_engine::Engine::load(xdp_engine::Mode::Test, cap)?;
-            let accepts_all = pipeline::Acl::accepts_all(&t.acl);
+            let fw = t.acl.as_ref().map(firewall::PipelineFirewall::firewall);
             engine.publish(xdp_engine::Image::compile(
                 &t.datapath(),
                 &t.fib4,
                 &t.fib6,
-                accepts_all,
+                fw,
                 &cap,
             )?)?;
             let report = replay_with(cfg, &rt, inputs, out, batch, &mut |port, now, frames| {
                 Ok(run_xdp(&mut engine, &mut worker, t, now, port, frames)?)
             })?;
             let counters = engine.counters(t.interfaces().len())?;
-            Ok(finish(report, &rt, &worker, Some(counters)))
+            let rules = match t.acl.as_ref() {
+                Some(acl) => engine.firewall_counters(acl.firewall())?,
+                None => None,
+            };
+            Ok(finish(report, &rt, &worker, Some(counters), rules))
         }
     }
 }
@@ -350,13 +354,18 @@ fn finish<F4, F6>(
     rt: &config::Runtime<F4, F6>,
     worker: &Worker,
     xdp: Option<xdp_engine::EngineCounters>,
+    xdp_rules: Option<firewall::RuleCounters>,
 ) -> Report {
     let firewall = rt.tables.acl.as_ref().map(|acl| {
         let state = worker
             .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
             .and_then(Option::as_ref);
-        acl.firewall()
-            .summary(state.map(firewall::FirewallWorker::counters))
+        // The rules the pipeline counted, and those the XDP program did.
+        let parts = state
+            .map(firewall::FirewallWorker::counters)
+            .into_iter()
+            .chain(xdp_rules.as_ref());
+        acl.firewall().summary(parts)
     });
     let mut counters = worker.counters().clone();
     if let Some(x) = &xdp {

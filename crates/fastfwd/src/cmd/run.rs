@@ -476,12 +476,14 @@ impl XdpEngine {
             return;
         }
         self.synced = Some(key);
-        let accepts_all = pipeline::Acl::accepts_all(&tables.acl);
+        let fw = tables
+            .acl
+            .as_ref()
+            .map(firewall::PipelineFirewall::firewall);
         let cap = self.engine.capacity();
-        let r =
-            xdp_engine::Image::compile(&tables.datapath(), s4.trie(), s6.trie(), accepts_all, &cap)
-                .map_err(xdp_engine::EngineError::from)
-                .and_then(|image| self.engine.publish(image));
+        let r = xdp_engine::Image::compile(&tables.datapath(), s4.trie(), s6.trie(), fw, &cap)
+            .map_err(xdp_engine::EngineError::from)
+            .and_then(|image| self.engine.publish(image));
         if let Err(e) = r {
             eprintln!("fastfwd: {e}; the XDP program hands every transit packet to the pipeline until the tables fit");
             if let Err(e) = self.engine.force_except_all() {
@@ -552,14 +554,17 @@ pub fn run(args: Args) -> Result<()> {
                 synced: None,
             };
             // The tables first, so the program forwards from its first packet.
-            let accepts_all = pipeline::Acl::accepts_all(&first_tables.acl);
+            let fw = first_tables
+                .acl
+                .as_ref()
+                .map(firewall::PipelineFirewall::firewall);
             let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
             let cap = x.engine.capacity();
             x.engine.publish(xdp_engine::Image::compile(
                 &first_tables.datapath(),
                 s4.trie(),
                 s6.trie(),
-                accepts_all,
+                fw,
                 &cap,
             )?)?;
             drop((s4, s6));
@@ -1096,7 +1101,17 @@ impl Daemon {
             .filter_map(|r| r.firewall.as_ref())
             .filter(|f| Arc::ptr_eq(&f.rules, &fw.compiled))
             .collect();
-        let summary = fw.compiled.summary(current.iter().map(|f| &f.counters));
+        // The XDP program counts the rules it evaluates itself.
+        let in_program = self
+            .xdp
+            .as_ref()
+            .and_then(|x| x.engine.firewall_counters(&fw.compiled).ok().flatten());
+        let summary = fw.compiled.summary(
+            current
+                .iter()
+                .map(|f| &f.counters)
+                .chain(in_program.as_ref()),
+        );
         let mut ct: Option<firewall::ConntrackStats> = None;
         for c in current.iter().filter_map(|f| f.conntrack.as_ref()) {
             ct.get_or_insert_with(Default::default).accumulate(c);
