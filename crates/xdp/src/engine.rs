@@ -632,6 +632,36 @@ impl Engine {
         Ok(EngineCounters::from_block(&sum, interfaces))
     }
 
+    /// Runs the program `repeat` times over `frame` arriving on `port`
+    /// ([`Mode::Test`]) and returns the kernel's mean nanoseconds per run
+    /// (for benchmarks).
+    pub fn time_run(&mut self, port: u16, frame: &[u8], repeat: u32) -> Result<u32, EngineError> {
+        if self.mode != Mode::Test || frame.len() < MIN_TEST_FRAME {
+            return Err(EngineError::Bpf {
+                what: "timed test run".into(),
+                detail: "needs the test mode and an Ethernet frame".into(),
+            });
+        }
+        let mut out: Array<_, layout::TestOut> = self.array("test_out")?;
+        out.set(0, layout::test_out(0, u32::from(port)), 0)
+            .map_err(|e| bpf_err("writing map test_out", &e))?;
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| EngineError::Bpf {
+                what: format!("program {PROGRAM}"),
+                detail: "missing".into(),
+            })?;
+        let fd = prog
+            .fd()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        let mut buf = vec![0u8; frame.len() + 64];
+        let (_, _, ns) = netio::sys::bpf::xdp_test_run_repeat(fd.as_fd(), frame, &mut buf, repeat)
+            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", &e))?;
+        Ok(ns)
+    }
+
     /// Runs the program once over `frame` arriving on `port` (only in
     /// [`Mode::Test`], and only frames of at least [`MIN_TEST_FRAME`]
     /// bytes: the kernel runs no program over less).

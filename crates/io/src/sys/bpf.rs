@@ -42,6 +42,18 @@ pub fn xdp_test_run(
     frame: &[u8],
     out: &mut [u8],
 ) -> io::Result<(u32, usize)> {
+    let (retval, len, _) = xdp_test_run_repeat(prog, frame, out, 1)?;
+    Ok((retval, len))
+}
+
+/// [`xdp_test_run`] `repeat` times over the same frame in the kernel;
+/// also returns the kernel's mean time per run in nanoseconds.
+pub fn xdp_test_run_repeat(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    out: &mut [u8],
+    repeat: u32,
+) -> io::Result<(u32, usize, u32)> {
     let mut attr = TestRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
         data_size_in: u32::try_from(frame.len())
@@ -49,7 +61,7 @@ pub fn xdp_test_run(
         data_size_out: u32::try_from(out.len()).unwrap_or(u32::MAX),
         data_in: frame.as_ptr() as u64,
         data_out: out.as_mut_ptr() as u64,
-        repeat: 1,
+        repeat: repeat.max(1),
         ..TestRunAttr::default()
     };
     // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
@@ -66,7 +78,11 @@ pub fn xdp_test_run(
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((attr.retval, (attr.data_size_out as usize).min(out.len())))
+    Ok((
+        attr.retval,
+        (attr.data_size_out as usize).min(out.len()),
+        attr.duration,
+    ))
 }
 
 /// Waits for an RCU grace period: every XDP program run that started
