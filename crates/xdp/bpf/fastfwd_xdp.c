@@ -1015,6 +1015,24 @@ __noinline int ff_forward(struct xdp_md *xdp, __u32 meta)
 	return transmit(xdp, c, &hc, out, v6);
 }
 
+/* After the lookup: next hop, egress and MTU, then the firewall (through
+ * the entry, FF_NEED_FW) or straight to the forward stage. key_hi/key_lo:
+ * the destination as the neighbour table keys it. */
+static __always_inline int route(struct xdp_md *xdp, struct ctx *c, __u32 nh, int v6, __u64 key_hi,
+				 __u64 key_lo)
+{
+	struct hop_choice hc = {};
+	int verdict = XDP_ABORTED;
+	if (choose(xdp, c, nh, v6, key_hi, key_lo, &hc, &verdict))
+		return verdict;
+	struct ff_iface *out = egress(xdp, c, &hc, &verdict);
+	if (!out)
+		return verdict;
+	if (c->cfg->flags & FF_CFG_FIREWALL)
+		return stash(c, &hc, v6);
+	return transmit(xdp, c, &hc, out, v6);
+}
+
 /* IPv4 input, route, forward (stages/ipv4.rs, then choose_hop, forward). */
 __noinline int ff_ipv4(struct xdp_md *xdp, __u32 meta)
 {
@@ -1082,16 +1100,7 @@ __noinline int ff_ipv4(struct xdp_md *xdp, __u32 meta)
 	__u32 nh = ff_fib4(c->set, dst, c->cfg->nodes4_half, c->cfg->leaves4_half);
 	if (nh == FF_FIB_ERROR)
 		return exception(xdp, c, FF_EXC_TABLE);
-	struct hop_choice hc = {};
-	int verdict = XDP_ABORTED;
-	if (choose(xdp, c, nh, 0, 0, 0xffff00000000ULL | dst, &hc, &verdict))
-		return verdict;
-	struct ff_iface *out = egress(xdp, c, &hc, &verdict);
-	if (!out)
-		return verdict;
-	if (c->cfg->flags & FF_CFG_FIREWALL)
-		return stash(c, &hc, 0);
-	return transmit(xdp, c, &hc, out, 0);
+	return route(xdp, c, nh, 0, 0, 0xffff00000000ULL | dst);
 }
 
 static __always_inline int is_never_forwarded6(__u64 hi, __u64 lo)
@@ -1150,16 +1159,7 @@ __noinline int ff_ipv6(struct xdp_md *xdp, __u32 meta)
 	__u32 nh = ff_fib6(c->set, d_hi, d_lo, c->cfg->nodes6_half, c->cfg->leaves6_half);
 	if (nh == FF_FIB_ERROR)
 		return exception(xdp, c, FF_EXC_TABLE);
-	struct hop_choice hc = {};
-	int verdict = XDP_ABORTED;
-	if (choose(xdp, c, nh, 1, d_hi, d_lo, &hc, &verdict))
-		return verdict;
-	struct ff_iface *out = egress(xdp, c, &hc, &verdict);
-	if (!out)
-		return verdict;
-	if (c->cfg->flags & FF_CFG_FIREWALL)
-		return stash(c, &hc, 1);
-	return transmit(xdp, c, &hc, out, 1);
+	return route(xdp, c, nh, 1, d_hi, d_lo);
 }
 
 /* ARP (stages/arp.rs): for the host if it targets one of the router's

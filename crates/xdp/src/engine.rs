@@ -309,53 +309,24 @@ impl Engine {
         // The FIBs first (nothing of this half is read yet, any order is
         // safe), then the small tables.
         let o = old;
-        diff_array(
-            self,
-            "fib4_top",
-            set * layout::TOP4_PAIRS,
-            &new.fib4.top,
-            o.map(|i| &i.fib4.top[..]),
-            false,
+        let cap = self.cap;
+        self.write_fib(
+            "fib4",
+            set,
+            layout::TOP4_PAIRS,
+            cap.nodes4,
+            cap.leaf4_pairs(),
+            &new.fib4,
+            o.map(|i| &i.fib4),
         )?;
-        diff_array(
-            self,
-            "fib4_nodes",
-            set * self.cap.nodes4,
-            &new.fib4.nodes,
-            o.map(|i| &i.fib4.nodes[..]),
-            false,
-        )?;
-        diff_array(
-            self,
-            "fib4_leaves",
-            set * self.cap.leaf4_pairs(),
-            &new.fib4.leaves,
-            o.map(|i| &i.fib4.leaves[..]),
-            false,
-        )?;
-        diff_array(
-            self,
-            "fib6_top",
-            set * layout::TOP6_PAIRS,
-            &new.fib6.top,
-            o.map(|i| &i.fib6.top[..]),
-            false,
-        )?;
-        diff_array(
-            self,
-            "fib6_nodes",
-            set * self.cap.nodes6,
-            &new.fib6.nodes,
-            o.map(|i| &i.fib6.nodes[..]),
-            false,
-        )?;
-        diff_array(
-            self,
-            "fib6_leaves",
-            set * self.cap.leaf6_pairs(),
-            &new.fib6.leaves,
-            o.map(|i| &i.fib6.leaves[..]),
-            false,
+        self.write_fib(
+            "fib6",
+            set,
+            layout::TOP6_PAIRS,
+            cap.nodes6,
+            cap.leaf6_pairs(),
+            &new.fib6,
+            o.map(|i| &i.fib6),
         )?;
         diff_array(
             self,
@@ -381,20 +352,8 @@ impl Engine {
             o.map(|i| &i.ifaces[..]),
             true,
         )?;
-        let ports: Vec<layout::PortValue> = (0..layout::MAX_PORTS as usize)
-            .map(|p| match new.ports.get(p) {
-                Some(&(untagged, vlans)) => layout::port(untagged, vlans, 0),
-                None => layout::port(None, false, 0),
-            })
-            .collect();
-        let old_ports: Option<Vec<layout::PortValue>> = o.map(|i| {
-            (0..layout::MAX_PORTS as usize)
-                .map(|p| match i.ports.get(p) {
-                    Some(&(untagged, vlans)) => layout::port(untagged, vlans, 0),
-                    None => layout::port(None, false, 0),
-                })
-                .collect()
-        });
+        let ports = port_values(new);
+        let old_ports = o.map(port_values);
         diff_array(
             self,
             "ports",
@@ -439,6 +398,45 @@ impl Engine {
             |&k| k,
         )?;
         Ok(())
+    }
+
+    /// One family's trie into half `set` (`top`, `nodes`, `leaves`: the
+    /// elements per half of its three maps).
+    #[allow(clippy::too_many_arguments)]
+    fn write_fib(
+        &mut self,
+        fam: &str,
+        set: u32,
+        top: u32,
+        nodes: u32,
+        leaves: u32,
+        new: &crate::compile::FibImage,
+        old: Option<&crate::compile::FibImage>,
+    ) -> Result<(), EngineError> {
+        diff_array(
+            self,
+            &format!("{fam}_top"),
+            set * top,
+            &new.top,
+            old.map(|i| &i.top[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            &format!("{fam}_nodes"),
+            set * nodes,
+            &new.nodes,
+            old.map(|i| &i.nodes[..]),
+            false,
+        )?;
+        diff_array(
+            self,
+            &format!("{fam}_leaves"),
+            set * leaves,
+            &new.leaves,
+            old.map(|i| &i.leaves[..]),
+            false,
+        )
     }
 
     /// The firewall's half: its tables, and its counters zeroed when the
@@ -632,6 +630,19 @@ impl Engine {
         Ok(EngineCounters::from_block(&sum, interfaces))
     }
 
+    fn program_fd(&self) -> Result<&aya::programs::ProgramFd, EngineError> {
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| EngineError::Bpf {
+                what: format!("program {PROGRAM}"),
+                detail: "missing".into(),
+            })?;
+        prog.fd()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))
+    }
+
     /// Runs the program `repeat` times over `frame` arriving on `port`
     /// ([`Mode::Test`]) and returns the kernel's mean nanoseconds per run
     /// (for benchmarks).
@@ -645,17 +656,7 @@ impl Engine {
         let mut out: Array<_, layout::TestOut> = self.array("test_out")?;
         out.set(0, layout::test_out(0, u32::from(port)), 0)
             .map_err(|e| bpf_err("writing map test_out", &e))?;
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
-            .and_then(|p| p.try_into().ok())
-            .ok_or_else(|| EngineError::Bpf {
-                what: format!("program {PROGRAM}"),
-                detail: "missing".into(),
-            })?;
-        let fd = prog
-            .fd()
-            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        let fd = self.program_fd()?;
         let mut buf = vec![0u8; frame.len() + 64];
         let (_, _, ns) = netio::sys::bpf::xdp_test_run_repeat(fd.as_fd(), frame, &mut buf, repeat)
             .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", &e))?;
@@ -682,17 +683,7 @@ impl Engine {
         let mut out: Array<_, layout::TestOut> = self.array("test_out")?;
         out.set(0, layout::test_out(0, u32::from(port)), 0)
             .map_err(|e| bpf_err("writing map test_out", &e))?;
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
-            .and_then(|p| p.try_into().ok())
-            .ok_or_else(|| EngineError::Bpf {
-                what: format!("program {PROGRAM}"),
-                detail: "missing".into(),
-            })?;
-        let fd = prog
-            .fd()
-            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        let fd = self.program_fd()?;
         let mut buf = vec![0u8; frame.len() + 64];
         let (action, len) = netio::sys::bpf::xdp_test_run(fd.as_fd(), frame, &mut buf)
             .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", &e))?;
@@ -738,6 +729,16 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.detach_all();
     }
+}
+
+/// The `ports` elements of an image (every port id).
+fn port_values(i: &Image) -> Vec<layout::PortValue> {
+    (0..layout::MAX_PORTS as usize)
+        .map(|p| {
+            let (untagged, vlans) = i.ports.get(p).copied().unwrap_or((None, false));
+            layout::port(untagged, vlans, 0)
+        })
+        .collect()
 }
 
 /// Writes the elements of one half that changed (`old`: what it held).

@@ -592,12 +592,8 @@ pub fn run(args: Args) -> Result<()> {
                     )?;
                     per_worker[q as usize % cores.len()].push(Box::new(port));
                 }
-                for (w, mut socks) in per_worker.into_iter().enumerate() {
-                    worker_ports[w][p] = match socks.len() {
-                        0 => None,
-                        1 => socks.pop(),
-                        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
-                    };
+                for (w, socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = one_port(socks);
                 }
             }
             xdp = Some(x);
@@ -625,12 +621,8 @@ pub fn run(args: Args) -> Result<()> {
                     let port = XdpPort::open(prog, q, SocketConfig::default())?;
                     per_worker[q as usize % cores.len()].push(Box::new(port));
                 }
-                for (w, mut socks) in per_worker.into_iter().enumerate() {
-                    worker_ports[w][p] = match socks.len() {
-                        0 => None,
-                        1 => socks.pop(),
-                        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
-                    };
+                for (w, socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = one_port(socks);
                 }
                 if queues as usize > cores.len() {
                     eprintln!(
@@ -733,6 +725,16 @@ pub fn run(args: Args) -> Result<()> {
     drop(server);
     eprintln!("fastfwd: stopped");
     result
+}
+
+/// A worker's sockets on one interface as one port: none, the socket, or
+/// a [`QueueSet`] over several queues.
+fn one_port(mut socks: Vec<Box<dyn Port>>) -> Option<Box<dyn Port>> {
+    match socks.len() {
+        0 => None,
+        1 => socks.pop(),
+        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
+    }
 }
 
 /// Keeps every program's local-address map equal to all of the router's
