@@ -20,6 +20,9 @@
 //! Needs root (CAP_BPF). Run on a quiet machine:
 //! `cargo bench -p xdp-engine --bench program`.
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use fib::poptrie::Poptrie;
 use fib::RouteTable;
 use pipeline::{
@@ -28,32 +31,13 @@ use pipeline::{
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
+use support::Rng;
+use wire::checksum::checksum as csum;
 use xdp_engine::{Engine, FibCapacity, Image, Mode};
 
 const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 1];
 /// Frames run through the program per round.
 const SAMPLE: usize = 2048;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn csum(d: &[u8]) -> u16 {
-    let mut a = 0u32;
-    for c in d.chunks(2) {
-        a += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while a > 0xffff {
-        a = (a & 0xffff) + (a >> 16);
-    }
-    !(a as u16)
-}
 
 fn frame4(dst: u32) -> Vec<u8> {
     let mut f = MAC0.to_vec();

@@ -1033,21 +1033,35 @@ static __always_inline int route(struct xdp_md *xdp, struct ctx *c, __u32 nh, in
 	return transmit(xdp, c, &hc, out, v6);
 }
 
+/* The start of both families' input: the packet's context from the L2
+ * stage, and its IP header with at least `need` bytes in the frame (else
+ * the `truncated` drop). NULL with *verdict set when there is none. */
+static __always_inline __u8 *ip_input(struct xdp_md *xdp, __u32 meta, struct ctx *c, __u32 need,
+				      __u32 truncated, int *verdict)
+{
+	if (ctx_from_meta(xdp, meta, c))
+		return 0;
+	void *data = (void *)(long)xdp->data;
+	void *end = (void *)(long)xdp->data_end;
+	if (c->l3 > 22)
+		return 0;
+	__u8 *h = data + c->l3;
+	if (c->frame_len - c->l3 < need || (void *)(h + need) > end) {
+		*verdict = drop(c, truncated);
+		return 0;
+	}
+	return h;
+}
+
 /* IPv4 input, route, forward (stages/ipv4.rs, then choose_hop, forward). */
 __noinline int ff_ipv4(struct xdp_md *xdp, __u32 meta)
 {
 	struct ctx cc, *c = &cc;
-	if (ctx_from_meta(xdp, meta, c))
-		return XDP_ABORTED;
-	void *data = (void *)(long)xdp->data;
-	void *end = (void *)(long)xdp->data_end;
-	__u32 l3 = c->l3;
-	if (l3 > 22)
-		return XDP_ABORTED;
-	__u8 *h = data + l3;
-	__u32 room = c->frame_len - l3;
-	if (room < 20 || (void *)(h + 20) > end)
-		return drop(c, FF_DROP_IPV4_TRUNCATED);
+	int verdict = XDP_ABORTED;
+	__u8 *h = ip_input(xdp, meta, c, 20, FF_DROP_IPV4_TRUNCATED, &verdict);
+	if (!h)
+		return verdict;
+	__u32 room = c->frame_len - c->l3;
 	if ((h[0] >> 4) != 4)
 		return drop(c, FF_DROP_IPV4_BAD_VERSION);
 	__u32 ihl = (h[0] & 0x0f) * 4;
@@ -1115,17 +1129,11 @@ static __always_inline int is_never_forwarded6(__u64 hi, __u64 lo)
 __noinline int ff_ipv6(struct xdp_md *xdp, __u32 meta)
 {
 	struct ctx cc, *c = &cc;
-	if (ctx_from_meta(xdp, meta, c))
-		return XDP_ABORTED;
-	void *data = (void *)(long)xdp->data;
-	void *end = (void *)(long)xdp->data_end;
-	__u32 l3 = c->l3;
-	if (l3 > 22)
-		return XDP_ABORTED;
-	__u8 *h = data + l3;
-	__u32 room = c->frame_len - l3;
-	if (room < 40 || (void *)(h + 40) > end)
-		return drop(c, FF_DROP_IPV6_TRUNCATED);
+	int verdict = XDP_ABORTED;
+	__u8 *h = ip_input(xdp, meta, c, 40, FF_DROP_IPV6_TRUNCATED, &verdict);
+	if (!h)
+		return verdict;
+	__u32 room = c->frame_len - c->l3;
 	if ((h[0] >> 4) != 6)
 		return drop(c, FF_DROP_IPV6_BAD_VERSION);
 	__u32 total = 40 + be16_at(h + 4);

@@ -6,6 +6,8 @@
 //! and the same output bytes for every packet, the same generated packets
 //! and the same counters. Needs root (CAP_BPF).
 
+mod support;
+
 use fib::poptrie::Poptrie;
 use fib::RouteTable;
 use pipeline::{
@@ -14,6 +16,8 @@ use pipeline::{
 };
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use support::Rng;
+use wire::checksum::checksum as csum;
 use wire::{Ipv4Cidr, Ipv6Cidr};
 use xdp_engine::replay::{run_user, run_xdp, xdp_counters};
 use xdp_engine::{Engine, FibCapacity, Image, Mode};
@@ -269,34 +273,6 @@ fn tables(
         );
     }
     b.build_with_acl(f4, f6, acl)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-fn csum(data: &[u8]) -> u16 {
-    let mut acc = 0u32;
-    for c in data.chunks(2) {
-        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
 }
 
 /// A destination: inside one of the routes, a local or special address,
