@@ -26,6 +26,7 @@ use crate::sys;
 use crate::topo::{
     FibLoad, FirewallPreset, TopoConfig, TopoError, TopoGuard, Topology, DUT_IN_MAC, GEN_MAC,
 };
+use crate::xdp::XdpReceiver;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -125,11 +126,47 @@ fn parse_proc_stat(text: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// How the generator's frames reach the device under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputMode {
+    /// XDP frames from the live-frames generator, as a native-XDP NIC
+    /// delivers them ([`crate::xdp::run_live`]).
+    Live,
+    /// Socket buffers from AF_PACKET `sendmmsg` ([`gen::run`]): veth copies
+    /// each into an skb before d0's XDP or stack sees it.
+    Packet,
+}
+
+impl InputMode {
+    /// The name reports use.
+    pub fn label(self) -> &'static str {
+        match self {
+            InputMode::Live => "live XDP frames (BPF_PROG_RUN live-frames generator)",
+            InputMode::Packet => "socket buffers (AF_PACKET sendmmsg generator)",
+        }
+    }
+}
+
+/// How the sink counts what arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiverMode {
+    /// Counted, checked and dropped in XDP on s0 ([`crate::xdp::XdpReceiver`]).
+    Xdp,
+    /// A TPACKET_V3 ring on s0 ([`Receiver`]).
+    Packet,
+}
+
 /// The traffic every trial sends.
 #[derive(Debug, Clone)]
 pub struct Traffic {
     /// Flows.
     pub flows: FlowSet,
+    /// How frames are sent.
+    pub input: InputMode,
+    /// How they are received.
+    pub receiver: ReceiverMode,
     /// Frames per `sendmmsg`.
     pub batch: usize,
     /// Whole seconds left out of the rates at the start of each trial.
@@ -150,6 +187,8 @@ impl Traffic {
                 "198.19.10.1:2000-198.19.10.10",
             )
             .unwrap_or_else(|_| unreachable!("constant ranges parse")),
+            input: InputMode::Live,
+            receiver: ReceiverMode::Xdp,
             batch: 64,
             warmup_s: 1,
             cooldown_s: 0,
@@ -263,6 +302,7 @@ impl LabRunner {
             print_rows: false,
         };
         let p = self.topo.placement;
+        let (input, receiver_mode) = (self.traffic.input, self.traffic.receiver);
         let (gen_ns, sink_ns) = (self.topo.gen_ns.clone(), self.topo.sink_ns.clone());
         let recv_stop = AtomicBool::new(false);
         let whole_seconds = duration.as_secs();
@@ -277,10 +317,18 @@ impl LabRunner {
                 let receiver = s.spawn(move || -> Result<RecvReport, LabError> {
                     sys::enter_netns(&sink_ns).map_err(io_err(format!("enter {sink_ns}")))?;
                     pin(p.sink_cpu);
-                    let r = Receiver::open(rcfg);
-                    let ok = r.is_ok();
-                    let _ = ready_tx.send(ok);
-                    Ok(r?.run(recv_stop)?)
+                    match receiver_mode {
+                        ReceiverMode::Xdp => {
+                            let r = XdpReceiver::open(rcfg);
+                            let _ = ready_tx.send(r.is_ok());
+                            Ok(r?.run(recv_stop)?)
+                        }
+                        ReceiverMode::Packet => {
+                            let r = Receiver::open(rcfg);
+                            let _ = ready_tx.send(r.is_ok());
+                            Ok(r?.run(recv_stop)?)
+                        }
+                    }
                 });
                 if !ready_rx.recv().unwrap_or(false) {
                     return Err(receiver
@@ -294,7 +342,10 @@ impl LabRunner {
                 let generator = s.spawn(move || -> Result<GenReport, LabError> {
                     sys::enter_netns(&gen_ns).map_err(io_err(format!("enter {gen_ns}")))?;
                     pin(p.gen_cpu);
-                    Ok(gen::run(&gcfg, sys::interrupted())?)
+                    Ok(match input {
+                        InputMode::Live => crate::xdp::run_live(&gcfg, sys::interrupted())?,
+                        InputMode::Packet => gen::run(&gcfg, sys::interrupted())?,
+                    })
                 });
                 let mut k = 1u64;
                 while k <= whole_seconds && !generator.is_finished() {
@@ -913,7 +964,22 @@ pub fn run_bench(
     // The generator's own maximum: the dut only receives and drops.
     progress("generator maximum: dut forwarding off, sending as fast as possible");
     topo.set_forwarding(false)?;
-    let gmax = runner.trial(None, cfg.frame_len, cfg.trial)?;
+    let mut input_note = None;
+    let gmax = match runner.trial(None, cfg.frame_len, cfg.trial) {
+        Err(LabError::Gen(gen::GenError::Live { what, why }))
+            if runner.traffic.input == InputMode::Live =>
+        {
+            let note = format!(
+                "the live-frames generator did not run here ({what}: {why}): input falls back to {}",
+                InputMode::Packet.label()
+            );
+            progress(&note);
+            input_note = Some(note);
+            runner.traffic.input = InputMode::Packet;
+            runner.trial(None, cfg.frame_len, cfg.trial)?
+        }
+        r => r?,
+    };
     topo.set_forwarding(true)?;
     let gen_max = gmax.gen.attempted_pps.max(1.0);
     progress(&format!(
@@ -1099,6 +1165,20 @@ pub fn run_bench(
         "topology".into(),
         format!("gen -> dut -> sink, veth, namespaces fflab-{}-*", cfg.tag),
     );
+    run.config
+        .extra
+        .insert("input".into(), runner.traffic.input.label().into());
+    run.config.extra.insert(
+        "receiver".into(),
+        match runner.traffic.receiver {
+            ReceiverMode::Xdp => "XDP program on s0 (counts, checks, drops)",
+            ReceiverMode::Packet => "AF_PACKET TPACKET_V3 ring on s0",
+        }
+        .into(),
+    );
+    if let Some(n) = &input_note {
+        run.config.extra.insert("input_fallback".into(), n.clone());
+    }
     run.config.extra.insert(
         "napi".into(),
         format!(

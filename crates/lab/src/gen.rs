@@ -42,6 +42,14 @@ pub enum GenError {
         /// Largest allowed.
         max: usize,
     },
+    /// The live-frames generator could not load or run.
+    #[error("live frames: {what}: {why}")]
+    Live {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        why: String,
+    },
     /// A socket call failed.
     #[error("{what}: {source}")]
     Io {
@@ -129,9 +137,19 @@ impl FrameBuilder {
         self.stamped
     }
 
+    /// The flows.
+    pub fn flows(&self) -> &FlowSet {
+        &self.flows
+    }
+
+    /// Bytes of headers before the stamp: 42 (IPv4) or 62 (IPv6).
+    pub fn header_len(&self) -> usize {
+        self.hdr_len
+    }
+
     /// The headers of flow `i` and the UDP checksum's partial sum over the
     /// pseudo-header and UDP header (checksum field zero, payload zero).
-    fn header(&self, i: u64) -> ([u8; 62], u32) {
+    pub fn header(&self, i: u64) -> ([u8; 62], u32) {
         let t = self.flows.get(i);
         let mut h = [0u8; 62];
         h[0..6].copy_from_slice(&self.dst_mac);
@@ -384,6 +402,31 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
         rep.sent_pps = rep.sent as f64 / rep.elapsed_s;
     }
     Ok(rep)
+}
+
+/// Sends exactly the packets `seqs` (in that order, a frame each, one at
+/// a time) on `ifname`: a known pattern of loss, reordering and
+/// duplicates for checking receivers. Returns how many the kernel took.
+pub fn send_sequence(ifname: &str, frames: &FrameBuilder, seqs: &[u64]) -> Result<u64, GenError> {
+    let len = frames.frame_len();
+    let mut tx = sys::PacketTx::open(ifname, 1, len).map_err(|source| GenError::Io {
+        what: format!("AF_PACKET socket on {ifname}"),
+        source,
+    })?;
+    let mut sent = 0;
+    for &seq in seqs {
+        let slot = tx.slot_mut(0);
+        slot.fill(0);
+        frames.write(slot, seq, sys::realtime_ns());
+        let out = tx.send(0, 1, len).map_err(|source| GenError::Io {
+            what: "sendmmsg".into(),
+            source,
+        })?;
+        if let sys::TxOutcome::Sent(k) = out {
+            sent += k as u64;
+        }
+    }
+    Ok(sent)
 }
 
 /// The theoretical packet rate of a link of `bits_per_s` for `frame_len`

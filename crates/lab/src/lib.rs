@@ -3,7 +3,8 @@
 //! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
 //! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
 //! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`]; their
-//! system calls live in `sys`.
+//! system calls live in `sys`. The live-frames generator and the XDP
+//! receiver, BPF programs under `bpf/`, are in [`xdp`].
 
 pub mod equilibrium;
 pub mod ministat;
@@ -17,5 +18,6 @@ pub mod gen;
 pub mod recv;
 pub mod topo;
 pub mod udp_sink;
+pub mod xdp;
 
 mod sys;

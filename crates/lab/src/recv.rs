@@ -276,6 +276,21 @@ impl LatencyHist {
         (1u64 << exp) | (sub << (exp - 5))
     }
 
+    /// A histogram from bucket counts in this type's indexing (as the XDP
+    /// receiver keeps them) and the exact extremes.
+    pub(crate) fn from_counts(buckets: &[u64], min: u64, max: u64) -> Self {
+        let mut h = Self::default();
+        for (c, b) in h.counts.iter_mut().zip(buckets) {
+            *c = *b;
+        }
+        h.samples = h.counts.iter().sum();
+        if h.samples > 0 {
+            h.min = min;
+            h.max = max;
+        }
+        h
+    }
+
     /// Records one latency in nanoseconds.
     pub fn record(&mut self, ns: u64) {
         self.counts[Self::index(ns)] += 1;

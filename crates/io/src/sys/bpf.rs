@@ -1,7 +1,8 @@
-//! The two BPF-related calls aya does not offer: running an XDP program
-//! over one frame (`BPF_PROG_TEST_RUN`) and waiting for an RCU grace
-//! period (`membarrier`), after which no program run that began before the
-//! call is still going.
+//! The BPF-related calls aya does not offer: running an XDP program over
+//! one frame (`BPF_PROG_TEST_RUN`), or over live frames that it may
+//! redirect out of an interface (`BPF_F_TEST_XDP_LIVE_FRAMES`), and waiting
+//! for an RCU grace period (`membarrier`), after which no program run that
+//! began before the call is still going.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -11,6 +12,10 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 /// `MEMBARRIER_CMD_GLOBAL` from `linux/membarrier.h`: returns after an RCU
 /// grace period (`synchronize_rcu()` in the kernel).
 const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+/// `BPF_F_TEST_XDP_LIVE_FRAMES` from `linux/bpf.h` (kernel 5.18+).
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+/// The kernel's largest live-frames batch.
+pub const LIVE_FRAMES_MAX_BATCH: u32 = 256;
 
 /// The `test` member of `union bpf_attr` (kernel 5.10+ layout).
 #[repr(C)]
@@ -83,6 +88,44 @@ pub fn xdp_test_run_repeat(
         (attr.data_size_out as usize).min(out.len()),
         attr.duration,
     ))
+}
+
+/// Runs the XDP program `prog` `repeat` times in live-frames mode, in
+/// batches of `batch` (at most [`LIVE_FRAMES_MAX_BATCH`]): each run gets a
+/// frame initialised from `frame` (a recycled page keeps what the last
+/// run left in it), and the frames it redirects are transmitted as XDP
+/// frames, through interfaces of the calling thread's network namespace.
+pub fn xdp_run_live_frames(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    repeat: u32,
+    batch: u32,
+) -> io::Result<()> {
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: u32::try_from(frame.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        data_in: frame.as_ptr() as u64,
+        repeat: repeat.max(1),
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size: batch.clamp(1, LIVE_FRAMES_MAX_BATCH),
+        ..TestRunAttr::default()
+    };
+    // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
+    // the kernel only reads `frame` (data_size_in bytes, live for the call)
+    // and writes nothing back but `attr` (no data_out in live mode).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut attr as *mut TestRunAttr,
+            std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Waits for an RCU grace period: every XDP program run that started

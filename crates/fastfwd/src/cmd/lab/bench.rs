@@ -7,6 +7,18 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Input {
+    Live,
+    Packet,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Receiver {
+    Xdp,
+    Packet,
+}
+
 #[derive(ClapArgs)]
 pub struct Args {
     /// A short run (about four minutes): 2 s trials, 3 repeats, short searches.
@@ -41,6 +53,15 @@ pub struct Args {
     /// (AF_PACKET).
     #[arg(long, value_delimiter = ',', default_value = "xdp-engine,xdp,packet")]
     backends: Vec<String>,
+    /// How frames reach the dut: `live` (XDP frames from the live-frames
+    /// generator, as from a native-XDP NIC; falls back to `packet` where
+    /// it cannot run, saying so) or `packet` (AF_PACKET socket buffers).
+    #[arg(long, value_enum, default_value_t = Input::Live)]
+    input: Input,
+    /// How the sink counts: `xdp` (in an XDP program, the cheapest) or
+    /// `packet` (an AF_PACKET ring).
+    #[arg(long, value_enum, default_value_t = Receiver::Xdp)]
+    receiver: Receiver,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -67,6 +88,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(t) = a.trial {
         cfg.trial = Duration::from_secs_f64(t.max(1.0));
     }
+    cfg.traffic.input = match a.input {
+        Input::Live => lab::bench::InputMode::Live,
+        Input::Packet => lab::bench::InputMode::Packet,
+    };
+    cfg.traffic.receiver = match a.receiver {
+        Receiver::Xdp => lab::bench::ReceiverMode::Xdp,
+        Receiver::Packet => lab::bench::ReceiverMode::Packet,
+    };
     if a.no_equilibrium {
         cfg.equilibrium_trial = None;
     }

@@ -7,6 +7,7 @@ use lab::gen::{self, FrameBuilder, GenConfig};
 use lab::recv::{Receiver, RecvConfig};
 use lab::topo::{self, DUT_IN_MAC, GEN_MAC};
 use lab::udp_sink::{self, Method, SinkConfig};
+use lab::xdp::XdpReceiver;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -31,6 +32,24 @@ fn enter(ns: &str, cpu: Option<usize>) -> anyhow::Result<()> {
         topo::pin_current_thread(c).with_context(|| format!("pin to cpu {c}"))?;
     }
     Ok(())
+}
+
+/// `lab gen --mode`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenMode {
+    /// BPF_PROG_RUN with live frames.
+    Live,
+    /// AF_PACKET sendmmsg.
+    Packet,
+}
+
+/// `lab recv --mode`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecvMode {
+    /// Count and check in an XDP program, then drop.
+    Xdp,
+    /// An AF_PACKET TPACKET_V3 ring.
+    Packet,
 }
 
 #[derive(ClapArgs)]
@@ -68,6 +87,11 @@ pub struct GenArgs {
     /// Frames per sendmmsg.
     #[arg(short = 'b', long, default_value_t = 64)]
     batch: usize,
+    /// How frames are sent: `live` (an XDP program in live-frames mode:
+    /// the next hop gets XDP frames, as from a native-XDP NIC) or `packet`
+    /// (AF_PACKET sendmmsg: the next hop gets socket buffers).
+    #[arg(long, value_enum, default_value_t = GenMode::Packet)]
+    mode: GenMode,
     /// Destination MAC (default: dut's d0).
     #[arg(short = 'D', long)]
     dst_mac: Option<String>,
@@ -156,7 +180,10 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
             rate.map_or("max".into(), |r| format!("{r:.0} pps"))
         );
     }
-    let rep = gen::run(&cfg, lab::bench::interrupt_flag())?;
+    let rep = match a.mode {
+        GenMode::Live => lab::xdp::run_live(&cfg, lab::bench::interrupt_flag())?,
+        GenMode::Packet => gen::run(&cfg, lab::bench::interrupt_flag())?,
+    };
     if a.json {
         super::print_json(&rep)?;
     } else {
@@ -203,6 +230,10 @@ pub struct RecvArgs {
     /// Core to run on.
     #[arg(long)]
     cpu: Option<usize>,
+    /// How frames are received: `xdp` (counted, checked and dropped in an
+    /// XDP program on the interface) or `packet` (a TPACKET_V3 ring).
+    #[arg(long, value_enum, default_value_t = RecvMode::Packet)]
+    mode: RecvMode,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -225,7 +256,10 @@ pub fn recv(a: RecvArgs) -> anyhow::Result<()> {
         output,
         print_rows: !a.json,
     };
-    let rep = Receiver::open(cfg)?.run(lab::bench::interrupt_flag())?;
+    let rep = match a.mode {
+        RecvMode::Xdp => XdpReceiver::open(cfg)?.run(lab::bench::interrupt_flag())?,
+        RecvMode::Packet => Receiver::open(cfg)?.run(lab::bench::interrupt_flag())?,
+    };
     let lost = a.attempted.map(|n| rep.lost(n));
     if a.json {
         super::print_json(&serde_json::json!({"report": rep, "lost": lost}))?;
