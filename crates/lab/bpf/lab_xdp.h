@@ -29,6 +29,8 @@
 /* Latency histogram: 64 linear buckets (0-63 ns), then 32 per power of two
  * from 2^6 to 2^63 (crates/lab/src/recv.rs LatencyHist's indexing). */
 #define LAB_LAT_SUB 32
+/* The receiver samples the latency of sequence numbers divisible by this. */
+#define LAB_LAT_EVERY 8
 #define LAB_LAT_BUCKETS (64 + 58 * LAB_LAT_SUB)
 
 /* gen_config[0]: written by the loader before a run. */

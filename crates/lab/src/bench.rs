@@ -20,13 +20,14 @@ use crate::flows::FlowSet;
 use crate::gen::{self, FrameBuilder, GenConfig, GenReport};
 use crate::recv::{NetDevReader, Receiver, RecvConfig, RecvReport};
 use crate::report::{
-    self, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord, VersionInfo,
+    self, falls_past_peak, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord,
+    VersionInfo,
 };
 use crate::sys;
 use crate::topo::{
     FibLoad, FirewallPreset, TopoConfig, TopoError, TopoGuard, Topology, DUT_IN_MAC, GEN_MAC,
 };
-use crate::xdp::XdpReceiver;
+use crate::xdp::{LiveGenerator, XdpReceiver};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -231,6 +232,8 @@ pub struct LabRunner {
     pub trials: Vec<TrialDetail>,
     /// Print a one-line summary after each trial.
     pub verbose: bool,
+    /// The live-frames generator, kept loaded between trials.
+    live: Option<LiveGenerator>,
 }
 
 impl std::fmt::Debug for LabRunner {
@@ -260,6 +263,7 @@ impl LabRunner {
             traffic,
             trials: Vec::new(),
             verbose: false,
+            live: None,
         })
     }
 
@@ -280,7 +284,7 @@ impl LabRunner {
             return Err(LabError::Interrupted);
         }
         let frames = FrameBuilder::new(
-            self.traffic.flows,
+            self.traffic.flows.clone(),
             usize::from(frame_len),
             GEN_MAC,
             DUT_IN_MAC,
@@ -337,16 +341,36 @@ impl LabRunner {
                         .err()
                         .unwrap_or(LabError::Other("receiver did not start".into())));
                 }
+                let mut live = self.live.take();
+                // The seconds are counted from when the generator is ready
+                // to send (loading the live generator may take a second).
+                let (go_tx, go_rx) = std::sync::mpsc::channel();
+                let generator = s.spawn(
+                    move || -> Result<(GenReport, Option<LiveGenerator>), LabError> {
+                        sys::enter_netns(&gen_ns).map_err(io_err(format!("enter {gen_ns}")))?;
+                        pin(p.gen_cpu);
+                        if input == InputMode::Live
+                            && !live
+                                .as_ref()
+                                .is_some_and(|g| g.holds(&gcfg.ifname, &gcfg.frames))
+                        {
+                            drop(live.take()); // detach the old one first
+                            live = Some(LiveGenerator::new(&gcfg.ifname, &gcfg.frames)?);
+                        }
+                        let _ = go_tx.send(());
+                        let rep = match input {
+                            InputMode::Live => match &mut live {
+                                Some(g) => g.run(&gcfg, sys::interrupted())?,
+                                None => unreachable!("loaded above"),
+                            },
+                            InputMode::Packet => gen::run(&gcfg, sys::interrupted())?,
+                        };
+                        Ok((rep, live))
+                    },
+                );
+                let _ = go_rx.recv();
                 let mut prev = (self.d0.read()?, self.d1.read()?, self.s0.read()?);
                 let t0 = Instant::now();
-                let generator = s.spawn(move || -> Result<GenReport, LabError> {
-                    sys::enter_netns(&gen_ns).map_err(io_err(format!("enter {gen_ns}")))?;
-                    pin(p.gen_cpu);
-                    Ok(match input {
-                        InputMode::Live => crate::xdp::run_live(&gcfg, sys::interrupted())?,
-                        InputMode::Packet => gen::run(&gcfg, sys::interrupted())?,
-                    })
-                });
                 let mut k = 1u64;
                 while k <= whole_seconds && !generator.is_finished() {
                     let tick = t0 + Duration::from_secs(k);
@@ -380,7 +404,9 @@ impl LabRunner {
                 let r = receiver
                     .join()
                     .map_err(|_| LabError::Other("receiver thread panicked".into()))?;
-                Ok((g??, r?))
+                let (g, live) = g??;
+                self.live = live;
+                Ok((g, r?))
             })?;
         let cpu_busy_pct = CpuTimes::now().busy_pct_since(&cpu0);
         let lost = recv_rep.lost(gen_rep.attempted);
@@ -808,7 +834,23 @@ pub struct BenchConfig {
     pub equilibrium_trial: Option<Duration>,
     /// Equilibrium tolerance.
     pub tolerance: f64,
+    /// Destinations drawn from the full table's prefixes (0, or no table:
+    /// the traffic's own destination range).
+    pub dsts: usize,
+    /// Offered load of the CPU-per-packet trials (0: 80% of the slowest
+    /// contender's equilibrium, a load every contender sustains).
+    pub cpu_load_pps: u64,
+    /// Their length (zero: skip them).
+    pub cpu_trial: Duration,
 }
+
+/// Destinations across the full table in the default run: enough that
+/// route lookups miss the caches, as a router's do.
+pub const DEFAULT_DSTS: usize = 65_536;
+
+/// A load curve whose last point is this much below its peak is flagged
+/// as receive livelock.
+pub const LIVELOCK_TOLERANCE: f64 = 0.10;
 
 impl BenchConfig {
     /// The default run (about 12-14 minutes on two cores with the fastfwd
@@ -827,12 +869,15 @@ impl BenchConfig {
             trial: Duration::from_secs(if quick { 2 } else { 5 }),
             repeats: if quick { 3 } else { 5 },
             load_points: if quick {
-                vec![0.25, 0.5, 0.75, 1.0]
+                vec![0.5, 1.0]
             } else {
                 vec![0.2, 0.4, 0.6, 0.8, 1.0]
             },
             equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 3 })),
             tolerance: 0.01,
+            dsts: DEFAULT_DSTS,
+            cpu_load_pps: 0,
+            cpu_trial: Duration::from_secs(if quick { 2 } else { 5 }),
         }
     }
 }
@@ -958,7 +1003,26 @@ pub fn run_bench(
         }
         None => None,
     };
-    let mut runner = LabRunner::new(&topo, cfg.traffic.clone())?;
+    let mut traffic = cfg.traffic.clone();
+    if let (Some(path), true) = (&cfg.full_table, cfg.dsts > 0) {
+        let v6 = traffic.flows.is_v6();
+        let dsts = crate::topo::table_destinations(path, cfg.dsts, v6, 1)?;
+        // Sources: as many of the traffic's as keep the flows within what
+        // the live generator holds.
+        let mut src = traffic.flows.src;
+        let keep = (crate::xdp::MAX_FLOWS / (cfg.dsts as u64 * src.port_count())).max(1);
+        src.truncate_addrs(keep);
+        let dport = traffic.flows.dst.port_first;
+        traffic.flows = FlowSet::with_destinations(src, dsts, dport)
+            .map_err(|e| LabError::Other(format!("destinations: {e}")))?;
+        progress(&format!(
+            "destinations: {} drawn from the table's IPv{} prefixes, {} flows",
+            cfg.dsts,
+            if v6 { 6 } else { 4 },
+            traffic.flows.len()
+        ));
+    }
+    let mut runner = LabRunner::new(&topo, traffic)?;
     let warm = cfg.traffic.warmup_s;
 
     // The generator's own maximum: the dut only receives and drops.
@@ -1002,6 +1066,7 @@ pub fn run_bench(
 
     // Load curves and equilibrium, one contender at a time.
     let mut failed = vec![false; contenders.len()];
+    let mut receiver_ns: Option<f64> = None;
     for (i, c) in contenders.iter_mut().enumerate() {
         if let Err(e) = c.activate(&topo) {
             if interrupted() {
@@ -1035,6 +1100,12 @@ pub fn run_bench(
                 },
             });
         }
+        if falls_past_peak(&results[i].load_curve, LIVELOCK_TOLERANCE) {
+            results[i].notes.push(format!(
+                "receive livelock: the rate at the highest offered load is more than {:.0}% below the curve's peak",
+                LIVELOCK_TOLERANCE * 100.0
+            ));
+        }
         if let Some(et) = cfg.equilibrium_trial {
             progress(&format!(
                 "{}: equilibrium search ({:.1} s trials)",
@@ -1046,7 +1117,7 @@ pub fn run_bench(
                 tolerance: cfg.tolerance,
                 trial_s: et.as_secs_f64(),
                 frame_len: cfg.frame_len,
-                ipv6: cfg.traffic.flows.is_v6(),
+                ipv6: runner.traffic.flows.is_v6(),
                 ..EquilibriumConfig::default()
             };
             let saved = runner.traffic.warmup_s;
@@ -1068,6 +1139,25 @@ pub fn run_bench(
         c.deactivate(&topo)?;
     }
 
+    // CPU per packet at one offered load that every contender sustains:
+    // 80% of the slowest one's equilibrium (or best load-curve rate).
+    let sustained = results
+        .iter()
+        .zip(&failed)
+        .filter(|(_, f)| !**f)
+        .filter_map(|(r, _)| {
+            r.equilibrium
+                .as_ref()
+                .map(|e| e.estimated_kpps * 1000)
+                .or_else(|| r.load_curve.iter().map(|p| p.forwarding_pps).max())
+        })
+        .min()
+        .unwrap_or(0);
+    let cpu_load = if cfg.cpu_load_pps > 0 {
+        cfg.cpu_load_pps
+    } else {
+        (sustained * 8 / 10).max(10_000)
+    };
     // Fixed offered load at the generator's maximum, contenders interleaved.
     for rep in 0..cfg.repeats {
         for (i, c) in contenders.iter_mut().enumerate() {
@@ -1075,6 +1165,33 @@ pub fn run_bench(
                 continue;
             }
             c.activate(&topo)?;
+            if rep == 0 && !cfg.cpu_trial.is_zero() {
+                progress(&format!(
+                    "{}: CPU per packet at {cpu_load} pps offered",
+                    c.name()
+                ));
+                // The first contender's trial also measures the XDP
+                // receiver's own cost (BPF run statistics cost every
+                // program a clock read, so they stay off for the others).
+                let stats = (i == 0 && runner.traffic.receiver == ReceiverMode::Xdp)
+                    .then(crate::xdp::bpf_run_statistics)
+                    .and_then(Result::ok);
+                let d = runner.trial(Some(cpu_load as f64), cfg.frame_len, cfg.cpu_trial)?;
+                drop(stats);
+                if let Some(ns) = d.recv.program_ns_per_frame {
+                    receiver_ns = Some(ns);
+                }
+                progress(&d.summary_line());
+                let busy = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied());
+                let fwd = d.forwarding_pps(warm);
+                results[i].cpu_per_packet =
+                    busy.and_then(|b| report::CpuPerPacket::new(cpu_load, fwd, b));
+                if fwd < cpu_load * 95 / 100 {
+                    results[i].notes.push(format!(
+                        "did not sustain the CPU-per-packet load: {fwd} of {cpu_load} pps forwarded"
+                    ));
+                }
+            }
             progress(&format!("repeat {}/{}: {}", rep + 1, cfg.repeats, c.name()));
             let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
             progress(&d.summary_line());
@@ -1094,7 +1211,17 @@ pub fn run_bench(
             r.notes.push(format!(
                 "forwarding core busy (median over repeats): {b:.0}%"
             ));
-            if b < 90.0 {
+            let refused = r
+                .runs
+                .iter()
+                .map(|x| x.lost as f64 / x.attempted.max(1) as f64)
+                .fold(0.0, f64::max);
+            if b < 90.0 && refused > 0.01 {
+                r.notes.push(format!(
+                    "forwarding core not saturated while the dut refused or lost up to {:.0}% of the offered frames: the limit is in its receive path (ring size, NAPI scheduling), not the generator",
+                    refused * 100.0
+                ));
+            } else if b < 90.0 {
                 r.notes.push(
                     "forwarding core not saturated: this result may be limited by the generator"
                         .into(),
@@ -1148,7 +1275,7 @@ pub fn run_bench(
             busy_pct: busy_all(p.sink_cpu),
         },
     ];
-    let flows = cfg.traffic.flows;
+    let flows = &runner.traffic.flows;
     run.config = RunConfig {
         frame_len: cfg.frame_len,
         ip_version: if flows.is_v6() { 6 } else { 4 },
@@ -1169,6 +1296,22 @@ pub fn run_bench(
         .extra
         .insert("input".into(), runner.traffic.input.label().into());
     run.config.extra.insert(
+        "destinations".into(),
+        if cfg.full_table.is_some() && cfg.dsts > 0 {
+            format!(
+                "{} addresses drawn (seeded) from the full table's prefixes, {} distinct flows",
+                cfg.dsts,
+                runner.traffic.flows.len()
+            )
+        } else {
+            format!(
+                "{} addresses of the lab's range, {} flows",
+                runner.traffic.flows.destinations(),
+                runner.traffic.flows.len()
+            )
+        },
+    );
+    run.config.extra.insert(
         "receiver".into(),
         match runner.traffic.receiver {
             ReceiverMode::Xdp => "XDP program on s0 (counts, checks, drops)",
@@ -1178,6 +1321,30 @@ pub fn run_bench(
     );
     if let Some(n) = &input_note {
         run.config.extra.insert("input_fallback".into(), n.clone());
+    }
+    if let Some(ns) = receiver_ns {
+        // Against the forwarding core's time per packet at overload (the
+        // repeats): busy share / forwarded rate.
+        let shares: Vec<String> = results
+            .iter()
+            .zip(&fwd_busy)
+            .filter_map(|(r, busy)| {
+                let rate = median(&r.rates())?;
+                let per_packet = median(busy)? / 100.0 * 1e9 / rate.max(1.0);
+                Some(format!(
+                    "{} {:.0}% of {per_packet:.0} ns",
+                    r.name,
+                    ns * 100.0 / per_packet
+                ))
+            })
+            .collect();
+        run.config.extra.insert(
+            "receiver_cost".into(),
+            format!(
+                "{ns:.0} ns per frame in the XDP receiver's program (kernel BPF statistics), as a share of each contender's forwarding-core time per packet at overload: {}",
+                shares.join(", ")
+            ),
+        );
     }
     run.config.extra.insert(
         "napi".into(),
@@ -1197,15 +1364,19 @@ pub fn run_bench(
     }
     run.config.extra.insert(
         "generator".into(),
-        "AF_PACKET sendmmsg, PACKET_QDISC_BYPASS, batch 64".into(),
-    );
-    run.config.extra.insert(
-        "receiver".into(),
-        "AF_PACKET TPACKET_V3 ring on s0; rates from s0's kernel counters".into(),
+        match runner.traffic.input {
+            InputMode::Live => "XDP program run with BPF_F_TEST_XDP_LIVE_FRAMES, redirecting out of g0, paced in the program",
+            InputMode::Packet => "AF_PACKET sendmmsg, PACKET_QDISC_BYPASS, batch 64",
+        }
+        .into(),
     );
     run.config.extra.insert(
         "fixed_load".into(),
         "repeats offer the generator's maximum (overload)".into(),
+    );
+    run.config.extra.insert(
+        "cpu_per_packet".into(),
+        format!("the forwarding core's busy share x 1e9 / forwarded pps, one {:.0} s trial per contender at {cpu_load} pps offered (80% of the slowest contender's equilibrium)", cfg.cpu_trial.as_secs_f64()),
     );
     run.config.extra.insert(
         "all_trials".into(),

@@ -158,6 +158,14 @@ impl EndpointRange {
         u64::try_from(self.last - self.first).map_or(u64::MAX, |d| d.saturating_add(1))
     }
 
+    /// Keeps only the first `n` (at least one) addresses.
+    pub fn truncate_addrs(&mut self, n: u64) {
+        let n = n.max(1);
+        if self.addr_count() > n {
+            self.last = self.first + u128::from(n - 1);
+        }
+    }
+
     /// Number of ports.
     pub fn port_count(&self) -> u64 {
         u64::from(self.port_last - self.port_first) + 1
@@ -174,13 +182,17 @@ impl EndpointRange {
     }
 }
 
-/// The flows of a generator: the product of a source and a destination range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The flows of a generator: the product of a source and a destination
+/// range, or of a source range and a list of destination addresses (drawn
+/// from a routing table, say) with the destination range's ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowSet {
     /// Source addresses and ports.
     pub src: EndpointRange,
-    /// Destination addresses and ports.
+    /// Destination addresses and ports (with a list, only its ports count).
     pub dst: EndpointRange,
+    /// Destination addresses, in place of `dst`'s.
+    dst_list: Option<std::sync::Arc<[IpAddr]>>,
     len: u64,
 }
 
@@ -205,7 +217,53 @@ impl FlowSet {
             }
         })
         .ok_or(FlowError::TooMany)?;
-        Ok(Self { src, dst, len })
+        Ok(Self {
+            src,
+            dst,
+            dst_list: None,
+            len,
+        })
+    }
+
+    /// The product of `src`, the addresses `dsts` (at least one, of
+    /// `src`'s family) and destination port `dport`.
+    pub fn with_destinations(
+        src: EndpointRange,
+        dsts: Vec<IpAddr>,
+        dport: u16,
+    ) -> Result<Self, FlowError> {
+        let Some(&first) = dsts.first() else {
+            return Err(syntax("", "no destination addresses"));
+        };
+        if dsts.iter().any(|a| a.is_ipv6() != src.v6) {
+            return Err(FlowError::MixedFamilies);
+        }
+        let (f, _) = addr_to_u128(first);
+        let dst = EndpointRange {
+            first: f,
+            last: f,
+            v6: src.v6,
+            port_first: dport,
+            port_last: dport,
+        };
+        let len = src
+            .addr_count()
+            .checked_mul(src.port_count())
+            .and_then(|n| n.checked_mul(dsts.len() as u64))
+            .ok_or(FlowError::TooMany)?;
+        Ok(Self {
+            src,
+            dst,
+            dst_list: Some(dsts.into()),
+            len,
+        })
+    }
+
+    /// Distinct destination addresses.
+    pub fn destinations(&self) -> u64 {
+        self.dst_list
+            .as_ref()
+            .map_or(self.dst.addr_count(), |l| l.len() as u64)
     }
 
     /// Parses pkt-gen style `-s` and `-d` ranges (default ports 2000).
@@ -237,8 +295,13 @@ impl FlowSet {
         let dp = self.dst.port_count();
         let dport = self.dst.port_first + (i % dp) as u16;
         i /= dp;
-        let da = self.dst.addr_count();
-        let dst = self.dst.addr(i % da);
+        let (dst, da) = match &self.dst_list {
+            Some(l) => (l[(i % l.len() as u64) as usize], l.len() as u64),
+            None => {
+                let da = self.dst.addr_count();
+                (self.dst.addr(i % da), da)
+            }
+        };
         i /= da;
         let sp = self.src.port_count();
         let sport = self.src.port_first + (i % sp) as u16;

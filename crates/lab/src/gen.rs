@@ -113,6 +113,7 @@ impl FrameBuilder {
             });
         }
         let hdr_len = if flows.is_v6() { 62 } else { 42 };
+        let cached = flows.len().min(CACHED_FLOWS);
         let mut b = Self {
             flows,
             frame_len,
@@ -122,8 +123,7 @@ impl FrameBuilder {
             stamped: frame_len - hdr_len >= STAMP_LEN,
             cache: Vec::new(),
         };
-        let n = flows.len().min(CACHED_FLOWS);
-        b.cache = (0..n).map(|i| b.header(i)).collect();
+        b.cache = (0..cached).map(|i| b.header(i)).collect();
         Ok(b)
     }
 
@@ -135,6 +135,14 @@ impl FrameBuilder {
     /// Do frames carry a stamp?
     pub fn stamped(&self) -> bool {
         self.stamped
+    }
+
+    /// Do both build the same frames (flows, length, addresses)?
+    pub fn same_frames(&self, other: &FrameBuilder) -> bool {
+        self.frame_len == other.frame_len
+            && self.src_mac == other.src_mac
+            && self.dst_mac == other.dst_mac
+            && self.flows == other.flows
     }
 
     /// The flows.
@@ -470,7 +478,7 @@ mod tests {
 
     fn check(v6: bool, len: usize) {
         let fl = flows(v6);
-        let b = FrameBuilder::new(fl, len, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]).unwrap();
+        let b = FrameBuilder::new(fl.clone(), len, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]).unwrap();
         for seq in [0u64, 1, 5, 11, 12, 1 << 40, u64::MAX] {
             let mut buf = vec![0u8; len];
             let ts = 0x1234_5678_9abc_def0 ^ seq;

@@ -450,6 +450,10 @@ pub struct RecvReport {
     pub cooldown_s: u32,
     /// Seconds the receiver ran.
     pub elapsed_s: f64,
+    /// The XDP receiver's own time per frame in its program, from the
+    /// kernel's BPF run statistics, when they were on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_ns_per_frame: Option<f64>,
 }
 
 impl RecvReport {

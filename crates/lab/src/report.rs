@@ -222,9 +222,49 @@ pub struct ContenderResult {
     pub load_curve: Vec<LoadPoint>,
     pub equilibrium: Option<EquilibriumResult>,
     pub rfc2544: Option<Rfc2544Result>,
+    /// The forwarding core's cost per packet at a load every contender
+    /// sustains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_packet: Option<CpuPerPacket>,
     /// Anything worth saying next to the figures ("limited by generator").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// The forwarding core's busy share over the packets it forwarded, at a
+/// fixed offered load: holds where the generator, not the router, tops out.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuPerPacket {
+    /// Offered load, pps.
+    pub offered_pps: u64,
+    /// Forwarded (received at the sink), pps.
+    pub forwarded_pps: u64,
+    /// The forwarding core's busy share, percent.
+    pub busy_pct: f64,
+    /// busy share x 1e9 / forwarded pps.
+    pub ns_per_packet: f64,
+}
+
+impl CpuPerPacket {
+    /// From one trial's readings; `None` when nothing was forwarded.
+    pub fn new(offered_pps: u64, forwarded_pps: u64, busy_pct: f64) -> Option<Self> {
+        (forwarded_pps > 0).then(|| Self {
+            offered_pps,
+            forwarded_pps,
+            busy_pct,
+            ns_per_packet: busy_pct / 100.0 * 1e9 / forwarded_pps as f64,
+        })
+    }
+}
+
+/// Does a load curve fall past its peak (receive livelock)? True when the
+/// rate at the highest offered load is below `1 - tol` of the best rate.
+pub fn falls_past_peak(curve: &[LoadPoint], tol: f64) -> bool {
+    let Some(last) = curve.iter().max_by_key(|p| p.offered_pps) else {
+        return false;
+    };
+    let peak = curve.iter().map(|p| p.forwarding_pps).max().unwrap_or(0);
+    (last.forwarding_pps as f64) < peak as f64 * (1.0 - tol)
 }
 
 impl ContenderResult {
@@ -342,6 +382,13 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
     if with_lat {
         head.push("p50 / p99.9 µs".into());
     }
+    let cpu_at = run
+        .contenders
+        .iter()
+        .find_map(|c| c.cpu_per_packet.as_ref().map(|x| x.offered_pps));
+    if let Some(at) = cpu_at {
+        head.push(format!("CPU ns/pkt @{} Kpps", at / 1000));
+    }
     head.extend(["vs baseline", "verdict"].map(String::from));
     let rows = run
         .contenders
@@ -380,6 +427,13 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
                     (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
                     _ => "-".into(),
                 });
+            }
+            if cpu_at.is_some() {
+                row.push(
+                    c.cpu_per_packet
+                        .as_ref()
+                        .map_or("-".into(), |x| format!("{:.0}", x.ns_per_packet)),
+                );
             }
             let (ratio, verdict) = match &c.verdict {
                 Some(v) if v.ratio.is_finite() => (format!("{:.2}x", v.ratio), v.short()),
@@ -794,6 +848,27 @@ pub fn charts(run: &LabRun) -> RunCharts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_per_packet_and_livelock() {
+        let c = CpuPerPacket::new(200_000, 200_000, 50.0).unwrap();
+        assert!((c.ns_per_packet - 2500.0).abs() < 1e-9);
+        assert!(CpuPerPacket::new(200_000, 0, 50.0).is_none());
+        let p = |o, f| LoadPoint {
+            offered_pps: o,
+            forwarding_pps: f,
+            loss_ratio: 0.0,
+        };
+        assert!(!falls_past_peak(
+            &[p(100, 100), p(200, 190), p(300, 195)],
+            0.1
+        ));
+        assert!(falls_past_peak(
+            &[p(100, 100), p(200, 190), p(300, 150)],
+            0.1
+        ));
+        assert!(!falls_past_peak(&[], 0.1));
+    }
 
     fn run_record(seq: u32, rates: &[u64]) -> RunRecord {
         let fwd = RunRecord::compute_forwarding_pps(rates);

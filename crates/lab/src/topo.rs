@@ -610,21 +610,7 @@ impl Topology {
     /// [`FULL_TABLE_NEXT_HOPS`] next hops toward sink (each with a static
     /// neighbour entry). Prefixes overlapping the lab's own ranges are skipped.
     pub fn load_full_table(&self, path: &std::path::Path) -> Result<FibLoad, TopoError> {
-        let raw = std::fs::read(path).map_err(|e| TopoError::Io {
-            what: format!("read {}", path.display()),
-            source: e,
-        })?;
-        let text = if raw.starts_with(&[0x1f, 0x8b]) {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&raw[..]), &mut s)
-                .map_err(|e| TopoError::Io {
-                    what: format!("gunzip {}", path.display()),
-                    source: e,
-                })?;
-            s
-        } else {
-            String::from_utf8_lossy(&raw).into_owned()
-        };
+        let text = read_table_text(path)?;
         let mut load = FibLoad {
             next_hops: FULL_TABLE_NEXT_HOPS,
             ..Default::default()
@@ -651,54 +637,22 @@ impl Topology {
             }
         }
         let mut batch = String::with_capacity(text.len() * 3);
-        for (lineno, line) in text.lines().enumerate() {
-            let p = line.trim();
-            if p.is_empty() || p.starts_with('#') {
-                continue;
-            }
-            let Some((net, len)) = p.split_once('/') else {
-                return Err(TopoError::Invalid(format!(
-                    "{}:{}: `{p}` is not a prefix",
-                    path.display(),
-                    lineno + 1
-                )));
-            };
-            let len: u32 = len.parse().map_err(|_| {
-                TopoError::Invalid(format!(
-                    "{}:{}: bad prefix length in `{p}`",
-                    path.display(),
-                    lineno + 1
-                ))
-            })?;
+        load.skipped = for_each_table_prefix(&text, path, |p, _net, _len, v6| {
             let nh_index = fnv(p.as_bytes()) % FULL_TABLE_NEXT_HOPS;
-            if let Ok(a) = net.parse::<std::net::Ipv4Addr>() {
-                if len > 32 || lab_overlap_v4(u32::from(a), len) {
-                    load.skipped += 1;
-                    continue;
-                }
-                batch.push_str(&format!(
-                    "route replace {p} via 198.19.0.{} dev d1\n",
-                    100 + nh_index
-                ));
-                load.routes_v4 += 1;
-            } else if let Ok(a) = net.parse::<std::net::Ipv6Addr>() {
-                if len > 128 || lab_overlap_v6(u128::from(a), len) {
-                    load.skipped += 1;
-                    continue;
-                }
+            if v6 {
                 batch.push_str(&format!(
                     "route replace {p} via 2001:2:0:8000::{:x} dev d1\n",
                     0x100 + nh_index
                 ));
                 load.routes_v6 += 1;
             } else {
-                return Err(TopoError::Invalid(format!(
-                    "{}:{}: `{p}` is not a prefix",
-                    path.display(),
-                    lineno + 1
-                )));
+                batch.push_str(&format!(
+                    "route replace {p} via 198.19.0.{} dev d1\n",
+                    100 + nh_index
+                ));
+                load.routes_v4 += 1;
             }
-        }
+        })?;
         let t = Instant::now();
         let line = format!("ip -n {} -force -batch -", self.dut_ns);
         let mut child = Command::new("ip")
@@ -802,6 +756,124 @@ fn lab_overlap_v4(addr: u32, len: u32) -> bool {
     overlap(0xC612_0000, 15) || overlap(0xC012_0000, 15)
 }
 
+/// The text of a prefix list (gzip or plain).
+fn read_table_text(path: &std::path::Path) -> Result<String, TopoError> {
+    let raw = std::fs::read(path).map_err(|e| TopoError::Io {
+        what: format!("read {}", path.display()),
+        source: e,
+    })?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&raw[..]), &mut s)
+            .map_err(|e| TopoError::Io {
+                what: format!("gunzip {}", path.display()),
+                source: e,
+            })?;
+        Ok(s)
+    } else {
+        Ok(String::from_utf8_lossy(&raw).into_owned())
+    }
+}
+
+/// Calls `f(text, network, length, is_v6)` for every prefix of a prefix
+/// list that does not overlap the lab's own ranges; returns how many were
+/// skipped for overlapping. A line that is not a prefix is an error naming
+/// the file and line.
+fn for_each_table_prefix(
+    text: &str,
+    path: &std::path::Path,
+    mut f: impl FnMut(&str, u128, u32, bool),
+) -> Result<u64, TopoError> {
+    let mut skipped = 0;
+    for (lineno, line) in text.lines().enumerate() {
+        let p = line.trim();
+        if p.is_empty() || p.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| {
+            TopoError::Invalid(format!("{}:{}: {why} in `{p}`", path.display(), lineno + 1))
+        };
+        let (net, len) = p.split_once('/').ok_or_else(|| bad("not a prefix"))?;
+        let len: u32 = len.parse().map_err(|_| bad("bad prefix length"))?;
+        if let Ok(a) = net.parse::<std::net::Ipv4Addr>() {
+            if len > 32 {
+                return Err(bad("bad prefix length"));
+            }
+            if lab_overlap_v4(u32::from(a), len) {
+                skipped += 1;
+                continue;
+            }
+            f(p, u128::from(u32::from(a)), len, false);
+        } else if let Ok(a) = net.parse::<std::net::Ipv6Addr>() {
+            if len > 128 {
+                return Err(bad("bad prefix length"));
+            }
+            if lab_overlap_v6(u128::from(a), len) {
+                skipped += 1;
+                continue;
+            }
+            f(p, u128::from(a), len, true);
+        } else {
+            return Err(bad("not a prefix"));
+        }
+    }
+    Ok(skipped)
+}
+
+/// `n` destination addresses spread over the prefixes of a prefix list
+/// (those [`Topology::load_full_table`] loads), of one family: each a
+/// prefix drawn at random (seeded, so runs repeat) and a random host part
+/// inside it.
+pub fn table_destinations(
+    path: &std::path::Path,
+    n: usize,
+    v6: bool,
+    seed: u64,
+) -> Result<Vec<std::net::IpAddr>, TopoError> {
+    let text = read_table_text(path)?;
+    let mut prefixes = Vec::new();
+    for_each_table_prefix(&text, path, |_, net, len, is_v6| {
+        if is_v6 == v6 {
+            prefixes.push((net, len));
+        }
+    })?;
+    if prefixes.is_empty() {
+        return Err(TopoError::Invalid(format!(
+            "{}: no IPv{} prefixes to draw destinations from",
+            path.display(),
+            if v6 { 6 } else { 4 }
+        )));
+    }
+    let mut state = seed;
+    let mut next = || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let bits = if v6 { 128 } else { 32 };
+    Ok((0..n)
+        .map(|_| {
+            let (net, len) = prefixes[(next() % prefixes.len() as u64) as usize];
+            let host_bits = bits - len;
+            let random = (u128::from(next()) << 64) | u128::from(next());
+            let host = if host_bits == 0 {
+                0
+            } else {
+                random & (u128::MAX >> (128 - host_bits))
+            };
+            let a = net | host;
+            if v6 {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))
+            } else {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(a as u32))
+            }
+        })
+        .collect())
+}
+
 /// Whether a prefix overlaps 2001:2::/48.
 fn lab_overlap_v6(addr: u128, len: u32) -> bool {
     let l = len.min(48);
@@ -886,6 +958,55 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn destinations_drawn_from_the_table_fall_inside_its_prefixes() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../data/full-table-prefixes.txt.gz");
+        let text = read_table_text(&path).unwrap();
+        for v6 in [false, true] {
+            let mut prefixes = Vec::new();
+            for_each_table_prefix(&text, &path, |_, net, len, is_v6| {
+                if is_v6 == v6 {
+                    prefixes.push((net, len));
+                }
+            })
+            .unwrap();
+            let n = 4096;
+            let dsts = table_destinations(&path, n, v6, 7).unwrap();
+            assert_eq!(dsts.len(), n);
+            assert_eq!(dsts, table_destinations(&path, n, v6, 7).unwrap(), "seeded");
+            assert_ne!(dsts, table_destinations(&path, n, v6, 8).unwrap());
+            let bits = if v6 { 128 } else { 32 };
+            let mut distinct = std::collections::BTreeSet::new();
+            for d in &dsts {
+                assert_eq!(d.is_ipv6(), v6);
+                let a = match d {
+                    std::net::IpAddr::V4(a) => u128::from(u32::from(*a)),
+                    std::net::IpAddr::V6(a) => u128::from(*a),
+                };
+                let inside = prefixes
+                    .iter()
+                    .any(|&(net, len)| len == 0 || (a ^ net) >> (bits - len) == 0);
+                assert!(inside, "{d} in none of the table's prefixes");
+                if v6 {
+                    assert!(!lab_overlap_v6(a, 128), "{d} in the lab's range");
+                } else {
+                    assert!(!lab_overlap_v4(a as u32, 32), "{d} in the lab's range");
+                }
+                distinct.insert(a);
+            }
+            // Spread over the table, not a few prefixes.
+            assert!(distinct.len() > n * 9 / 10, "{} distinct", distinct.len());
+        }
+        let bad = std::env::temp_dir().join(format!("fastfwd-bad-table-{}", std::process::id()));
+        std::fs::write(&bad, "10.0.0.0/8\nnot-a-prefix\n").unwrap();
+        let e = table_destinations(&bad, 1, false, 1)
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_file(&bad).unwrap();
+        assert!(e.contains(":2:") && e.contains("not-a-prefix"), "{e}");
+    }
 
     #[test]
     fn presets_parse_and_render() {

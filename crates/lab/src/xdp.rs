@@ -10,7 +10,7 @@
 //! XDP on the sink's interface, the cheapest end a frame can have.
 
 use crate::flows::FlowSet;
-use crate::gen::{GenConfig, GenError, GenReport};
+use crate::gen::{FrameBuilder, GenConfig, GenError, GenReport};
 use crate::recv::{
     IfCounters, LatencyHist, NetDevReader, RecvConfig, RecvError, RecvReport, SecondRow,
 };
@@ -31,6 +31,9 @@ pub const MAX_FLOWS: u64 = 1 << 20;
 pub const GEN_SECONDS: u32 = 4096;
 /// Sequence numbers the XDP receiver checks exactly (`LAB_RECV_SEQ_BITS`).
 pub const SEQ_BITS: u64 = 1 << 27;
+/// The XDP receiver samples the latency of one packet in this many
+/// (`LAB_LAT_EVERY`).
+pub const LAT_EVERY: u64 = 8;
 /// Latency buckets (`LAB_LAT_BUCKETS`).
 pub const LAT_BUCKETS: u32 = 64 + 58 * 32;
 /// Header bytes before the stamp (`LAB_HDR_V4`, `LAB_HDR_V6`).
@@ -141,71 +144,95 @@ pub fn live_flows_fit(flows: &FlowSet) -> bool {
 /// Fails with [`GenError::Live`] where the kernel cannot run it (before 5.18,
 /// or without BPF privileges): the caller may fall back to `gen::run`.
 pub fn run_live(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
-    let frames = &cfg.frames;
-    let flows = frames.flows();
-    if !live_flows_fit(flows) {
-        return Err(live_err("flows")(format!(
-            "{} flows, at most {MAX_FLOWS} in live mode",
-            flows.len()
-        )));
+    LiveGenerator::new(&cfg.ifname, &cfg.frames)?.run(cfg, stop)
+}
+
+/// The live-frames generator, loaded, attached and holding one frame
+/// set's headers, ready for any number of runs (filling a million flows
+/// takes a second or two, so a lab loads it once, not per trial).
+pub struct LiveGenerator {
+    ebpf: Ebpf,
+    ifname: String,
+    ifindex: u32,
+    /// What the flow map holds: flows, frame length, MACs.
+    frames: FrameBuilder,
+    flows: Array<MapData, [u8; GEN_FLOW_SIZE]>,
+    config: Array<MapData, [u8; GEN_CONFIG_SIZE]>,
+    state: Array<MapData, [u8; GEN_STATE_SIZE]>,
+    seconds: Array<MapData, u64>,
+    /// Entries of `seconds` the last run wrote.
+    seconds_used: u32,
+}
+
+impl std::fmt::Debug for LiveGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveGenerator")
+            .field("ifname", &self.ifname)
+            .finish()
     }
-    let ifindex = sys::if_index(&cfg.ifname).map_err(|source| GenError::Io {
-        what: format!("interface {}", cfg.ifname),
-        source,
-    })?;
-    let mut ebpf = Ebpf::load(GEN_OBJECT).map_err(|e| live_err("load lab_gen.o")(e.to_string()))?;
-    let mut flow_map: Array<MapData, [u8; GEN_FLOW_SIZE]> = gen_map(&mut ebpf, "gen_flows")?;
-    let mut config: Array<MapData, [u8; GEN_CONFIG_SIZE]> = gen_map(&mut ebpf, "gen_config")?;
-    let state: Array<MapData, [u8; GEN_STATE_SIZE]> = gen_map(&mut ebpf, "gen_state")?;
-    let seconds: Array<MapData, u64> = gen_map(&mut ebpf, "gen_seconds")?;
-    let prog: &mut Xdp = ebpf
-        .program_mut("lab_gen")
-        .ok_or_else(|| live_err("program")("lab_gen missing".into()))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| live_err("program")(e.to_string()))?;
-    prog.load()
-        .map_err(|e| live_err("load the program")(e.to_string()))?;
-    // Attached, it stays in the XDP dispatcher between calls (see
-    // lab_gen.c); where the interface has no native XDP, every call pays
-    // two RCU grace periods instead, and the pacing's catch-up limit keeps
-    // the gaps from turning into bursts.
-    let _ = prog.attach(&cfg.ifname, XdpFlags::DRV_MODE);
-    let n = flows.len();
-    for i in 0..n {
-        let (h, partial) = frames.header(i);
-        flow_map
-            .set(i as u32, gen_flow(&h, partial), 0)
-            .map_err(|e| live_err("gen_flows")(e.to_string()))?;
+}
+
+impl LiveGenerator {
+    /// Loads the program, attaches it to `ifname` (in the calling thread's
+    /// namespace, which later runs must also be in) and fills its flows.
+    pub fn new(ifname: &str, frames: &FrameBuilder) -> Result<Self, GenError> {
+        let flows = frames.flows();
+        if !live_flows_fit(flows) {
+            return Err(live_err("flows")(format!(
+                "{} flows, at most {MAX_FLOWS} in live mode",
+                flows.len()
+            )));
+        }
+        let ifindex = sys::if_index(ifname).map_err(|source| GenError::Io {
+            what: format!("interface {ifname}"),
+            source,
+        })?;
+        let mut ebpf =
+            Ebpf::load(GEN_OBJECT).map_err(|e| live_err("load lab_gen.o")(e.to_string()))?;
+        let mut g = Self {
+            flows: gen_map(&mut ebpf, "gen_flows")?,
+            config: gen_map(&mut ebpf, "gen_config")?,
+            state: gen_map(&mut ebpf, "gen_state")?,
+            seconds: gen_map(&mut ebpf, "gen_seconds")?,
+            ebpf,
+            ifname: ifname.to_string(),
+            ifindex,
+            frames: frames.clone(),
+            seconds_used: 0,
+        };
+        let prog = g.program()?;
+        prog.load()
+            .map_err(|e| live_err("load the program")(e.to_string()))?;
+        // Attached, it stays in the XDP dispatcher between calls (see
+        // lab_gen.c); where the interface has no native XDP, every call
+        // pays two RCU grace periods instead, and the pacing's catch-up
+        // limit keeps the gaps from turning into bursts.
+        let _ = prog.attach(ifname, XdpFlags::DRV_MODE);
+        for i in 0..flows.len() {
+            let (h, partial) = frames.header(i);
+            g.flows
+                .set(i as u32, gen_flow(&h, partial), 0)
+                .map_err(|e| live_err("gen_flows")(e.to_string()))?;
+        }
+        Ok(g)
     }
-    let mut tx = NetDevReader::open(None, &cfg.ifname).map_err(|e| GenError::Live {
-        what: "interface counters".into(),
-        why: e.to_string(),
-    })?;
-    let tx0 = tx.read().unwrap_or_default();
-    let duration_ns = cfg
-        .duration
-        .map_or(u64::MAX, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
-    config
-        .set(
-            0,
-            gen_config(
-                ifindex,
-                n as u32,
-                flows.is_v6(),
-                frames.stamped(),
-                cfg.rate_pps,
-                cfg.count.unwrap_or(u64::MAX),
-                duration_ns,
-            ),
-            0,
-        )
-        .map_err(|e| live_err("gen_config")(e.to_string()))?;
-    let template = vec![0u8; frames.frame_len()];
-    let fd = prog
-        .fd()
-        .map_err(|e| live_err("program fd")(e.to_string()))?;
-    let read_state = || -> Result<[u64; 5], GenError> {
-        let b = state
+
+    fn program(&mut self) -> Result<&mut Xdp, GenError> {
+        self.ebpf
+            .program_mut("lab_gen")
+            .ok_or_else(|| live_err("program")("lab_gen missing".into()))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| live_err("program")(e.to_string()))
+    }
+
+    /// Does it hold these frames (so `run` may send them)?
+    pub fn holds(&self, ifname: &str, frames: &FrameBuilder) -> bool {
+        self.ifname == ifname && self.frames.same_frames(frames)
+    }
+
+    fn read_state(&self) -> Result<[u64; 5], GenError> {
+        let b = self
+            .state
             .get(&0, 0)
             .map_err(|e| live_err("gen_state")(e.to_string()))?;
         // next_seq, idle, done, last_ns, start_ns (due_ps is the program's).
@@ -216,44 +243,100 @@ pub fn run_live(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenErro
             word(&b, 3),
             word(&b, 5),
         ])
-    };
-    let mut st = read_state()?;
-    while st[2] == 0 && !stop.load(Ordering::Relaxed) {
-        netio::sys::bpf::xdp_run_live_frames(fd.as_fd(), &template, RUNS_PER_CALL, LIVE_BATCH)
-            .map_err(|e| live_err("BPF_PROG_RUN with live frames")(e.to_string()))?;
-        st = read_state()?;
     }
-    let [sent_seq, _idle, done, last_ns, start] = st;
-    let tx1 = tx.read().unwrap_or_default();
-    let dropped = tx1.since(&tx0).tx_drop.min(sent_seq);
-    let elapsed_ns = match cfg.duration {
-        // Ended by the clock: the whole duration was offered.
-        Some(d) if done == 1 && sent_seq < cfg.count.unwrap_or(u64::MAX) => d.as_nanos() as u64,
-        // Ended by the count (or a stop): the first to the last frame is
-        // n - 1 gaps; n of them is the time the n frames took.
-        _ => {
-            let span = last_ns.saturating_sub(start) as f64;
-            (span * sent_seq as f64 / (sent_seq.max(2) - 1) as f64).max(1.0) as u64
+
+    /// One run with `cfg`'s rate, count and duration (its frames must be
+    /// the ones this generator holds: see [`LiveGenerator::holds`]).
+    pub fn run(&mut self, cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
+        if !self.holds(&cfg.ifname, &cfg.frames) {
+            return Err(live_err("run")(
+                "the generator holds other frames or another interface".into(),
+            ));
         }
-    };
-    let mut rep = GenReport {
-        attempted: sent_seq,
-        sent: sent_seq - dropped,
-        backpressure: dropped,
-        elapsed_s: elapsed_ns as f64 / 1e9,
-        target_pps: cfg.rate_pps,
-        ..Default::default()
-    };
-    rep.attempted_pps = rep.attempted as f64 / rep.elapsed_s;
-    rep.sent_pps = rep.sent as f64 / rep.elapsed_s;
-    // Whole seconds, and a last part-second of at least half a second.
-    let whole = elapsed_ns / 1_000_000_000;
-    let part = elapsed_ns % 1_000_000_000 >= 500_000_000;
-    let secs = (whole + u64::from(part)).min(u64::from(GEN_SECONDS)) as u32;
-    for s in 0..secs {
-        rep.per_second_sent.push(seconds.get(&s, 0).unwrap_or(0));
+        for s in 0..self.seconds_used {
+            self.seconds
+                .set(s, 0, 0)
+                .map_err(|e| live_err("gen_seconds")(e.to_string()))?;
+        }
+        self.state
+            .set(0, [0u8; GEN_STATE_SIZE], 0)
+            .map_err(|e| live_err("gen_state")(e.to_string()))?;
+        let frames = &self.frames;
+        let duration_ns = cfg
+            .duration
+            .map_or(u64::MAX, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
+        let conf = gen_config(
+            self.ifindex,
+            frames.flows().len() as u32,
+            frames.flows().is_v6(),
+            frames.stamped(),
+            cfg.rate_pps,
+            cfg.count.unwrap_or(u64::MAX),
+            duration_ns,
+        );
+        self.config
+            .set(0, conf, 0)
+            .map_err(|e| live_err("gen_config")(e.to_string()))?;
+        let template = vec![0u8; frames.frame_len()];
+        let mut tx = NetDevReader::open(None, &cfg.ifname).map_err(|e| GenError::Live {
+            what: "interface counters".into(),
+            why: e.to_string(),
+        })?;
+        let tx0 = tx.read().unwrap_or_default();
+        let mut st = self.read_state()?;
+        {
+            let fd = self
+                .program()?
+                .fd()
+                .map_err(|e| live_err("program fd")(e.to_string()))?
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| live_err("program fd")(e.to_string()))?;
+            while st[2] == 0 && !stop.load(Ordering::Relaxed) {
+                netio::sys::bpf::xdp_run_live_frames(
+                    fd.as_fd(),
+                    &template,
+                    RUNS_PER_CALL,
+                    LIVE_BATCH,
+                )
+                .map_err(|e| live_err("BPF_PROG_RUN with live frames")(e.to_string()))?;
+                st = self.read_state()?;
+            }
+        }
+        let [sent_seq, _idle, done, last_ns, start] = st;
+        let tx1 = tx.read().unwrap_or_default();
+        let dropped = tx1.since(&tx0).tx_drop.min(sent_seq);
+        let elapsed_ns = match cfg.duration {
+            // Ended by the clock: the whole duration was offered.
+            Some(d) if done == 1 && sent_seq < cfg.count.unwrap_or(u64::MAX) => d.as_nanos() as u64,
+            // Ended by the count (or a stop): the first to the last frame
+            // is n - 1 gaps; n of them is the time the n frames took.
+            _ => {
+                let span = last_ns.saturating_sub(start) as f64;
+                (span * sent_seq as f64 / (sent_seq.max(2) - 1) as f64).max(1.0) as u64
+            }
+        };
+        let mut rep = GenReport {
+            attempted: sent_seq,
+            sent: sent_seq - dropped,
+            backpressure: dropped,
+            elapsed_s: elapsed_ns as f64 / 1e9,
+            target_pps: cfg.rate_pps,
+            ..Default::default()
+        };
+        rep.attempted_pps = rep.attempted as f64 / rep.elapsed_s;
+        rep.sent_pps = rep.sent as f64 / rep.elapsed_s;
+        // Whole seconds, and a last part-second of at least half a second.
+        let whole = elapsed_ns / 1_000_000_000;
+        let part = elapsed_ns % 1_000_000_000 >= 500_000_000;
+        let secs = (whole + u64::from(part)).min(u64::from(GEN_SECONDS)) as u32;
+        for s in 0..secs {
+            rep.per_second_sent
+                .push(self.seconds.get(&s, 0).unwrap_or(0));
+        }
+        self.seconds_used = (whole + 1).min(u64::from(GEN_SECONDS)) as u32;
+        Ok(rep)
     }
-    Ok(rep)
 }
 
 /// A receiver that counts and checks in XDP on the sink's interface.
@@ -443,8 +526,15 @@ impl XdpReceiver {
         rep.latency = hist.summary();
         rep.latency_histogram = hist.buckets();
         rep.elapsed_s = (sys::monotonic_ns() - t0) as f64 / 1e9;
+        rep.program_ns_per_frame = self.program_ns_per_frame();
         Ok(rep)
     }
+}
+
+/// Turns on the kernel's BPF run statistics (run time and count per
+/// program) while the returned guard lives.
+pub fn bpf_run_statistics() -> Result<std::os::fd::OwnedFd, String> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -512,6 +602,7 @@ mod tests {
         assert_eq!(define(&h, "LAB_RECV_SEQ_BITS"), "(1 << 27)");
         assert_eq!(SEQ_BITS, 1 << 27);
         assert_eq!(define(&h, "LAB_LAT_SUB"), "32");
+        assert_eq!(define(&h, "LAB_LAT_EVERY"), LAT_EVERY.to_string());
         assert_eq!(define(&h, "LAB_LAT_BUCKETS"), "(64 + 58 * LAB_LAT_SUB)");
         assert_eq!(LAT_BUCKETS, 64 + 58 * 32);
         assert_eq!(struct_size(&h, "lab_gen_config"), GEN_CONFIG_SIZE);

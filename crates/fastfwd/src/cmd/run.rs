@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 /// I/O backend choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendArg {
-    /// AF_XDP sockets fed by fastfwd's XDP program (transit traffic only).
+    /// AF_XDP sockets fed by fastfwd's XDP program (transit traffic only);
+    /// `xdp`, its old name, still works.
+    #[value(name = "afxdp", alias = "xdp")]
     Xdp,
     /// AF_PACKET TPACKET_V3 rings (every frame; kernel forwarding must be off).
     Packet,
@@ -72,7 +74,7 @@ pub struct Args {
     pub engine: EngineArg,
     /// I/O backend of the user-space pipeline (with `--engine xdp`, its
     /// exception path: AF_XDP only).
-    #[arg(long, value_enum, default_value = "xdp")]
+    #[arg(long, value_enum, default_value = "afxdp")]
     pub backend: BackendArg,
     /// CPUs to run workers on, one worker each: `1`, `0,1`, `2-3`
     /// (default: the first CPU this process may use).
@@ -423,7 +425,7 @@ fn refuse_kernel_forwarding() -> Result<()> {
     ] {
         if std::fs::read_to_string(path).is_ok_and(|v| v.trim() != "0") {
             bail!(
-                "--backend packet: kernel forwarding is on in this network namespace ({key}=1), so the kernel would forward every packet fastfwd forwards a second time; turn it off (sysctl -w net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0) or use --backend xdp"
+                "--backend packet: kernel forwarding is on in this network namespace ({key}=1), so the kernel would forward every packet fastfwd forwards a second time; turn it off (sysctl -w net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0) or use --backend afxdp"
             );
         }
     }
@@ -499,7 +501,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.engine == EngineArg::Xdp && args.backend == BackendArg::Packet {
-        bail!("--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend xdp (the default)");
+        bail!("--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend afxdp (the default)");
     }
     if args.backend == BackendArg::Packet {
         refuse_kernel_forwarding()?;
@@ -1164,7 +1166,7 @@ impl Daemon {
         serde_json::json!({
             "engine": if self.xdp.is_some() { "xdp" } else { "user" },
             "xdp": reps.iter().find_map(|r| r.xdp.clone()),
-            "backend": match self.backend { BackendArg::Xdp => "xdp", BackendArg::Packet => "packet" },
+            "backend": match self.backend { BackendArg::Xdp => "afxdp", BackendArg::Packet => "packet" },
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "interfaces": ifaces,
         })
@@ -1174,6 +1176,19 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_af_xdp_backend_answers_to_its_old_name() {
+        use clap::ValueEnum;
+        for name in ["afxdp", "xdp"] {
+            assert_eq!(BackendArg::from_str(name, false), Ok(BackendArg::Xdp));
+        }
+        assert_eq!(
+            BackendArg::from_str("packet", false),
+            Ok(BackendArg::Packet)
+        );
+        assert!(BackendArg::from_str("dpdk", false).is_err());
+    }
 
     #[test]
     fn cores_parse() {

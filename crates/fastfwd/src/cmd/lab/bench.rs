@@ -62,6 +62,16 @@ pub struct Args {
     /// `packet` (an AF_PACKET ring).
     #[arg(long, value_enum, default_value_t = Receiver::Xdp)]
     receiver: Receiver,
+    /// Destinations drawn from the full table's prefixes (0: the seed's 10
+    /// addresses, 200 flows: the few-flows case where lookups stay in cache).
+    #[arg(long, default_value_t = lab::bench::DEFAULT_DSTS)]
+    dsts: usize,
+    /// IPv6 traffic (80-byte frames, room for the stamp) instead of IPv4.
+    #[arg(short = '6', long = "ipv6")]
+    v6: bool,
+    /// Frame length without FCS (default 60, or 80 with IPv6).
+    #[arg(short = 'l', long)]
+    len: Option<u16>,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -87,6 +97,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if let Some(t) = a.trial {
         cfg.trial = Duration::from_secs_f64(t.max(1.0));
+    }
+    cfg.dsts = a.dsts;
+    if a.v6 {
+        let (src, dst) = super::traffic::default_ranges(true);
+        cfg.traffic.flows = lab::flows::FlowSet::parse(src, dst)?;
+        cfg.frame_len = 80;
+    }
+    if let Some(l) = a.len {
+        let min = if a.v6 { 80 } else { 60 };
+        if !(min..=1514).contains(&l) {
+            anyhow::bail!("--len {l}: frames are {min}..=1514 bytes here (room for the stamp)");
+        }
+        cfg.frame_len = l;
     }
     cfg.traffic.input = match a.input {
         Input::Live => lab::bench::InputMode::Live,

@@ -139,7 +139,7 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
         .map(parse_mac)
         .transpose()?
         .unwrap_or(GEN_MAC);
-    let frames = FrameBuilder::new(flows, a.len, src_mac, dst_mac)?;
+    let frames = FrameBuilder::new(flows.clone(), a.len, src_mac, dst_mac)?;
     let line = gen::line_rate_pps(10e9, a.len);
     let rate = match &a.rate {
         Some(r) => Some(
