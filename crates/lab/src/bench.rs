@@ -834,6 +834,8 @@ pub struct BenchConfig {
     pub equilibrium_trial: Option<Duration>,
     /// Equilibrium tolerance.
     pub tolerance: f64,
+    /// Most trials an equilibrium search may take.
+    pub equilibrium_max_iterations: u32,
     /// Destinations drawn from the full table's prefixes (0, or no table:
     /// the traffic's own destination range).
     pub dsts: usize,
@@ -875,6 +877,7 @@ impl BenchConfig {
             },
             equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 3 })),
             tolerance: 0.01,
+            equilibrium_max_iterations: if quick { 5 } else { 16 },
             dsts: DEFAULT_DSTS,
             cpu_load_pps: 0,
             cpu_trial: Duration::from_secs(if quick { 2 } else { 5 }),
@@ -955,6 +958,27 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
     }
 }
 
+/// Trials an equilibrium search usually takes here (for the ETA only).
+const TYPICAL_EQUILIBRIUM_TRIALS: usize = 8;
+
+/// ` (ETA m:ss)` from the time per trial so far, including set-up.
+fn eta(started: Instant, done: usize, total: usize) -> String {
+    if done == 0 {
+        return String::new();
+    }
+    let per = started.elapsed().as_secs_f64() / done as f64;
+    let left = (per * total.saturating_sub(done) as f64) as u64;
+    format!(" (ETA {}:{:02})", left / 60, left % 60)
+}
+
+/// The first three fields of /proc/loadavg ("?" where unreadable).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
@@ -980,6 +1004,7 @@ pub fn run_bench(
 ) -> Result<BenchOutput, LabError> {
     let started = Instant::now();
     let started_wall = sys::realtime_ns() / 1_000_000_000;
+    let load_before = load_average();
     let mut tcfg = TopoConfig::new(&cfg.tag);
     tcfg.forwarding = true;
     progress(&format!(
@@ -1064,6 +1089,16 @@ pub fn run_bench(
     let mut gen_busy: Vec<f64> = Vec::new();
     let p = topo.placement;
 
+    // Trials the run will take, for the ETA: the generator's maximum, then
+    // per contender the load curve, a typical equilibrium search, the CPU
+    // trial and the repeats, and the receiver's cost trial.
+    let expected_trials = 2 + contenders.len()
+        * (cfg.load_points.len()
+            + cfg.equilibrium_trial.map_or(0, |_| {
+                TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
+            })
+            + 1
+            + cfg.repeats as usize);
     // Load curves and equilibrium, one contender at a time.
     let mut failed = vec![false; contenders.len()];
     let mut receiver_ns: Option<f64> = None;
@@ -1081,10 +1116,11 @@ pub fn run_bench(
             continue;
         }
         progress(&format!(
-            "{}: load curve ({} points of {:.1} s)",
+            "{}: load curve ({} points of {:.1} s){}",
             c.name(),
             cfg.load_points.len(),
-            cfg.trial.as_secs_f64()
+            cfg.trial.as_secs_f64(),
+            eta(started, runner.trials.len(), expected_trials)
         ));
         for &f in &cfg.load_points {
             let offered = gen_max * f;
@@ -1108,9 +1144,10 @@ pub fn run_bench(
         }
         if let Some(et) = cfg.equilibrium_trial {
             progress(&format!(
-                "{}: equilibrium search ({:.1} s trials)",
+                "{}: equilibrium search ({:.1} s trials){}",
                 c.name(),
-                et.as_secs_f64()
+                et.as_secs_f64(),
+                eta(started, runner.trials.len(), expected_trials)
             ));
             let ecfg = EquilibriumConfig {
                 link_kpps: (gen_max / 1000.0) as u64,
@@ -1118,7 +1155,7 @@ pub fn run_bench(
                 trial_s: et.as_secs_f64(),
                 frame_len: cfg.frame_len,
                 ipv6: runner.traffic.flows.is_v6(),
-                ..EquilibriumConfig::default()
+                max_iterations: cfg.equilibrium_max_iterations,
             };
             let saved = runner.traffic.warmup_s;
             runner.traffic.warmup_s = 0;
@@ -1170,17 +1207,7 @@ pub fn run_bench(
                     "{}: CPU per packet at {cpu_load} pps offered",
                     c.name()
                 ));
-                // The first contender's trial also measures the XDP
-                // receiver's own cost (BPF run statistics cost every
-                // program a clock read, so they stay off for the others).
-                let stats = (i == 0 && runner.traffic.receiver == ReceiverMode::Xdp)
-                    .then(crate::xdp::bpf_run_statistics)
-                    .and_then(Result::ok);
                 let d = runner.trial(Some(cpu_load as f64), cfg.frame_len, cfg.cpu_trial)?;
-                drop(stats);
-                if let Some(ns) = d.recv.program_ns_per_frame {
-                    receiver_ns = Some(ns);
-                }
                 progress(&d.summary_line());
                 let busy = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied());
                 let fwd = d.forwarding_pps(warm);
@@ -1192,7 +1219,28 @@ pub fn run_bench(
                     ));
                 }
             }
-            progress(&format!("repeat {}/{}: {}", rep + 1, cfg.repeats, c.name()));
+            if rep == 0 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
+                // The XDP receiver's own cost, at overload, behind the first
+                // contender (the kernel: no BPF program of its own). BPF run
+                // statistics cost every program two clock reads, so they
+                // are on for this extra trial only.
+                progress(&format!(
+                    "{}: the XDP receiver's own cost at overload (BPF run statistics on)",
+                    c.name()
+                ));
+                let stats = crate::xdp::bpf_run_statistics().ok();
+                let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.cpu_trial)?;
+                drop(stats);
+                receiver_ns = d.recv.program_ns_per_frame;
+                progress(&d.summary_line());
+            }
+            progress(&format!(
+                "repeat {}/{}: {}{}",
+                rep + 1,
+                cfg.repeats,
+                c.name(),
+                eta(started, runner.trials.len(), expected_trials)
+            ));
             let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
             progress(&d.summary_line());
             if let Some(f) = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c)) {
@@ -1377,6 +1425,13 @@ pub fn run_bench(
     run.config.extra.insert(
         "cpu_per_packet".into(),
         format!("the forwarding core's busy share x 1e9 / forwarded pps, one {:.0} s trial per contender at {cpu_load} pps offered (80% of the slowest contender's equilibrium)", cfg.cpu_trial.as_secs_f64()),
+    );
+    run.config.extra.insert(
+        "load_average".into(),
+        format!(
+            "before {load_before}, after {} (1, 5 and 15 minutes; the bench itself keeps both cores busy)",
+            load_average()
+        ),
     );
     run.config.extra.insert(
         "all_trials".into(),
