@@ -1089,16 +1089,20 @@ pub fn run_bench(
     let mut gen_busy: Vec<f64> = Vec::new();
     let p = topo.placement;
 
-    // Trials the run will take, for the ETA: the generator's maximum, then
-    // per contender the load curve, a typical equilibrium search, the CPU
-    // trial and the repeats, and the receiver's cost trial.
-    let expected_trials = 2 + contenders.len()
-        * (cfg.load_points.len()
-            + cfg.equilibrium_trial.map_or(0, |_| {
-                TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
-            })
-            + 1
-            + cfg.repeats as usize);
+    // Trials still to run, for the ETA (timed from here, past the table
+    // load): per contender the load curve, a typical equilibrium search,
+    // the CPU trial and the repeats, and the receiver's cost trial.
+    let eta_from = Instant::now();
+    let eta_base = runner.trials.len();
+    let expected_trials = eta_base
+        + 1
+        + contenders.len()
+            * (cfg.load_points.len()
+                + cfg.equilibrium_trial.map_or(0, |_| {
+                    TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
+                })
+                + 1
+                + cfg.repeats as usize);
     // Load curves and equilibrium, one contender at a time.
     let mut failed = vec![false; contenders.len()];
     let mut receiver_ns: Option<f64> = None;
@@ -1120,7 +1124,11 @@ pub fn run_bench(
             c.name(),
             cfg.load_points.len(),
             cfg.trial.as_secs_f64(),
-            eta(started, runner.trials.len(), expected_trials)
+            eta(
+                eta_from,
+                runner.trials.len() - eta_base,
+                expected_trials - eta_base
+            )
         ));
         for &f in &cfg.load_points {
             let offered = gen_max * f;
@@ -1147,7 +1155,11 @@ pub fn run_bench(
                 "{}: equilibrium search ({:.1} s trials){}",
                 c.name(),
                 et.as_secs_f64(),
-                eta(started, runner.trials.len(), expected_trials)
+                eta(
+                    eta_from,
+                    runner.trials.len() - eta_base,
+                    expected_trials - eta_base
+                )
             ));
             let ecfg = EquilibriumConfig {
                 link_kpps: (gen_max / 1000.0) as u64,
@@ -1239,7 +1251,11 @@ pub fn run_bench(
                 rep + 1,
                 cfg.repeats,
                 c.name(),
-                eta(started, runner.trials.len(), expected_trials)
+                eta(
+                    eta_from,
+                    runner.trials.len() - eta_base,
+                    expected_trials - eta_base
+                )
             ));
             let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
             progress(&d.summary_line());
