@@ -176,6 +176,8 @@ pub struct Traffic {
     pub cooldown_s: u32,
     /// Wait for late packets after the generator stops.
     pub grace: Duration,
+    /// Send one flow in this many with TTL 1 (the exception path's load).
+    pub expiring_every: Option<u64>,
 }
 
 impl Traffic {
@@ -194,6 +196,7 @@ impl Traffic {
             warmup_s: 1,
             cooldown_s: 0,
             grace: Duration::from_millis(200),
+            expiring_every: None,
         }
     }
 }
@@ -283,12 +286,15 @@ impl LabRunner {
         if interrupted() {
             return Err(LabError::Interrupted);
         }
-        let frames = FrameBuilder::new(
+        let mut frames = FrameBuilder::new(
             self.traffic.flows.clone(),
             usize::from(frame_len),
             GEN_MAC,
             DUT_IN_MAC,
         )?;
+        if let Some(n) = self.traffic.expiring_every {
+            frames = frames.with_expiring_every(n);
+        }
         let gcfg = GenConfig {
             ifname: "g0".into(),
             frames,
@@ -1385,6 +1391,12 @@ pub fn run_bench(
     );
     if let Some(n) = &input_note {
         run.config.extra.insert("input_fallback".into(), n.clone());
+    }
+    if let Some(n) = runner.traffic.expiring_every {
+        run.config.extra.insert(
+            "ttl_expiring".into(),
+            format!("one flow in {n} sent with TTL / hop limit 1 (ICMP time exceeded expected)"),
+        );
     }
     if let Some(ns) = receiver_ns {
         // Against the forwarding core's time per packet at overload (the

@@ -88,6 +88,9 @@ pub struct FrameBuilder {
     dst_mac: [u8; 6],
     hdr_len: usize,
     stamped: bool,
+    /// Every `n`-th flow (index `n - 1`, `2n - 1`, ...) is sent with TTL /
+    /// hop limit 1, so a router must answer it with ICMP time exceeded.
+    expiring_every: Option<u64>,
     /// Precomputed headers and UDP partial sums, one per cached flow.
     cache: Vec<([u8; 62], u32)>,
 }
@@ -121,6 +124,7 @@ impl FrameBuilder {
             dst_mac,
             hdr_len,
             stamped: frame_len - hdr_len >= STAMP_LEN,
+            expiring_every: None,
             cache: Vec::new(),
         };
         b.cache = (0..cached).map(|i| b.header(i)).collect();
@@ -137,9 +141,27 @@ impl FrameBuilder {
         self.stamped
     }
 
-    /// Do both build the same frames (flows, length, addresses)?
+    /// Sends one flow in `n` (`n` >= 1; so `100` is 1% of the packets)
+    /// with TTL / hop limit 1: the exception-path load of a router.
+    pub fn with_expiring_every(mut self, n: u64) -> Self {
+        self.expiring_every = Some(n.max(1));
+        let cached = self.cache.len() as u64;
+        self.cache = (0..cached).map(|i| self.header(i)).collect();
+        self
+    }
+
+    /// Flow `i`'s TTL / hop limit.
+    fn ttl(&self, i: u64) -> u8 {
+        match self.expiring_every {
+            Some(n) if i % n == n - 1 => 1,
+            _ => 64,
+        }
+    }
+
+    /// Do both build the same frames (flows, length, addresses, TTLs)?
     pub fn same_frames(&self, other: &FrameBuilder) -> bool {
-        self.frame_len == other.frame_len
+        self.expiring_every == other.expiring_every
+            && self.frame_len == other.frame_len
             && self.src_mac == other.src_mac
             && self.dst_mac == other.dst_mac
             && self.flows == other.flows
@@ -170,7 +192,7 @@ impl FrameBuilder {
                 ip[0] = 0x45;
                 ip[2..4].copy_from_slice(&(udp_len + 20).to_be_bytes());
                 ip[6] = 0x40; // DF
-                ip[8] = 64;
+                ip[8] = self.ttl(i);
                 ip[9] = 17;
                 ip[12..16].copy_from_slice(&s.octets());
                 ip[16..20].copy_from_slice(&d.octets());
@@ -191,7 +213,7 @@ impl FrameBuilder {
                 ip[0] = 0x60;
                 ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
                 ip[6] = 17;
-                ip[7] = 64;
+                ip[7] = self.ttl(i);
                 ip[8..24].copy_from_slice(&s.octets());
                 ip[24..40].copy_from_slice(&d.octets());
                 let pseudo =
@@ -533,6 +555,28 @@ mod tests {
         for len in [62, 79, 80, 81, 1514] {
             check(true, len);
         }
+    }
+
+    #[test]
+    fn one_flow_in_n_expires() {
+        let b = FrameBuilder::new(flows(false), 60, [0; 6], [0; 6])
+            .unwrap()
+            .with_expiring_every(4);
+        let mut ttls = Vec::new();
+        for seq in 0..8u64 {
+            let mut buf = vec![0u8; 60];
+            b.write(&mut buf, seq, 0);
+            let ip = etherparse::Ipv4HeaderSlice::from_slice(&buf[14..]).unwrap();
+            assert_eq!(ip.to_header().calc_header_checksum(), ip.header_checksum());
+            ttls.push(ip.ttl());
+        }
+        assert_eq!(ttls, [64, 64, 64, 1, 64, 64, 64, 1]);
+        let b6 = FrameBuilder::new(flows(true), 80, [0; 6], [0; 6])
+            .unwrap()
+            .with_expiring_every(2);
+        let mut buf = vec![0u8; 80];
+        b6.write(&mut buf, 1, 0);
+        assert_eq!(buf[14 + 7], 1, "hop limit");
     }
 
     #[test]

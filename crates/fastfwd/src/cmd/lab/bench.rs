@@ -72,6 +72,10 @@ pub struct Args {
     /// Frame length without FCS (default 60, or 80 with IPv6).
     #[arg(short = 'l', long)]
     len: Option<u16>,
+    /// Percent of packets sent with TTL / hop limit 1 (one flow in
+    /// 100/PCT), to measure the exception path's cost: `--ttl-expiring 1`.
+    #[arg(long)]
+    ttl_expiring: Option<f64>,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -99,6 +103,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         cfg.trial = Duration::from_secs_f64(t.max(1.0));
     }
     cfg.dsts = a.dsts;
+    if let Some(p) = a.ttl_expiring {
+        if !(p > 0.0 && p <= 100.0) {
+            anyhow::bail!("--ttl-expiring {p}: a percentage above 0, at most 100");
+        }
+        cfg.traffic.expiring_every = Some((100.0 / p).round().max(1.0) as u64);
+    }
     if a.v6 {
         let (src, dst) = super::traffic::default_ranges(true);
         cfg.traffic.flows = lab::flows::FlowSet::parse(src, dst)?;
