@@ -390,6 +390,22 @@ pub fn second_header() -> String {
 }
 
 impl SecondRow {
+    /// Fills the output columns from `reader`'s counters since `prev`,
+    /// which becomes the current reading.
+    pub(crate) fn set_output(
+        &mut self,
+        reader: &mut NetDevReader,
+        prev: &mut IfCounters,
+    ) -> Result<(), RecvError> {
+        let now = reader.read()?;
+        let d = now.since(prev);
+        *prev = now;
+        self.out_packets = d.tx_packets;
+        self.out_errs = d.tx_errs;
+        self.out_bytes = d.tx_bytes;
+        Ok(())
+    }
+
     /// The row in `netstat -iw 1`'s layout.
     pub fn line(&self) -> String {
         format!(
@@ -566,12 +582,7 @@ impl Receiver {
                 row.in_errs = d.rx_errs;
                 row.in_idrops = drops + d.rx_drop;
                 if let Some(r) = &mut self.output {
-                    let o = r.read()?;
-                    let d = o.since(&out_prev);
-                    out_prev = o;
-                    row.out_packets = d.tx_packets;
-                    row.out_errs = d.tx_errs;
-                    row.out_bytes = d.tx_bytes;
+                    row.set_output(r, &mut out_prev)?;
                 }
                 if cfg.print_rows {
                     println!("{}", row.line());

@@ -488,12 +488,7 @@ impl XdpReceiver {
             };
             prev = c;
             if let Some(r) = &mut self.output {
-                let o = r.read()?;
-                let d = o.since(&out_prev);
-                out_prev = o;
-                row.out_packets = d.tx_packets;
-                row.out_errs = d.tx_errs;
-                row.out_bytes = d.tx_bytes;
+                row.set_output(r, &mut out_prev)?;
             }
             if cfg.print_rows {
                 println!("{}", row.line());

@@ -69,20 +69,9 @@ pub fn xdp_test_run_repeat(
         repeat: repeat.max(1),
         ..TestRunAttr::default()
     };
-    // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
-    // the kernel reads `frame` (data_size_in bytes) and writes at most
-    // data_size_out bytes into `out`, both live for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            &mut attr as *mut TestRunAttr,
-            std::mem::size_of::<TestRunAttr>() as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // SAFETY: the kernel reads `frame` (data_size_in bytes) and writes at
+    // most data_size_out bytes into `out`, both live for the call.
+    unsafe { prog_test_run(&mut attr)? };
     Ok((
         attr.retval,
         (attr.data_size_out as usize).min(out.len()),
@@ -111,14 +100,24 @@ pub fn xdp_run_live_frames(
         batch_size: batch.clamp(1, LIVE_FRAMES_MAX_BATCH),
         ..TestRunAttr::default()
     };
+    // SAFETY: the kernel only reads `frame` (data_size_in bytes, live for
+    // the call) and writes nothing back but `attr` (no data_out in live mode).
+    unsafe { prog_test_run(&mut attr) }
+}
+
+/// `BPF_PROG_TEST_RUN` with `attr`.
+///
+/// # Safety
+/// The buffers `attr` points to (`data_in`, `data_out`, `ctx_in`,
+/// `ctx_out`) must be valid for the sizes it gives, for the whole call.
+unsafe fn prog_test_run(attr: &mut TestRunAttr) -> io::Result<()> {
     // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
-    // the kernel only reads `frame` (data_size_in bytes, live for the call)
-    // and writes nothing back but `attr` (no data_out in live mode).
+    // the caller vouches for the buffers it points to.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
             BPF_PROG_TEST_RUN,
-            &mut attr as *mut TestRunAttr,
+            attr as *mut TestRunAttr,
             std::mem::size_of::<TestRunAttr>() as libc::c_uint,
         )
     };
