@@ -26,7 +26,7 @@ pub use model::{
     FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError,
     Route,
 };
-pub use runtime::{is_router_address, BuildError, ConfigAcl, Runtime, FIREWALL_SEED};
+pub use runtime::{is_router_address, ConfigAcl, FIREWALL_SEED};
 pub use validate::{DEFAULT_MTU, MAX_MTU, MAX_NEXT_HOPS, MIN_MTU, MIN_MTU_V6};
 
 use std::path::Path;

@@ -658,39 +658,17 @@ mod properties {
         fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
             let _ = Config::parse("x.toml", &text);
         }
-
-        /// A valid config builds pipeline tables; every route's next hops
-        /// resolve to interfaces that exist.
-        #[test]
-        fn valid_edits_build_tables(text in mutated()) {
-            if let Ok(c) = Config::parse("router.toml", &text) {
-                let rt = c
-                    .build_tables(fib::reference::ReferenceFib4::new(), fib::reference::ReferenceFib6::new())
-                    .unwrap();
-                prop_assert_eq!(rt.tables.interfaces().len(), c.interfaces.len());
-                for r in &c.routes {
-                    for h in &r.next_hops {
-                        prop_assert!(c.interface(&h.interface).is_some());
-                    }
-                }
-            }
-        }
     }
 }
 
 #[test]
-fn every_example_config_loads_and_builds() {
+fn every_example_config_loads() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let c = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            c.build_tables(
-                fib::reference::ReferenceFib4::new(),
-                fib::reference::ReferenceFib6::new(),
-            )
-            .unwrap();
+            Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             n += 1;
         }
     }

@@ -293,7 +293,7 @@ pub struct RouteEntry {
     pub hops: u32,
 }
 
-impl Built {
+impl<F4, F6> Built<F4, F6> {
     fn view(&self, e: &RouteEntry) -> RouteView {
         RouteView {
             prefix: e.prefix.to_string(),
@@ -339,11 +339,12 @@ pub struct NeighbourView {
     pub origin: Origin,
 }
 
-/// Everything one build produced.
+/// Everything one build produced, over the FIBs it was given (the
+/// daemon's tries by default).
 #[derive(Debug)]
-pub struct Built {
+pub struct Built<F4 = Poptrie4, F6 = Poptrie6> {
     /// The pipeline snapshot.
-    pub tables: BuiltTables,
+    pub tables: Tables<F4, F6>,
     /// Port names (kernel interfaces) by port id.
     pub ports: Vec<String>,
     /// Every route installed, by prefix.
@@ -425,6 +426,21 @@ impl RouterState {
     /// Builds the pipeline snapshot from everything known now. Refuses a
     /// configuration the running router could not enforce (fail closed).
     pub fn build(&self) -> Result<Built, crate::ControlError> {
+        self.build_over(Poptrie4::new(), Poptrie6::new())
+    }
+
+    /// [`build`](Self::build) over the given empty route tables: the one
+    /// table builder, used by the daemon (over its tries) and by replay
+    /// (over the tries, or over the reference FIB they are tested against).
+    pub fn build_over<F4, F6>(
+        &self,
+        mut fib4: F4,
+        mut fib6: F6,
+    ) -> Result<Built<F4, F6>, crate::ControlError>
+    where
+        F4: RouteTable<u32>,
+        F6: RouteTable<u128>,
+    {
         let cfg = &self.config;
         if let Some(fw) = &cfg.firewall {
             input_chain_unenforced(fw).map_or(Ok(()), |e| Err(crate::ControlError::Build(e)))?;
@@ -536,8 +552,6 @@ impl RouterState {
             })
             .collect();
 
-        let mut fib4 = Poptrie4::new();
-        let mut fib6 = Poptrie6::new();
         // The few routes that override the kernel's: connected subnets,
         // then the config's, then the control socket's (later wins).
         let mut overrides: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();

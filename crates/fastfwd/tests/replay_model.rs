@@ -16,7 +16,7 @@ use etherparse::{
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::Lookup;
-use pipeline::{Frame, Verdict, Worker, WorkerConfig, HEADROOM};
+use pipeline::{Frame, Tables, Verdict, Worker, WorkerConfig, HEADROOM};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -517,15 +517,21 @@ fn random_packets_match_the_reference_router() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/replay-router.toml"),
     )
     .unwrap();
-    // Over the fast FIB (what replay and the daemon use) and the reference one.
-    run_model(&cfg.build_tables(Poptrie4::new(), Poptrie6::new()).unwrap());
+    // Over the fast FIB (what replay and the daemon use) and the reference
+    // one, both from the daemon's table builder.
     run_model(
-        &cfg.build_tables(ReferenceFib4::new(), ReferenceFib6::new())
-            .unwrap(),
+        &router::replay::tables(&cfg, Poptrie4::new(), Poptrie6::new())
+            .unwrap()
+            .0,
+    );
+    run_model(
+        &router::replay::tables(&cfg, ReferenceFib4::new(), ReferenceFib6::new())
+            .unwrap()
+            .0,
     );
 }
 
-fn run_model<F4: Lookup<u32>, F6: Lookup<u128>>(rt: &config::Runtime<F4, F6>) {
+fn run_model<F4: Lookup<u32>, F6: Lookup<u128>>(tables: &Tables<F4, F6, config::ConfigAcl>) {
     let mut worker = Worker::new(WorkerConfig {
         icmp_rate_per_sec: 1_000_000,
         icmp_burst: 1_000_000,
@@ -556,7 +562,7 @@ fn run_model<F4: Lookup<u32>, F6: Lookup<u128>>(rt: &config::Runtime<F4, F6>) {
             .zip(&packets)
             .map(|(b, p)| Frame::new(b, HEADROOM, p.frame.len()))
             .collect();
-        worker.process(&rt.tables, seed * 1_000_000_000, 0, &mut frames);
+        worker.process(tables, seed * 1_000_000_000, 0, &mut frames);
         let out = worker.output();
         assert_eq!(out.verdicts().len(), n);
         let mut gen_by_key: BTreeMap<u16, Vec<(u16, Vec<u8>)>> = BTreeMap::new();

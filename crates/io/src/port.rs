@@ -9,6 +9,8 @@ pub enum Backend {
     Xdp,
     /// AF_PACKET sockets with TPACKET_V3 rings.
     Packet,
+    /// Frames in memory, for tests of the code above the ports.
+    Memory,
 }
 
 impl std::fmt::Display for Backend {
@@ -16,6 +18,7 @@ impl std::fmt::Display for Backend {
         f.write_str(match self {
             Backend::Xdp => "xdp",
             Backend::Packet => "packet",
+            Backend::Memory => "memory",
         })
     }
 }

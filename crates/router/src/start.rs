@@ -1,0 +1,355 @@
+//! Starting and stopping the daemon: the interfaces attached, the sockets
+//! opened and spread over the workers, privileges dropped, the threads
+//! started and joined.
+
+use crate::daemon::{set_local_addrs, Daemon, XdpEngine};
+use crate::worker::{Shared, WorkerLoop, WorkerSetup};
+use anyhow::{bail, Context, Result};
+use control::kernel::KernelLink;
+use control::server::ControlServer;
+use control::snapshot::Snapshot;
+use control::state::RouterState;
+use control::Router;
+use netio::packet::{PacketConfig, PacketPort};
+use netio::sys::os;
+use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
+use netio::{Port, QueueSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Which engine forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The user-space pipeline behind the chosen backend.
+    User,
+    /// The in-kernel XDP program built from the same tables, handing its
+    /// exceptions to the user-space pipeline over AF_XDP.
+    Xdp,
+}
+
+/// How the user-space pipeline gets its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoBackend {
+    /// AF_XDP sockets fed by an XDP program (transit traffic only).
+    AfXdp,
+    /// AF_PACKET TPACKET_V3 rings (every frame; kernel forwarding must be off).
+    Packet,
+}
+
+impl IoBackend {
+    /// The name `show interfaces` and the CLI use.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackend::AfXdp => "afxdp",
+            IoBackend::Packet => "packet",
+        }
+    }
+}
+
+/// Where an XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpAttach {
+    /// Native, falling back to generic.
+    Auto,
+    /// In the driver only.
+    Native,
+    /// Generic (skb) mode only.
+    Generic,
+}
+
+/// What `fastfwd run` was asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The router's configuration file.
+    pub config: PathBuf,
+    /// Forwarding engine.
+    pub engine: Engine,
+    /// I/O backend of the user-space pipeline (the XDP engine's exception
+    /// path: AF_XDP only).
+    pub backend: IoBackend,
+    /// CPUs to run workers on, one worker each (empty: the first CPU this
+    /// process may use).
+    pub cores: Vec<usize>,
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// Keep polling when idle instead of sleeping.
+    pub busy_poll: bool,
+    /// XDP attach mode.
+    pub xdp_mode: XdpAttach,
+}
+
+/// With AF_PACKET the kernel's stack receives every frame as well: if it
+/// forwards too, each transit packet would leave twice.
+fn refuse_kernel_forwarding() -> Result<()> {
+    for (key, path) in [
+        ("net.ipv4.ip_forward", "/proc/sys/net/ipv4/ip_forward"),
+        (
+            "net.ipv6.conf.all.forwarding",
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+        ),
+    ] {
+        if std::fs::read_to_string(path).is_ok_and(|v| v.trim() != "0") {
+            bail!(
+                "--backend packet: kernel forwarding is on in this network namespace ({key}=1), so the kernel would forward every packet fastfwd forwards a second time; turn it off (sysctl -w net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0) or use --backend afxdp"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Number of RX queues of a kernel interface.
+fn rx_queues(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Runs the router until SIGINT or SIGTERM (or a worker failure): opens
+/// and attaches everything, drops privileges, starts the workers and runs
+/// the control loop on this thread; detaches everything on the way out.
+pub fn run(args: RunOptions) -> Result<()> {
+    if !os::is_root() {
+        bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
+    }
+    let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.engine == Engine::Xdp && args.backend == IoBackend::Packet {
+        bail!("--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend afxdp (the default)");
+    }
+    if args.backend == IoBackend::Packet {
+        refuse_kernel_forwarding()?;
+    }
+    let cores = if args.cores.is_empty() {
+        vec![*os::allowed_cpus()?.first().context("no CPU allowed")?]
+    } else {
+        args.cores.clone()
+    };
+    let mut kernel = KernelLink::open().context("opening netlink")?;
+    let mut state = RouterState::new(config);
+    kernel
+        .dump(&mut state.kernel)
+        .context("reading the kernel's interfaces and routes")?;
+    let missing = control::state::missing_ports(&state);
+    if !missing.is_empty() {
+        bail!(
+            "{}: interface(s) {} do not exist in this network namespace",
+            args.config.display(),
+            missing.join(", ")
+        );
+    }
+    let (router, first_tables) = Router::new(state)?;
+    for w in router.warnings() {
+        eprintln!("fastfwd: {w}");
+    }
+    let port_names = router.ports().to_vec();
+    let n_ports = port_names.len();
+
+    os::catch_stop_signals().context("installing signal handlers")?;
+    let mut server = ControlServer::bind(&args.socket)?;
+
+    // I/O: sockets are opened here and moved into the workers.
+    let mut programs = Vec::new();
+    let mut worker_ports: Vec<Vec<Option<Box<dyn Port>>>> = cores
+        .iter()
+        .map(|_| (0..n_ports).map(|_| None).collect())
+        .collect();
+    let mut xdp = None;
+    match args.backend {
+        IoBackend::AfXdp if args.engine == Engine::Xdp => {
+            let native = match args.xdp_mode {
+                XdpAttach::Auto => None,
+                XdpAttach::Native => Some(true),
+                XdpAttach::Generic => Some(false),
+            };
+            let engine = xdp_engine::Engine::load(
+                xdp_engine::Mode::Attached,
+                xdp_engine::FibCapacity::FULL_TABLE,
+            )?;
+            let mut x = XdpEngine {
+                engine,
+                synced: None,
+            };
+            // The tables first, so the program forwards from its first packet.
+            let fw = first_tables
+                .acl
+                .as_ref()
+                .map(firewall::PipelineFirewall::firewall);
+            let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
+            let cap = x.engine.capacity();
+            x.engine.publish(xdp_engine::Image::compile(
+                &first_tables.datapath(),
+                s4.trie(),
+                s6.trie(),
+                fw,
+                &cap,
+            )?)?;
+            drop((s4, s6));
+            for (p, name) in port_names.iter().enumerate() {
+                let ifindex = netio::if_index(name)?;
+                x.engine.attach(name, ifindex, p as u16, native)?;
+                let queues = rx_queues(name);
+                if queues > xdp_engine::layout::MAX_QUEUES {
+                    bail!(
+                        "{name}: {queues} RX queues; the XDP engine serves at most {}",
+                        xdp_engine::layout::MAX_QUEUES
+                    );
+                }
+                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
+                    (0..cores.len()).map(|_| Vec::new()).collect();
+                for q in 0..queues {
+                    let key = p as u32 * xdp_engine::layout::MAX_QUEUES + q;
+                    let port = XdpPort::open_into(
+                        name,
+                        ifindex,
+                        q,
+                        x.engine.xsks(),
+                        key,
+                        SocketConfig::default(),
+                    )?;
+                    per_worker[q as usize % cores.len()].push(Box::new(port));
+                }
+                for (w, socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = one_port(socks);
+                }
+            }
+            xdp = Some(x);
+        }
+        IoBackend::AfXdp => {
+            let mode = match args.xdp_mode {
+                XdpAttach::Auto => XdpMode::Auto,
+                XdpAttach::Native => XdpMode::Native,
+                XdpAttach::Generic => XdpMode::Generic,
+            };
+            for name in &port_names {
+                let prog = XdpProgram::attach(name, mode)?;
+                programs.push(prog);
+            }
+            set_local_addrs(&mut programs, router.local_addrs(), &[]);
+            // Every RX queue gets a socket: queue q goes to worker q mod
+            // workers (a worker with several queues of one interface serves
+            // them as one QueueSet), so no queue's transit traffic is left
+            // to the kernel.
+            for (p, prog) in programs.iter_mut().enumerate() {
+                let queues = rx_queues(&port_names[p]);
+                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
+                    (0..cores.len()).map(|_| Vec::new()).collect();
+                for q in 0..queues {
+                    let port = XdpPort::open(prog, q, SocketConfig::default())?;
+                    per_worker[q as usize % cores.len()].push(Box::new(port));
+                }
+                for (w, socks) in per_worker.into_iter().enumerate() {
+                    worker_ports[w][p] = one_port(socks);
+                }
+                if queues as usize > cores.len() {
+                    eprintln!(
+                        "fastfwd: {}: {queues} RX queues on {} worker(s): each worker serves several",
+                        port_names[p],
+                        cores.len()
+                    );
+                }
+            }
+        }
+        IoBackend::Packet => {
+            for (p, name) in port_names.iter().enumerate() {
+                let ifindex = netio::if_index(name)?;
+                let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
+                for ports in worker_ports.iter_mut() {
+                    let port = PacketPort::open(
+                        name,
+                        PacketConfig {
+                            fanout_group: group,
+                            ..PacketConfig::default()
+                        },
+                    )?;
+                    ports[p] = Some(Box::new(port));
+                }
+            }
+        }
+    }
+
+    let shared = Arc::new(Shared::new(Snapshot::new(first_tables), cores.len()));
+    // Everything that needs privileges is open or attached: keep only
+    // what the running daemon uses (docs/router.md, "Privileges").
+    os::drop_privileges(os::DAEMON_CAPABILITIES).context("dropping capabilities")?;
+    let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
+    let mut handles = Vec::new();
+    for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {
+        if ports.iter().all(Option::is_none) {
+            eprintln!("fastfwd: worker {w} on CPU {core} has no queue to serve (the interfaces have fewer RX queues than workers); not started");
+            continue;
+        }
+        let setup = WorkerSetup {
+            id: w,
+            core: Some(core),
+            busy_poll: args.busy_poll,
+            ports,
+            port_names: port_names.clone(),
+            misses: miss_tx.clone(),
+            punt_to_kernel_copy: args.backend == IoBackend::Packet,
+        };
+        let worker = WorkerLoop::new(setup, &shared);
+        let sh = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("fastfwd-w{w}"))
+                .spawn(move || worker.run(sh))
+                .context("starting a worker thread")?,
+        );
+    }
+    drop(miss_tx);
+    eprintln!(
+        "fastfwd: forwarding on {} with {} worker(s) on CPU(s) {:?}, backend {}; control socket {}",
+        port_names.join(", "),
+        handles.len(),
+        cores,
+        args.backend.name(),
+        args.socket.display()
+    );
+
+    let mut daemon = Daemon {
+        config_path: args.config.clone(),
+        router,
+        kernel,
+        shared: shared.clone(),
+        programs,
+        xdp,
+        backend: args.backend,
+        started: Instant::now(),
+        resolver: Default::default(),
+    };
+    let result = daemon.control_loop(&mut server, &miss_rx);
+    shared.stop.store(true, Ordering::SeqCst);
+    for h in handles {
+        let _ = h.join();
+    }
+    // Sockets closed with the workers; now detach every XDP program.
+    if let Some(mut x) = daemon.xdp.take() {
+        x.engine.detach_all();
+    }
+    for mut p in daemon.programs.drain(..) {
+        if let Err(e) = p.detach() {
+            eprintln!("fastfwd: {e}");
+        }
+    }
+    drop(server);
+    eprintln!("fastfwd: stopped");
+    result
+}
+
+/// A worker's sockets on one interface as one port: none, the socket, or
+/// a [`QueueSet`] over several queues.
+fn one_port(mut socks: Vec<Box<dyn Port>>) -> Option<Box<dyn Port>> {
+    match socks.len() {
+        0 => None,
+        1 => socks.pop(),
+        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
+    }
+}

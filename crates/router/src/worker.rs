@@ -1,0 +1,602 @@
+//! The forwarding worker: one thread per configured core, owning its ports.
+//!
+//! Each round it takes a batch from every port it serves, runs it through
+//! the pipeline over the tables snapshot current at the start of the round,
+//! queues the forwarded frames and generated packets on their egress ports,
+//! holds frames whose neighbour is being resolved (sent again after the next
+//! table change, dropped after [`HOLD_NS`]) and reports neighbour misses to
+//! the control loop. TX buffers are flushed at the end of every round. It
+//! polls while traffic flows and sleeps in `poll(2)` on its ports when idle.
+//!
+//! Nothing here allocates, locks, reads the clock or makes a syscall per
+//! packet: the clock is read once per round, the report is published under
+//! its mutex about every [`REPORT_NS`].
+
+use control::snapshot::Snapshot;
+use netio::sys::os;
+use netio::{FrameBatch, Port};
+use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
+use serde::Serialize;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How long a frame may wait for its neighbour to be resolved.
+pub const HOLD_NS: u64 = 1_000_000_000;
+/// Empty rounds before a worker sleeps.
+const SPIN_ROUNDS: u32 = 64;
+/// Longest sleep in poll(2), so stop requests are seen promptly.
+const SLEEP_MS: i32 = 100;
+/// How often a worker publishes its counters.
+pub const REPORT_NS: u64 = 100_000_000;
+
+/// Port counters as the control socket reports them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PortCounters {
+    /// Port (kernel interface) name.
+    pub port: String,
+    /// Frames received from the kernel.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames handed to the kernel for sending.
+    pub tx_packets: u64,
+    /// Bytes handed to the kernel.
+    pub tx_bytes: u64,
+    /// Frames that found the TX ring full.
+    pub tx_dropped: u64,
+    /// Frames the kernel dropped before fastfwd saw them.
+    pub rx_dropped: u64,
+}
+
+/// What a worker publishes about itself (about every 100 ms).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerReport {
+    /// Worker number.
+    pub id: usize,
+    /// CPU it is pinned to.
+    pub core: usize,
+    /// Backend.
+    pub backend: String,
+    /// Its ports (socket per port, or per queue of a port).
+    pub ports: Vec<PortCounters>,
+    /// Pipeline counters.
+    #[serde(skip)]
+    pub counters: Counters,
+    /// Loop rounds that found frames.
+    pub busy_rounds: u64,
+    /// Times it went to sleep in poll(2).
+    pub sleeps: u64,
+    /// Frames held while their neighbour was being resolved.
+    pub held: u64,
+    /// Held frames dropped after waiting too long.
+    pub held_expired: u64,
+    /// Frames for the host that reached fastfwd instead (dropped; the
+    /// kernel has or gets its own copy).
+    pub punts_discarded: u64,
+    /// Neighbour misses not reported because the queue to the control thread was full.
+    pub misses_lost: u64,
+    /// The firewall's per-worker state, when the config has rules.
+    #[serde(skip)]
+    pub firewall: Option<FirewallReport>,
+    /// For the XDP program's report: what it finished and handed on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<serde_json::Value>,
+}
+
+/// A worker's firewall counters, for the rule set they belong to.
+#[derive(Debug, Clone)]
+pub struct FirewallReport {
+    /// The rule set the counters count (they restart with a new one).
+    pub rules: Arc<firewall::Firewall>,
+    /// Per-rule packets and bytes.
+    pub counters: firewall::RuleCounters,
+    /// Rejects rate-limited into drops, rule-set swaps seen.
+    pub stats: firewall::WorkerStats,
+    /// The connection table, when a rule uses `ct state`.
+    pub conntrack: Option<firewall::ConntrackStats>,
+}
+
+/// What the workers and the control loop share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The tables the workers read.
+    pub snapshot: Snapshot,
+    /// Set by the control loop to stop the workers.
+    pub stop: AtomicBool,
+    /// Set by a worker that panicked: the daemon stops with an error
+    /// rather than run on with a queue nobody serves.
+    pub worker_failed: AtomicBool,
+    /// Each worker's last report, by worker number.
+    pub reports: Vec<Mutex<WorkerReport>>,
+}
+
+impl Shared {
+    /// Shared state for `workers` workers over `snapshot`.
+    pub fn new(snapshot: Snapshot, workers: usize) -> Shared {
+        Shared {
+            snapshot,
+            stop: AtomicBool::new(false),
+            worker_failed: AtomicBool::new(false),
+            reports: (0..workers)
+                .map(|_| Mutex::new(WorkerReport::default()))
+                .collect(),
+        }
+    }
+}
+
+/// One worker's ports and settings.
+pub struct WorkerSetup {
+    /// Worker number (index into [`Shared::reports`]).
+    pub id: usize,
+    /// CPU to pin to (None: not pinned, as in tests).
+    pub core: Option<usize>,
+    /// Keep polling when idle.
+    pub busy_poll: bool,
+    /// Ports by port id (None: this worker has no socket there).
+    pub ports: Vec<Option<Box<dyn Port>>>,
+    /// Port names by port id.
+    pub port_names: Vec<String>,
+    /// Where neighbour misses go (interface, address).
+    pub misses: SyncSender<(u16, IpAddr)>,
+    /// The kernel receives its own copy of every frame (AF_PACKET): punted
+    /// frames are discarded here and counted, not an error.
+    pub punt_to_kernel_copy: bool,
+}
+
+impl std::fmt::Debug for WorkerSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerSetup")
+            .field("id", &self.id)
+            .field("core", &self.core)
+            .field("port_names", &self.port_names)
+            .finish()
+    }
+}
+
+/// A worker's state between rounds.
+pub struct WorkerLoop {
+    setup: WorkerSetup,
+    worker: Worker,
+    batch: FrameBatch,
+    held: Vec<FrameBatch>,
+    held_since: Vec<u64>,
+    report: WorkerReport,
+    /// Recently reported misses, so a burst toward one address asks once.
+    recent: [(u16, IpAddr, u64); 16],
+    recent_at: usize,
+    seen_gen: u64,
+    /// Test hook: `FASTFWD_TEST_WORKER_PANIC` makes a worker panic on its
+    /// first frames (read once at start, never per packet).
+    panic_hook: bool,
+}
+
+impl std::fmt::Debug for WorkerLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerLoop")
+            .field("setup", &self.setup)
+            .finish()
+    }
+}
+
+impl WorkerLoop {
+    /// A worker over `setup`'s ports, reading `shared`'s tables.
+    pub fn new(setup: WorkerSetup, shared: &Shared) -> WorkerLoop {
+        let n = setup.ports.len();
+        let report = WorkerReport {
+            id: setup.id,
+            core: setup.core.unwrap_or(0),
+            backend: setup
+                .ports
+                .iter()
+                .flatten()
+                .next()
+                .map(|p| p.backend().to_string())
+                .unwrap_or_default(),
+            ..WorkerReport::default()
+        };
+        WorkerLoop {
+            worker: Worker::new(WorkerConfig {
+                max_batch: netio::BATCH,
+                ..WorkerConfig::default()
+            }),
+            batch: FrameBatch::new(),
+            held: (0..n).map(|_| FrameBatch::new()).collect(),
+            held_since: vec![0; n],
+            report,
+            recent: [(u16::MAX, IpAddr::from([0u8; 4]), 0); 16],
+            recent_at: 0,
+            seen_gen: shared.snapshot.generation(),
+            panic_hook: std::env::var_os("FASTFWD_TEST_WORKER_PANIC").is_some(),
+            setup,
+        }
+    }
+
+    /// One round at time `now` (ns on the worker's clock): every port's
+    /// waiting frames through the pipeline, held frames retried after a
+    /// table change or expired, TX flushed. Returns the frames handled.
+    pub fn round(&mut self, shared: &Shared, now: u64) -> usize {
+        let tables = shared.snapshot.load();
+        let gen = shared.snapshot.generation();
+        let ports = &mut self.setup.ports;
+        let mut got = 0usize;
+        for rx in 0..ports.len() {
+            // Frames waiting for a neighbour go again after a table change.
+            let retry_held = gen != self.seen_gen && !self.held[rx].is_empty();
+            if retry_held {
+                std::mem::swap(&mut self.batch, &mut self.held[rx]);
+                self.held[rx].clear();
+            } else {
+                let Some(port) = ports[rx].as_mut() else {
+                    continue;
+                };
+                self.batch.clear();
+                if port.rx_batch(&mut self.batch) == 0 {
+                    continue;
+                }
+            }
+            got += self.batch.len();
+            if self.panic_hook {
+                panic!("worker {}: FASTFWD_TEST_WORKER_PANIC is set", self.setup.id);
+            }
+            let worker = &mut self.worker;
+            self.batch.with_frames(|frames| {
+                worker.process(&tables, now, rx as u16, frames);
+            });
+            let out = self.worker.output();
+            for (p, idx) in out.tx_batches() {
+                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                    for &i in idx {
+                        port.tx(self.batch.frame(usize::from(i)));
+                    }
+                }
+            }
+            for (p, _iface, bytes) in out.generated() {
+                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                    port.tx(bytes);
+                }
+            }
+            for (i, v) in out.verdicts().iter().enumerate() {
+                match v {
+                    Verdict::Punt(PuntReason::NeighbourMiss) => {
+                        if self.held[rx].is_empty() {
+                            self.held_since[rx] = now;
+                        }
+                        if self.held[rx].push(self.batch.frame(i)) {
+                            self.report.held += 1;
+                        } else {
+                            self.report.held_expired += 1;
+                        }
+                    }
+                    Verdict::Punt(_) if !self.setup.punt_to_kernel_copy => {
+                        self.report.punts_discarded += 1
+                    }
+                    _ => {}
+                }
+            }
+            for &(iface, ip) in out.neighbour_misses() {
+                let fresh = !self
+                    .recent
+                    .iter()
+                    .any(|&(i, a, t)| i == iface && a == ip && now.saturating_sub(t) < 100_000_000);
+                if fresh {
+                    self.recent[self.recent_at] = (iface, ip, now);
+                    self.recent_at = (self.recent_at + 1) % self.recent.len();
+                    if let Err(TrySendError::Full(_)) = self.setup.misses.try_send((iface, ip)) {
+                        self.report.misses_lost += 1;
+                    }
+                }
+            }
+        }
+        self.seen_gen = gen;
+        for (rx, h) in self.held.iter_mut().enumerate() {
+            if !h.is_empty() && now.saturating_sub(self.held_since[rx]) > HOLD_NS {
+                self.report.held_expired += h.len() as u64;
+                h.clear();
+            }
+        }
+        // TX buffers are flushed at the end of every round: the "timer" is
+        // one pass over the ports, a few microseconds when busy.
+        for p in ports.iter_mut().flatten() {
+            p.flush();
+        }
+        if got > 0 {
+            self.report.busy_rounds += 1;
+        }
+        got
+    }
+
+    /// Whether frames are held for a neighbour.
+    pub fn holds_frames(&self) -> bool {
+        self.held.iter().any(|h| !h.is_empty())
+    }
+
+    /// Copies the counters into the worker's slot of `shared.reports`.
+    pub fn publish(&mut self, shared: &Shared) {
+        let report = &mut self.report;
+        report.counters = self.worker.counters().clone();
+        report.firewall = self
+            .worker
+            .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
+            .and_then(Option::as_ref)
+            .map(|fw| FirewallReport {
+                rules: Arc::clone(fw.firewall()),
+                counters: fw.counters().clone(),
+                stats: fw.stats(),
+                conntrack: fw.conntrack_stats(),
+            });
+        report.ports = self
+            .setup
+            .ports
+            .iter()
+            .zip(&self.setup.port_names)
+            .filter_map(|(p, name)| {
+                let s = p.as_ref()?.stats();
+                Some(PortCounters {
+                    port: name.clone(),
+                    rx_packets: s.rx_packets,
+                    rx_bytes: s.rx_bytes,
+                    tx_packets: s.tx_packets,
+                    tx_bytes: s.tx_bytes,
+                    tx_dropped: s.tx_dropped,
+                    rx_dropped: s.rx_dropped,
+                })
+            })
+            .collect();
+        if let Some(slot) = shared.reports.get(report.id) {
+            if let Ok(mut g) = slot.lock() {
+                *g = report.clone();
+            }
+        }
+    }
+
+    /// The worker thread's body: rounds until `shared.stop`, sleeping in
+    /// poll(2) when idle unless busy polling.
+    pub fn run(mut self, shared: Arc<Shared>) {
+        let _flag = PanicFlag(Arc::clone(&shared));
+        if let Some(core) = self.setup.core {
+            if let Err(e) = os::pin_current_thread(core) {
+                eprintln!(
+                    "fastfwd: worker {}: cannot pin to CPU {core}: {e}",
+                    self.setup.id
+                );
+            }
+        }
+        let fds: Vec<i32> = self
+            .setup
+            .ports
+            .iter()
+            .flatten()
+            .flat_map(|p| p.poll_fds())
+            .collect();
+        let start = Instant::now();
+        let mut last_report = 0u64;
+        let mut idle_rounds = 0u32;
+        while !shared.stop.load(Ordering::Relaxed) {
+            let now = start.elapsed().as_nanos() as u64;
+            if self.round(&shared, now) > 0 {
+                idle_rounds = 0;
+            } else {
+                idle_rounds = idle_rounds.saturating_add(1);
+            }
+            if now.saturating_sub(last_report) > REPORT_NS {
+                last_report = now;
+                self.publish(&shared);
+            }
+            if !self.setup.busy_poll && idle_rounds > SPIN_ROUNDS && !self.holds_frames() {
+                self.report.sleeps += 1;
+                // Counters are current whenever the worker sleeps.
+                if now.saturating_sub(last_report) > 10_000_000 {
+                    last_report = now;
+                    self.publish(&shared);
+                }
+                let _ = os::poll_readable(&fds, SLEEP_MS);
+            }
+        }
+        self.publish(&shared);
+    }
+}
+
+/// Marks the daemon failed if the worker thread unwinds.
+struct PanicFlag(Arc<Shared>);
+
+impl Drop for PanicFlag {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.worker_failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memport::{MemoryPort, MemoryWire};
+    use control::state::RouterState;
+    use control::Router;
+    use std::sync::mpsc::{sync_channel, Receiver};
+
+    const CFG: &str = r#"
+[[interfaces]]
+name = "d0"
+mac = "02:00:00:00:00:10"
+addresses = ["198.18.0.10/24"]
+
+[[interfaces]]
+name = "d1"
+mac = "02:00:00:00:01:10"
+addresses = ["198.19.0.10/24"]
+
+[[routes]]
+prefix = "203.0.113.0/24"
+via = "198.19.0.108"
+
+[[neighbours]]
+interface = "d1"
+ip = "198.19.0.108"
+mac = "02:00:00:00:01:08"
+"#;
+
+    struct Rig {
+        router: Router,
+        shared: Arc<Shared>,
+        worker: WorkerLoop,
+        wires: Vec<Arc<Mutex<MemoryWire>>>,
+        misses: Receiver<(u16, IpAddr)>,
+    }
+
+    fn rig() -> Rig {
+        let cfg = config::Config::parse("t.toml", CFG).unwrap();
+        let (router, tables) = Router::new(RouterState::new(cfg)).unwrap();
+        let shared = Arc::new(Shared::new(Snapshot::new(tables), 1));
+        let (p0, w0) = MemoryPort::new();
+        let (p1, w1) = MemoryPort::new();
+        let (tx, misses) = sync_channel(16);
+        let worker = WorkerLoop::new(
+            WorkerSetup {
+                id: 0,
+                core: None,
+                busy_poll: false,
+                ports: vec![Some(Box::new(p0)), Some(Box::new(p1))],
+                port_names: vec!["d0".into(), "d1".into()],
+                misses: tx,
+                punt_to_kernel_copy: false,
+            },
+            &shared,
+        );
+        Rig {
+            router,
+            shared,
+            worker,
+            wires: vec![w0, w1],
+            misses,
+        }
+    }
+
+    /// A UDP datagram from the generator side to `dst`, arriving on d0.
+    fn udp_to(dst: [u8; 4], ttl: u8) -> Vec<u8> {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 8], [2, 0, 0, 0, 0, 0x10])
+            .ipv4([198, 18, 0, 108], dst, ttl)
+            .udp(4000, 5000)
+            .write(&mut f, b"worker loop test")
+            .unwrap();
+        f
+    }
+
+    fn sent(w: &Arc<Mutex<MemoryWire>>) -> Vec<Vec<u8>> {
+        std::mem::take(&mut w.lock().unwrap().sent)
+    }
+
+    #[test]
+    fn forwards_a_batch_to_its_egress_port_and_reports_counters() {
+        let mut r = rig();
+        for i in 0..3u8 {
+            r.wires[0]
+                .lock()
+                .unwrap()
+                .incoming
+                .push_back(udp_to([203, 0, 113, 1 + i], 64));
+        }
+        assert_eq!(r.worker.round(&r.shared, 1_000), 3);
+        let out = sent(&r.wires[1]);
+        assert_eq!(out.len(), 3);
+        assert!(sent(&r.wires[0]).is_empty());
+        for (i, f) in out.iter().enumerate() {
+            let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+            let Some(etherparse::LinkSlice::Ethernet2(eth)) = p.link else {
+                panic!("not Ethernet");
+            };
+            assert_eq!(eth.destination(), [2, 0, 0, 0, 1, 8]);
+            assert_eq!(eth.source(), [2, 0, 0, 0, 1, 0x10]);
+            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+                panic!("not IPv4");
+            };
+            assert_eq!(ip.header().ttl(), 63);
+            assert_eq!(ip.header().destination(), [203, 0, 113, 1 + i as u8]);
+        }
+        r.worker.publish(&r.shared);
+        let rep = r.shared.reports[0].lock().unwrap().clone();
+        assert_eq!(rep.backend, "memory");
+        assert_eq!(rep.counters.forwarded_ipv4, 3);
+        assert_eq!(rep.busy_rounds, 1);
+        assert_eq!(rep.ports.len(), 2);
+        assert_eq!((rep.ports[0].rx_packets, rep.ports[1].tx_packets), (3, 3));
+    }
+
+    #[test]
+    fn a_frame_waits_for_its_neighbour_and_goes_after_the_table_change() {
+        let mut r = rig();
+        // 198.19.0.55 is on d1's subnet with no neighbour entry yet.
+        r.wires[0]
+            .lock()
+            .unwrap()
+            .incoming
+            .push_back(udp_to([198, 19, 0, 55], 64));
+        r.worker.round(&r.shared, 1_000);
+        assert!(sent(&r.wires[1]).is_empty());
+        assert!(r.worker.holds_frames());
+        let (iface, ip) = r.misses.try_recv().expect("a neighbour miss reported");
+        assert_eq!((iface, ip), (1, IpAddr::from([198, 19, 0, 55])));
+        // Rounds without a table change keep holding it, asking once.
+        r.worker.round(&r.shared, 2_000);
+        assert!(r.worker.holds_frames() && r.misses.try_recv().is_err());
+        // The neighbour is learnt: the held frame leaves in the next round.
+        r.router
+            .state
+            .api_neighbours
+            .insert(("d1".into(), ip), [2, 0, 0, 0, 1, 0x55]);
+        r.router.refresh_neighbours(&r.shared.snapshot);
+        r.worker.round(&r.shared, 3_000);
+        let out = sent(&r.wires[1]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0][..6], [2, 0, 0, 0, 1, 0x55]);
+        assert!(!r.worker.holds_frames());
+        r.worker.publish(&r.shared);
+        let rep = r.shared.reports[0].lock().unwrap().clone();
+        assert_eq!((rep.held, rep.held_expired), (1, 0));
+    }
+
+    #[test]
+    fn held_frames_expire_after_the_hold_time() {
+        let mut r = rig();
+        r.wires[0]
+            .lock()
+            .unwrap()
+            .incoming
+            .push_back(udp_to([198, 19, 0, 56], 64));
+        r.worker.round(&r.shared, 1_000);
+        assert!(r.worker.holds_frames());
+        r.worker.round(&r.shared, 1_000 + HOLD_NS / 2);
+        assert!(r.worker.holds_frames());
+        r.worker.round(&r.shared, 2_000 + HOLD_NS);
+        assert!(!r.worker.holds_frames());
+        assert!(sent(&r.wires[1]).is_empty());
+        r.worker.publish(&r.shared);
+        assert_eq!(r.shared.reports[0].lock().unwrap().held_expired, 1);
+    }
+
+    #[test]
+    fn the_thread_stops_when_asked_and_publishes_its_last_counters() {
+        let r = rig();
+        r.wires[0]
+            .lock()
+            .unwrap()
+            .incoming
+            .push_back(udp_to([203, 0, 113, 9], 64));
+        let shared = Arc::clone(&r.shared);
+        let h = std::thread::spawn(move || r.worker.run(shared));
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while r.wires[1].lock().unwrap().sent.is_empty() {
+            assert!(Instant::now() < deadline, "the worker forwarded nothing");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        r.shared.stop.store(true, Ordering::SeqCst);
+        h.join().unwrap();
+        assert!(!r.shared.worker_failed.load(Ordering::SeqCst));
+        let rep = r.shared.reports[0].lock().unwrap().clone();
+        assert_eq!(rep.counters.forwarded_ipv4, 1);
+    }
+}
