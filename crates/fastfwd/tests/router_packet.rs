@@ -32,3 +32,8 @@ fn packet_control_socket_cannot_be_stalled_by_a_client() {
 fn packet_serves_every_rx_queue() {
     router_common::all_queues_scenario("packet", "pq");
 }
+
+#[test]
+fn packet_follows_link_down_up_and_a_recreated_interface() {
+    router_common::link_changes_scenario("packet", "pl");
+}

@@ -32,3 +32,8 @@ fn xdp_control_socket_cannot_be_stalled_by_a_client() {
 fn xdp_serves_every_rx_queue() {
     router_common::all_queues_scenario("xdp", "xq");
 }
+
+#[test]
+fn xdp_follows_link_down_up_and_a_recreated_interface() {
+    router_common::link_changes_scenario("xdp", "xl");
+}

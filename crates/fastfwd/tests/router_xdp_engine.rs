@@ -37,3 +37,8 @@ fn xdp_engine_control_socket_cannot_be_stalled_by_a_client() {
 fn xdp_engine_serves_every_rx_queue() {
     router_common::all_queues_scenario(XDP_ENGINE, "eq");
 }
+
+#[test]
+fn xdp_engine_follows_link_down_up_and_a_recreated_interface() {
+    router_common::link_changes_scenario(XDP_ENGINE, "el");
+}

@@ -168,6 +168,34 @@ impl XdpProgram {
         })
     }
 
+    /// Attaches the loaded program to the interface of the same name,
+    /// re-created as `ifindex` (the old link died with the old device), in
+    /// the mode it had. Its maps (local addresses) are kept; the XSKMAP
+    /// entries of closed sockets are gone with them. Needs CAP_NET_ADMIN
+    /// only: nothing is loaded.
+    pub fn reattach(&mut self, ifindex: u32) -> Result<(), IoError> {
+        let iface = self.iface.clone();
+        let fail = |what: &str, detail: String| IoError::XdpAttach {
+            iface: iface.clone(),
+            source: std::io::Error::other(format!("{what}: {detail}")),
+        };
+        let flags = if self.native {
+            XdpFlags::DRV_MODE
+        } else {
+            XdpFlags::SKB_MODE
+        };
+        let prog: &mut Xdp = self
+            .ebpf
+            .as_mut()
+            .and_then(|e| e.program_mut("xdp_steer"))
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| fail("re-attaching", "the program was detached".into()))?;
+        prog.attach_to_if_index(ifindex, flags)
+            .map_err(|e| fail("re-attaching", chain(&e)))?;
+        self.ifindex = ifindex;
+        Ok(())
+    }
+
     /// The interface name.
     pub fn iface(&self) -> &str {
         &self.iface

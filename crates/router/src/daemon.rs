@@ -6,6 +6,7 @@
 //! control socket without letting any client stall it, and sums the
 //! workers' counters for `show`. See docs/router.md.
 
+use crate::ports::{Attach, PortChange};
 use crate::worker::{FirewallReport, Shared, WorkerReport};
 use crate::IoBackend;
 use anyhow::{bail, Result};
@@ -21,7 +22,7 @@ use pipeline::{Counters, PuntReason};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,13 @@ pub(crate) struct Daemon {
     pub(crate) backend: IoBackend,
     pub(crate) started: Instant,
     pub(crate) resolver: control::resolve::ResolveLimiter,
+    /// How ports are attached and opened (again when an interface is
+    /// re-created).
+    pub(crate) attach: Attach,
+    /// The kernel interface each port's sockets are bound to (None: gone).
+    pub(crate) attached: Vec<Option<u32>>,
+    /// Each started worker's inbox for new or closed ports.
+    pub(crate) to_workers: Vec<Sender<PortChange>>,
 }
 
 /// The XDP engine and the tables generation it holds.
@@ -169,6 +177,9 @@ impl Daemon {
     /// everything, routes change only their prefixes, neighbours only the
     /// small tables around the same FIBs.
     fn apply(&mut self, delta: Delta) {
+        if !delta.links.is_empty() || delta.other {
+            self.follow_ports();
+        }
         // A link or address change elsewhere in the namespace (another
         // veth, a VPN) leaves the tables alone.
         if delta.other || delta.links.iter().any(|&i| self.router.concerns_link(i)) {
@@ -180,6 +191,61 @@ impl Daemon {
             self.router.update_routes(&prefixes, &self.shared.snapshot);
         } else if delta.neighbours {
             self.router.refresh_neighbours(&self.shared.snapshot);
+        }
+    }
+
+    /// Keeps every port's sockets on the kernel interface of its name: an
+    /// interface that is gone has its sockets closed (the workers drop
+    /// them); one that is back under a new index is attached again and its
+    /// new sockets handed to the workers, without a restart. A failed
+    /// attach is retried at the interface's next change.
+    fn follow_ports(&mut self) {
+        let names = self.router.ports().to_vec();
+        for (p, name) in names.iter().enumerate() {
+            let now = self.router.state.kernel.ifindex_of(name);
+            if self.attached.get(p).copied().flatten() == now {
+                continue;
+            }
+            if let Some(old) = self.attached.get_mut(p).and_then(Option::take) {
+                eprintln!("fastfwd: {name} (ifindex {old}) is gone; its sockets are closed until it is back");
+                self.hand_to_workers(p, (0..self.attach.workers).map(|_| None).collect());
+            }
+            let Some(ifindex) = now else {
+                continue;
+            };
+            match self
+                .attach
+                .open(p, name, ifindex, &mut self.programs, self.xdp.as_mut())
+            {
+                Ok(per_worker) => {
+                    self.hand_to_workers(p, per_worker);
+                    if let Some(a) = self.attached.get_mut(p) {
+                        *a = Some(ifindex);
+                    }
+                    eprintln!("fastfwd: {name} is back as ifindex {ifindex}: attached again");
+                }
+                Err(e) => eprintln!(
+                    "fastfwd: {name} (ifindex {ifindex}): cannot attach: {e:#}; trying again at its next change"
+                ),
+            }
+        }
+    }
+
+    /// Gives worker w `per_worker[w]` as its port `p`.
+    fn hand_to_workers(&self, p: usize, per_worker: crate::ports::PerWorker) {
+        for (w, port) in per_worker.into_iter().enumerate() {
+            match self.to_workers.get(w) {
+                Some(tx) => {
+                    // A worker that is gone has stopped the daemon already.
+                    let _ = tx.send((p, port));
+                }
+                None if port.is_some() => {
+                    eprintln!(
+                        "fastfwd: worker {w} is not running; a queue of port {p} is not served"
+                    );
+                }
+                None => {}
+            }
         }
     }
 
@@ -548,6 +614,14 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
             backend: IoBackend::AfXdp,
             started: Instant::now(),
             resolver: Default::default(),
+            attach: Attach {
+                engine: crate::Engine::User,
+                backend: IoBackend::AfXdp,
+                native: None,
+                workers: 0,
+            },
+            attached: vec![None, None],
+            to_workers: Vec::new(),
         }
     }
 

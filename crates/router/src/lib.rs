@@ -14,6 +14,7 @@
 
 mod daemon;
 pub mod memport;
+pub mod ports;
 pub mod replay;
 mod start;
 pub mod worker;

@@ -3,6 +3,7 @@
 //! started and joined.
 
 use crate::daemon::{set_local_addrs, Daemon, XdpEngine};
+use crate::ports::{Attach, PerWorker};
 use crate::worker::{Shared, WorkerLoop, WorkerSetup};
 use anyhow::{bail, Context, Result};
 use control::kernel::KernelLink;
@@ -10,14 +11,12 @@ use control::server::ControlServer;
 use control::snapshot::Snapshot;
 use control::state::RouterState;
 use control::Router;
-use netio::packet::{PacketConfig, PacketPort};
 use netio::sys::os;
-use netio::xdp::{SocketConfig, XdpMode, XdpPort, XdpProgram};
-use netio::{Port, QueueSet};
+use netio::xdp::{XdpMode, XdpProgram};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -101,18 +100,6 @@ fn refuse_kernel_forwarding() -> Result<()> {
     Ok(())
 }
 
-/// Number of RX queues of a kernel interface.
-fn rx_queues(iface: &str) -> u32 {
-    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count() as u32
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// Runs the router until SIGINT or SIGTERM (or a worker failure): opens
 /// and attaches everything, drops privileges, starts the workers and runs
 /// the control loop on this thread; detaches everything on the way out.
@@ -156,123 +143,67 @@ pub fn run(args: RunOptions) -> Result<()> {
     let mut server = ControlServer::bind(&args.socket)?;
 
     // I/O: sockets are opened here and moved into the workers.
+    let attach = Attach {
+        engine: args.engine,
+        backend: args.backend,
+        native: match args.xdp_mode {
+            XdpAttach::Auto => None,
+            XdpAttach::Native => Some(true),
+            XdpAttach::Generic => Some(false),
+        },
+        workers: cores.len(),
+    };
     let mut programs = Vec::new();
-    let mut worker_ports: Vec<Vec<Option<Box<dyn Port>>>> = cores
+    let mut xdp = None;
+    if args.engine == Engine::Xdp {
+        let engine = xdp_engine::Engine::load(
+            xdp_engine::Mode::Attached,
+            xdp_engine::FibCapacity::FULL_TABLE,
+        )?;
+        let mut x = XdpEngine {
+            engine,
+            synced: None,
+        };
+        // The tables first, so the program forwards from its first packet.
+        let fw = first_tables
+            .acl
+            .as_ref()
+            .map(firewall::PipelineFirewall::firewall);
+        let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
+        let cap = x.engine.capacity();
+        x.engine.publish(xdp_engine::Image::compile(
+            &first_tables.datapath(),
+            s4.trie(),
+            s6.trie(),
+            fw,
+            &cap,
+        )?)?;
+        drop((s4, s6));
+        xdp = Some(x);
+    } else if args.backend == IoBackend::AfXdp {
+        let mode = match args.xdp_mode {
+            XdpAttach::Auto => XdpMode::Auto,
+            XdpAttach::Native => XdpMode::Native,
+            XdpAttach::Generic => XdpMode::Generic,
+        };
+        for name in &port_names {
+            programs.push(XdpProgram::attach(name, mode)?);
+        }
+        set_local_addrs(&mut programs, router.local_addrs(), &[]);
+    }
+    // worker_ports[w][p]: worker w's socket(s) on port p.
+    let mut worker_ports: Vec<PerWorker> = cores
         .iter()
         .map(|_| (0..n_ports).map(|_| None).collect())
         .collect();
-    let mut xdp = None;
-    match args.backend {
-        IoBackend::AfXdp if args.engine == Engine::Xdp => {
-            let native = match args.xdp_mode {
-                XdpAttach::Auto => None,
-                XdpAttach::Native => Some(true),
-                XdpAttach::Generic => Some(false),
-            };
-            let engine = xdp_engine::Engine::load(
-                xdp_engine::Mode::Attached,
-                xdp_engine::FibCapacity::FULL_TABLE,
-            )?;
-            let mut x = XdpEngine {
-                engine,
-                synced: None,
-            };
-            // The tables first, so the program forwards from its first packet.
-            let fw = first_tables
-                .acl
-                .as_ref()
-                .map(firewall::PipelineFirewall::firewall);
-            let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
-            let cap = x.engine.capacity();
-            x.engine.publish(xdp_engine::Image::compile(
-                &first_tables.datapath(),
-                s4.trie(),
-                s6.trie(),
-                fw,
-                &cap,
-            )?)?;
-            drop((s4, s6));
-            for (p, name) in port_names.iter().enumerate() {
-                let ifindex = netio::if_index(name)?;
-                x.engine.attach(name, ifindex, p as u16, native)?;
-                let queues = rx_queues(name);
-                if queues > xdp_engine::layout::MAX_QUEUES {
-                    bail!(
-                        "{name}: {queues} RX queues; the XDP engine serves at most {}",
-                        xdp_engine::layout::MAX_QUEUES
-                    );
-                }
-                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
-                    (0..cores.len()).map(|_| Vec::new()).collect();
-                for q in 0..queues {
-                    let key = p as u32 * xdp_engine::layout::MAX_QUEUES + q;
-                    let port = XdpPort::open_into(
-                        name,
-                        ifindex,
-                        q,
-                        x.engine.xsks(),
-                        key,
-                        SocketConfig::default(),
-                    )?;
-                    per_worker[q as usize % cores.len()].push(Box::new(port));
-                }
-                for (w, socks) in per_worker.into_iter().enumerate() {
-                    worker_ports[w][p] = one_port(socks);
-                }
-            }
-            xdp = Some(x);
+    let mut attached = Vec::with_capacity(n_ports);
+    for (p, name) in port_names.iter().enumerate() {
+        let ifindex = netio::if_index(name)?;
+        let per_worker = attach.open(p, name, ifindex, &mut programs, xdp.as_mut())?;
+        for (w, port) in per_worker.into_iter().enumerate() {
+            worker_ports[w][p] = port;
         }
-        IoBackend::AfXdp => {
-            let mode = match args.xdp_mode {
-                XdpAttach::Auto => XdpMode::Auto,
-                XdpAttach::Native => XdpMode::Native,
-                XdpAttach::Generic => XdpMode::Generic,
-            };
-            for name in &port_names {
-                let prog = XdpProgram::attach(name, mode)?;
-                programs.push(prog);
-            }
-            set_local_addrs(&mut programs, router.local_addrs(), &[]);
-            // Every RX queue gets a socket: queue q goes to worker q mod
-            // workers (a worker with several queues of one interface serves
-            // them as one QueueSet), so no queue's transit traffic is left
-            // to the kernel.
-            for (p, prog) in programs.iter_mut().enumerate() {
-                let queues = rx_queues(&port_names[p]);
-                let mut per_worker: Vec<Vec<Box<dyn Port>>> =
-                    (0..cores.len()).map(|_| Vec::new()).collect();
-                for q in 0..queues {
-                    let port = XdpPort::open(prog, q, SocketConfig::default())?;
-                    per_worker[q as usize % cores.len()].push(Box::new(port));
-                }
-                for (w, socks) in per_worker.into_iter().enumerate() {
-                    worker_ports[w][p] = one_port(socks);
-                }
-                if queues as usize > cores.len() {
-                    eprintln!(
-                        "fastfwd: {}: {queues} RX queues on {} worker(s): each worker serves several",
-                        port_names[p],
-                        cores.len()
-                    );
-                }
-            }
-        }
-        IoBackend::Packet => {
-            for (p, name) in port_names.iter().enumerate() {
-                let ifindex = netio::if_index(name)?;
-                let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
-                for ports in worker_ports.iter_mut() {
-                    let port = PacketPort::open(
-                        name,
-                        PacketConfig {
-                            fanout_group: group,
-                            ..PacketConfig::default()
-                        },
-                    )?;
-                    ports[p] = Some(Box::new(port));
-                }
-            }
-        }
+        attached.push(Some(ifindex));
     }
 
     let shared = Arc::new(Shared::new(Snapshot::new(first_tables), cores.len()));
@@ -281,11 +212,14 @@ pub fn run(args: RunOptions) -> Result<()> {
     os::drop_privileges(os::DAEMON_CAPABILITIES).context("dropping capabilities")?;
     let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
     let mut handles = Vec::new();
+    let mut to_workers = Vec::new();
     for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {
         if ports.iter().all(Option::is_none) {
             eprintln!("fastfwd: worker {w} on CPU {core} has no queue to serve (the interfaces have fewer RX queues than workers); not started");
             continue;
         }
+        let (changes_tx, changes_rx) = channel();
+        to_workers.push(changes_tx);
         let setup = WorkerSetup {
             id: w,
             core: Some(core),
@@ -294,6 +228,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             port_names: port_names.clone(),
             misses: miss_tx.clone(),
             punt_to_kernel_copy: args.backend == IoBackend::Packet,
+            port_changes: Some(changes_rx),
         };
         let worker = WorkerLoop::new(setup, &shared);
         let sh = shared.clone();
@@ -324,6 +259,9 @@ pub fn run(args: RunOptions) -> Result<()> {
         backend: args.backend,
         started: Instant::now(),
         resolver: Default::default(),
+        attach,
+        attached,
+        to_workers,
     };
     let result = daemon.control_loop(&mut server, &miss_rx);
     shared.stop.store(true, Ordering::SeqCst);
@@ -342,14 +280,4 @@ pub fn run(args: RunOptions) -> Result<()> {
     drop(server);
     eprintln!("fastfwd: stopped");
     result
-}
-
-/// A worker's sockets on one interface as one port: none, the socket, or
-/// a [`QueueSet`] over several queues.
-fn one_port(mut socks: Vec<Box<dyn Port>>) -> Option<Box<dyn Port>> {
-    match socks.len() {
-        0 => None,
-        1 => socks.pop(),
-        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
-    }
 }

@@ -12,6 +12,7 @@
 //! packet: the clock is read once per round, the report is published under
 //! its mutex about every [`REPORT_NS`].
 
+use crate::ports::PortChange;
 use control::snapshot::Snapshot;
 use netio::sys::os;
 use netio::{FrameBatch, Port};
@@ -19,7 +20,7 @@ use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
 use serde::Serialize;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -144,6 +145,9 @@ pub struct WorkerSetup {
     /// The kernel receives its own copy of every frame (AF_PACKET): punted
     /// frames are discarded here and counted, not an error.
     pub punt_to_kernel_copy: bool,
+    /// New sockets for a port whose interface was re-created (or None to
+    /// close a port whose interface is gone), checked once per round.
+    pub port_changes: Option<Receiver<PortChange>>,
 }
 
 impl std::fmt::Debug for WorkerSetup {
@@ -171,6 +175,8 @@ pub struct WorkerLoop {
     /// Test hook: `FASTFWD_TEST_WORKER_PANIC` makes a worker panic on its
     /// first frames (read once at start, never per packet).
     panic_hook: bool,
+    /// The ports changed since the poll descriptors were listed.
+    ports_changed: bool,
 }
 
 impl std::fmt::Debug for WorkerLoop {
@@ -210,6 +216,7 @@ impl WorkerLoop {
             recent_at: 0,
             seen_gen: shared.snapshot.generation(),
             panic_hook: std::env::var_os("FASTFWD_TEST_WORKER_PANIC").is_some(),
+            ports_changed: false,
             setup,
         }
     }
@@ -218,6 +225,7 @@ impl WorkerLoop {
     /// waiting frames through the pipeline, held frames retried after a
     /// table change or expired, TX flushed. Returns the frames handled.
     pub fn round(&mut self, shared: &Shared, now: u64) -> usize {
+        self.take_port_changes();
         let tables = shared.snapshot.load();
         let gen = shared.snapshot.generation();
         let ports = &mut self.setup.ports;
@@ -308,6 +316,30 @@ impl WorkerLoop {
         got
     }
 
+    /// Puts in the sockets the control loop opened for a re-created
+    /// interface (dropping, so closing, the old ones).
+    fn take_port_changes(&mut self) {
+        let Some(rx) = &self.setup.port_changes else {
+            return;
+        };
+        while let Ok((p, port)) = rx.try_recv() {
+            if let (Some(slot), Some(held)) = (self.setup.ports.get_mut(p), self.held.get_mut(p)) {
+                *slot = port;
+                held.clear();
+                self.ports_changed = true;
+            }
+        }
+    }
+
+    fn poll_fds(&self) -> Vec<i32> {
+        self.setup
+            .ports
+            .iter()
+            .flatten()
+            .flat_map(|p| p.poll_fds())
+            .collect()
+    }
+
     /// Whether frames are held for a neighbour.
     pub fn holds_frames(&self) -> bool {
         self.held.iter().any(|h| !h.is_empty())
@@ -364,19 +396,17 @@ impl WorkerLoop {
                 );
             }
         }
-        let fds: Vec<i32> = self
-            .setup
-            .ports
-            .iter()
-            .flatten()
-            .flat_map(|p| p.poll_fds())
-            .collect();
+        let mut fds = self.poll_fds();
         let start = Instant::now();
         let mut last_report = 0u64;
         let mut idle_rounds = 0u32;
         while !shared.stop.load(Ordering::Relaxed) {
             let now = start.elapsed().as_nanos() as u64;
-            if self.round(&shared, now) > 0 {
+            let got = self.round(&shared, now);
+            if std::mem::take(&mut self.ports_changed) {
+                fds = self.poll_fds();
+            }
+            if got > 0 {
                 idle_rounds = 0;
             } else {
                 idle_rounds = idle_rounds.saturating_add(1);
@@ -463,6 +493,7 @@ mac = "02:00:00:00:01:08"
                 port_names: vec!["d0".into(), "d1".into()],
                 misses: tx,
                 punt_to_kernel_copy: false,
+                port_changes: None,
             },
             &shared,
         );

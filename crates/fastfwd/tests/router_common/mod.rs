@@ -443,8 +443,8 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
         let _ = sh(&["ip", "-n", ns, "neigh", "flush", "all"]);
     }
     let mut d = lab.start(backend);
-    // Least privilege: only CAP_NET_ADMIN (bit 12) left, in every set, and
-    // no way to regain more.
+    // Least privilege: only CAP_NET_ADMIN and CAP_NET_RAW (bits 12, 13)
+    // left, in every set, and no way to regain more.
     let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
     let field = |k: &str| {
         status
@@ -454,7 +454,7 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
             .unwrap_or_default()
     };
     for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
-        assert_eq!(field(k), "0000000000001000", "{k} {status}");
+        assert_eq!(field(k), "0000000000003000", "{k} {status}");
     }
     assert_eq!(field("CapInh:"), "0000000000000000");
     assert_eq!(field("NoNewPrivs:"), "1");
@@ -1293,4 +1293,97 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
         .unwrap_or(0);
     let w = d.json(&["show", "workers"]);
     assert_eq!(got, 640, "every flow forwarded whatever its queue: {w}");
+}
+
+/// Whether dut's `dev` has an XDP program attached.
+fn has_xdp(lab: &Lab, dev: &str) -> bool {
+    let out = ok(&["ip", "-n", &lab.dut, "-j", "link", "show", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0].get("xdp").is_some()
+}
+
+/// Link down and up, then the interface deleted and re-created: the daemon
+/// follows both without a restart (docs/router.md, "Faults").
+pub fn link_changes_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let mut d = lab.start(backend);
+    let fwd = |what: &str| {
+        assert!(
+            within(Duration::from_secs(5), || lab
+                .ping(&lab.gen, SINK4, 1)
+                .is_some())
+            .is_some(),
+            "{what}: gen cannot reach the sink through fastfwd: {}",
+            std::fs::read_to_string(&d.log).unwrap_or_default()
+        );
+    };
+    fwd("at start");
+
+    // Down: nothing crosses d1; up again: forwarding resumes.
+    ok(&["ip", "-n", &lab.dut, "link", "set", "d1", "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        lab.ping(&lab.gen, SINK4, 2).is_none(),
+        "forwarded over a down link"
+    );
+    ok(&["ip", "-n", &lab.dut, "link", "set", "d1", "up"]);
+    fwd("after d1 went down and up");
+
+    // Deleted (with its peer) and re-created under a new index.
+    let old = ok(&["ip", "-n", &lab.dut, "-j", "link", "show", "d1"]);
+    ok(&["ip", "-n", &lab.dut, "link", "del", "d1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(lab.ping(&lab.gen, SINK4, 1).is_none());
+    ok(&[
+        "ip", "-n", &lab.sink, "link", "add", "s0", "type", "veth", "peer", "name", "d1", "netns",
+        &lab.dut,
+    ]);
+    for (ns, dev, a4, a6) in [
+        (&lab.dut, "d1", "198.19.0.10/24", "2001:2:0:8000::10/64"),
+        (&lab.sink, "s0", "198.19.0.108/24", "2001:2:0:8000::108/64"),
+    ] {
+        ok(&["ip", "-n", ns, "addr", "add", a4, "dev", dev]);
+        ok(&["ip", "-n", ns, "addr", "add", a6, "dev", dev]);
+        ok(&["ip", "-n", ns, "link", "set", dev, "up"]);
+    }
+    ok(&[
+        "ip", "netns", "exec", &lab.sink, "ethtool", "-K", "s0", "tx", "off",
+    ]);
+    if backend == XDP_ENGINE {
+        ok(&[
+            "ip", "netns", "exec", &lab.sink, "ethtool", "-K", "s0", "gro", "on",
+        ]);
+    }
+    ok(&[
+        "ip", "-n", &lab.sink, "route", "add", "default", "via", DUT_D1,
+    ]);
+    let new = ok(&["ip", "-n", &lab.dut, "-j", "link", "show", "d1"]);
+    let index =
+        |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap()[0]["ifindex"].clone();
+    assert_ne!(
+        index(&old),
+        index(&new),
+        "the re-created d1 has a new index"
+    );
+    fwd("after d1 was deleted and re-created");
+    let udp = udp_count(&lab, SINK4, 9100, 50);
+    assert_eq!(udp, 50, "datagrams through the re-created d1");
+    assert_eq!(
+        has_xdp(&lab, "d1"),
+        backend != "packet",
+        "XDP program on the re-created d1"
+    );
+    let ifaces = d.json(&["show", "interfaces"]);
+    let d1 = ifaces["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "d1")
+        .unwrap()
+        .clone();
+    assert!(d1["tx_packets"].as_u64().unwrap() >= 50, "{d1}");
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+    assert!(log.contains("d1 is back as ifindex"), "{log}");
+    assert!(!lab.dut_has_xdp(), "XDP left attached after SIGTERM");
 }

@@ -134,9 +134,15 @@ pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
 
 /// The capabilities the running daemon keeps once its sockets are open
 /// and its programs attached: CAP_NET_ADMIN, to ask the kernel to resolve
-/// neighbours (RTM_NEWNEIGH). Netlink broadcasts, BPF map updates on the
-/// maps it holds, and its AF_XDP / AF_PACKET sockets need none.
-pub const DAEMON_CAPABILITIES: &[caps::Capability] = &[caps::Capability::CAP_NET_ADMIN];
+/// neighbours (RTM_NEWNEIGH) and to attach its loaded XDP programs to an
+/// interface re-created while it runs; CAP_NET_RAW, to open that
+/// interface's AF_XDP or AF_PACKET sockets. Netlink broadcasts, BPF map
+/// updates on the maps it holds and its open sockets need none; nothing is
+/// loaded after start, so CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN go.
+pub const DAEMON_CAPABILITIES: &[caps::Capability] = &[
+    caps::Capability::CAP_NET_ADMIN,
+    caps::Capability::CAP_NET_RAW,
+];
 
 /// Drops every capability but `keep` from the calling thread's bounding,
 /// inheritable, ambient, permitted and effective sets, and sets

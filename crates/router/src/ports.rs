@@ -1,0 +1,161 @@
+//! Opening an interface's ports for the workers: at start, and again when
+//! the interface is deleted and re-created while the daemon runs.
+//!
+//! Every RX queue gets a socket: queue q goes to worker q mod workers (a
+//! worker with several queues of one interface serves them as one
+//! [`QueueSet`]), so no queue's transit traffic is left to the kernel.
+
+use anyhow::{bail, Result};
+use netio::packet::{PacketConfig, PacketPort};
+use netio::xdp::{SocketConfig, XdpPort, XdpProgram};
+use netio::{Port, QueueSet};
+
+/// One interface's port in each worker (None: that worker has no socket
+/// there).
+pub type PerWorker = Vec<Option<Box<dyn Port>>>;
+
+/// A port handed to a running worker: (port id, its socket(s) there, or
+/// None to close them).
+pub type PortChange = (usize, Option<Box<dyn Port>>);
+
+/// Number of RX queues of a kernel interface.
+pub(crate) fn rx_queues(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// A worker's sockets on one interface as one port: none, the socket, or
+/// a [`QueueSet`] over several queues.
+fn one_port(mut socks: Vec<Box<dyn Port>>) -> Option<Box<dyn Port>> {
+    match socks.len() {
+        0 => None,
+        1 => socks.pop(),
+        _ => QueueSet::new(socks).map(|s| Box::new(s) as Box<dyn Port>),
+    }
+}
+
+/// Spreads `queues` sockets, opened by `open(q)`, over `workers`.
+fn spread(
+    queues: u32,
+    workers: usize,
+    mut open: impl FnMut(u32) -> Result<Box<dyn Port>>,
+) -> Result<PerWorker> {
+    let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..workers).map(|_| Vec::new()).collect();
+    for q in 0..queues {
+        per_worker[q as usize % workers].push(open(q)?);
+    }
+    Ok(per_worker.into_iter().map(one_port).collect())
+}
+
+/// AF_XDP sockets on every RX queue of the steering program's interface.
+pub(crate) fn steered(prog: &mut XdpProgram, workers: usize) -> Result<PerWorker> {
+    let queues = rx_queues(prog.iface());
+    if queues as usize > workers {
+        eprintln!(
+            "fastfwd: {}: {queues} RX queues on {workers} worker(s): each worker serves several",
+            prog.iface()
+        );
+    }
+    spread(queues, workers, |q| {
+        Ok(Box::new(XdpPort::open(prog, q, SocketConfig::default())?))
+    })
+}
+
+/// The XDP engine's exception sockets on every RX queue of port `port`
+/// (interface `name`, `ifindex`), registered in the engine's XSKMAP.
+pub(crate) fn engine_exceptions(
+    engine: &mut xdp_engine::Engine,
+    port: usize,
+    name: &str,
+    ifindex: u32,
+    workers: usize,
+) -> Result<PerWorker> {
+    let queues = rx_queues(name);
+    if queues > xdp_engine::layout::MAX_QUEUES {
+        bail!(
+            "{name}: {queues} RX queues; the XDP engine serves at most {}",
+            xdp_engine::layout::MAX_QUEUES
+        );
+    }
+    spread(queues, workers, |q| {
+        let key = port as u32 * xdp_engine::layout::MAX_QUEUES + q;
+        Ok(Box::new(XdpPort::open_into(
+            name,
+            ifindex,
+            q,
+            engine.xsks(),
+            key,
+            SocketConfig::default(),
+        )?))
+    })
+}
+
+/// One AF_PACKET socket per worker on `name`, in one fanout group.
+pub(crate) fn packet(name: &str, ifindex: u32, workers: usize) -> Result<PerWorker> {
+    let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
+    (0..workers)
+        .map(|_| {
+            let port = PacketPort::open(
+                name,
+                PacketConfig {
+                    fanout_group: group,
+                    ..PacketConfig::default()
+                },
+            )?;
+            Ok(Some(Box::new(port) as Box<dyn Port>))
+        })
+        .collect()
+}
+
+/// How the daemon attaches to an interface: the same at start and when the
+/// interface comes back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attach {
+    pub engine: crate::Engine,
+    pub backend: crate::IoBackend,
+    /// XDP engine attach mode: native only, generic only, or native then
+    /// generic (None).
+    pub native: Option<bool>,
+    pub workers: usize,
+}
+
+impl Attach {
+    /// Attaches to port `p` (`name`, now `ifindex`) and opens its sockets
+    /// for the workers. With the AF_XDP backend, `programs[p]` is the
+    /// port's steering program, re-attached if the interface is new.
+    pub(crate) fn open(
+        &self,
+        p: usize,
+        name: &str,
+        ifindex: u32,
+        programs: &mut [XdpProgram],
+        xdp: Option<&mut crate::daemon::XdpEngine>,
+    ) -> Result<PerWorker> {
+        use crate::{Engine, IoBackend};
+        match (self.engine, self.backend) {
+            (Engine::Xdp, _) => {
+                let Some(x) = xdp else {
+                    bail!("{name}: the XDP engine is not loaded");
+                };
+                x.engine.attach(name, ifindex, p as u16, self.native)?;
+                engine_exceptions(&mut x.engine, p, name, ifindex, self.workers)
+            }
+            (Engine::User, IoBackend::AfXdp) => {
+                let Some(prog) = programs.get_mut(p) else {
+                    bail!("{name}: no steering program");
+                };
+                if prog.ifindex() != ifindex {
+                    prog.reattach(ifindex)?;
+                }
+                steered(prog, self.workers)
+            }
+            (Engine::User, IoBackend::Packet) => packet(name, ifindex, self.workers),
+        }
+    }
+}
