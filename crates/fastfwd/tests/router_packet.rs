@@ -37,3 +37,8 @@ fn packet_serves_every_rx_queue() {
 fn packet_follows_link_down_up_and_a_recreated_interface() {
     router_common::link_changes_scenario("packet", "pl");
 }
+
+#[test]
+fn packet_counts_frames_larger_than_its_buffers() {
+    router_common::oversize_scenario("packet", "po");
+}

@@ -20,7 +20,7 @@ pub mod port;
 pub mod sys;
 pub mod xdp;
 
-pub use frame::{FrameBatch, BATCH, FRAME_CAP};
+pub use frame::{FrameBatch, BATCH, FRAME_CAP, MAX_FRAME};
 pub use port::{Backend, Port, PortStats, QueueSet};
 pub use sys::netlink::NetlinkSocket;
 

@@ -40,16 +40,19 @@ impl Port for PacketPort {
     fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize {
         let room = crate::frame::BATCH - batch.len();
         let mut bytes = 0u64;
+        let mut oversize = 0u64;
         let n = self.sock.recv(room, |f| {
             bytes += f.bytes.len() as u64;
-            match f.vlan {
+            let fits = match f.vlan {
                 Some((tpid, tci)) => batch.push_tagged(f.bytes, tpid, tci),
                 None => batch.push(f.bytes),
             };
+            oversize += u64::from(!fits);
         });
         self.stats.rx_packets += n as u64;
         self.stats.rx_bytes += bytes;
-        n
+        self.stats.rx_oversize += oversize;
+        n - oversize as usize
     }
 
     fn tx(&mut self, frame: &[u8]) -> bool {

@@ -38,6 +38,9 @@ pub struct PortStats {
     pub tx_dropped: u64,
     /// Frames the kernel dropped before fastfwd saw them (ring full), when known.
     pub rx_dropped: u64,
+    /// Frames received but larger than a batch slot (`frame::MAX_FRAME` bytes
+    /// with their tag), dropped (GRO super-packets, jumbo frames).
+    pub rx_oversize: u64,
 }
 
 /// One receive/transmit endpoint on one interface (one queue, one socket),
@@ -155,6 +158,7 @@ impl Port for QueueSet {
             s.tx_bytes += t.tx_bytes;
             s.tx_dropped += t.tx_dropped;
             s.rx_dropped += t.rx_dropped;
+            s.rx_oversize += t.rx_oversize;
         }
         s
     }

@@ -358,13 +358,15 @@ impl Port for XdpPort {
     fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize {
         let room = crate::frame::BATCH - batch.len();
         let mut bytes = 0u64;
+        let mut oversize = 0u64;
         let n = self.sock.recv(room, |f| {
             bytes += f.len() as u64;
-            batch.push(f);
+            oversize += u64::from(!batch.push(f));
         });
         self.stats.rx_packets += n as u64;
         self.stats.rx_bytes += bytes;
-        n
+        self.stats.rx_oversize += oversize;
+        n - oversize as usize
     }
 
     fn tx(&mut self, frame: &[u8]) -> bool {

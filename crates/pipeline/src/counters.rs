@@ -153,6 +153,27 @@ reasons! {
     }
 }
 
+reasons! {
+    /// Why an ICMP or ICMPv6 error the pipeline owed was not sent (not
+    /// counting the rate limit, `icmp_rate_limited`).
+    pub enum IcmpSuppressed {
+        /// The packet was an ICMP error itself.
+        AboutIcmpError => ("about_icmp_error", "never about an ICMP error (RFC 1812 4.3.2.7, RFC 4443 2.4 (e))"),
+        /// A non-first IPv4 fragment.
+        NonFirstFragment => ("non_first_fragment", "never about a non-first IPv4 fragment (RFC 1812 4.3.2.7)"),
+        /// Its source was a broadcast address.
+        ToBroadcast => ("to_broadcast", "never to a broadcast source (RFC 1812 4.3.2.7)"),
+        /// No interface has an address of the family to send from.
+        NoSourceAddress => ("no_source_address", "no interface address of the family to send it from"),
+        /// No route back to the packet's source.
+        NoRouteBack => ("no_route_back", "no route back to the packet's source"),
+        /// The next hop back has no known MAC yet (its resolution is asked for).
+        NeighbourUnresolved => ("neighbour_unresolved", "the next hop back is unresolved; the host is asked to resolve it"),
+        /// No buffer for the error in this batch.
+        NoBuffer => ("no_buffer", "no free buffer for generated packets in this batch"),
+    }
+}
+
 /// Per-interface traffic counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct InterfaceCounters {
@@ -193,8 +214,11 @@ pub struct Counters {
     /// ICMP errors not sent because the token bucket was empty.
     pub icmp_rate_limited: u64,
     /// ICMP errors not sent by rule (answer to an ICMP error, non-first
-    /// fragment, broadcast/multicast, no source address, no route back).
+    /// fragment, broadcast/multicast, no source address, no route back):
+    /// the sum of `icmp_suppressed_by`.
     pub icmp_suppressed: u64,
+    /// The same by cause, indexed by [`IcmpSuppressed::index`].
+    pub icmp_suppressed_by: [u64; IcmpSuppressed::COUNT],
     /// IPv4 fragments generated.
     pub fragments_sent: u64,
     /// TCP resets generated for the ACL (RFC 9293 §3.10.7.1).
@@ -226,6 +250,7 @@ impl Counters {
             icmp_sent: 0,
             icmp_rate_limited: 0,
             icmp_suppressed: 0,
+            icmp_suppressed_by: [0; IcmpSuppressed::COUNT],
             fragments_sent: 0,
             tcp_resets_sent: 0,
             tcp_resets_suppressed: 0,
@@ -264,6 +289,13 @@ impl Counters {
         self.icmp_sent += o.icmp_sent;
         self.icmp_rate_limited += o.icmp_rate_limited;
         self.icmp_suppressed += o.icmp_suppressed;
+        for (a, b) in self
+            .icmp_suppressed_by
+            .iter_mut()
+            .zip(&o.icmp_suppressed_by)
+        {
+            *a += b;
+        }
         self.fragments_sent += o.fragments_sent;
         self.tcp_resets_sent += o.tcp_resets_sent;
         self.tcp_resets_suppressed += o.tcp_resets_suppressed;
@@ -300,6 +332,12 @@ impl Counters {
     pub(crate) fn punt(&mut self, r: PuntReason) {
         self.punts[r.index()] += 1;
     }
+
+    /// Counts an ICMP error not sent, under its cause.
+    pub(crate) fn icmp_suppress(&mut self, c: IcmpSuppressed) {
+        self.icmp_suppressed += 1;
+        self.icmp_suppressed_by[c.index()] += 1;
+    }
 }
 
 struct ReasonMap<'a, R: 'static>(&'a [u64], &'static [R], fn(R) -> &'static str);
@@ -319,13 +357,21 @@ impl<R: Copy> Serialize for ReasonMap<'_, R> {
 /// array indexed by interface id.
 impl Serialize for Counters {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Counters", 12)?;
+        let mut st = s.serialize_struct("Counters", 13)?;
         st.serialize_field("rx_frames", &self.rx_frames)?;
         st.serialize_field("forwarded_ipv4", &self.forwarded_ipv4)?;
         st.serialize_field("forwarded_ipv6", &self.forwarded_ipv6)?;
         st.serialize_field("icmp_sent", &self.icmp_sent)?;
         st.serialize_field("icmp_rate_limited", &self.icmp_rate_limited)?;
         st.serialize_field("icmp_suppressed", &self.icmp_suppressed)?;
+        st.serialize_field(
+            "icmp_suppressed_by",
+            &ReasonMap(
+                &self.icmp_suppressed_by,
+                IcmpSuppressed::ALL,
+                IcmpSuppressed::name,
+            ),
+        )?;
         st.serialize_field("fragments_sent", &self.fragments_sent)?;
         st.serialize_field("tcp_resets_sent", &self.tcp_resets_sent)?;
         st.serialize_field("tcp_resets_suppressed", &self.tcp_resets_suppressed)?;

@@ -42,7 +42,7 @@ pub mod tables;
 pub mod worker;
 
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
-pub use counters::{Counters, DropReason, InterfaceCounters, PuntReason};
+pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
 pub use frame::{Frame, HEADROOM};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,

@@ -487,6 +487,10 @@ fn an_icmp_error_toward_an_unknown_neighbour_asks_for_it() {
     assert_eq!(o.verdict, Verdict::Drop(DropReason::TtlExpired));
     assert!(o.generated.is_empty(), "no way to send it yet");
     assert_eq!(o.counters.icmp_suppressed, 1);
+    assert_eq!(
+        suppressed(&o.counters, IcmpSuppressed::NeighbourUnresolved),
+        1
+    );
     assert_eq!(o.misses, vec![(0, "198.18.0.77".parse().unwrap())]);
     let p6 = ipv6(
         "2001:2::77",
@@ -754,6 +758,7 @@ fn icmp_errors_are_not_sent_about_icmp_errors_or_non_first_fragments() {
     assert_eq!(o.verdict, Verdict::Drop(DropReason::TtlExpired));
     assert!(o.generated.is_empty());
     assert_eq!(o.counters.icmp_suppressed, 1);
+    assert_eq!(suppressed(&o.counters, IcmpSuppressed::AboutIcmpError), 1);
     s.payload[0] = 8; // echo request: answered
     assert_eq!(run(&t, 0, &eth4(MAC0, &s.bytes())).generated.len(), 1);
     let mut s = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 36);
@@ -761,6 +766,7 @@ fn icmp_errors_are_not_sent_about_icmp_errors_or_non_first_fragments() {
     s.ttl = 1;
     let o = run(&t, 0, &eth4(MAC0, &s.bytes()));
     assert!(o.generated.is_empty());
+    assert_eq!(suppressed(&o.counters, IcmpSuppressed::NonFirstFragment), 1);
     // ICMPv6 error in answer to an ICMPv6 error: no.
     let p = ipv6(
         "2001:2::108",
@@ -772,6 +778,7 @@ fn icmp_errors_are_not_sent_about_icmp_errors_or_non_first_fragments() {
     let o = run(&t, 0, &eth6(MAC0, &p));
     assert!(o.generated.is_empty());
     assert_eq!(o.counters.icmp_suppressed, 1);
+    assert_eq!(suppressed(&o.counters, IcmpSuppressed::AboutIcmpError), 1);
 }
 
 #[test]
@@ -1047,6 +1054,7 @@ fn ipv6_non_first_fragments_get_errors_unless_icmpv6() {
         "a non-first fragment of ICMPv6 may be an error"
     );
     assert_eq!(o.counters.icmp_suppressed, 1);
+    assert_eq!(suppressed(&o.counters, IcmpSuppressed::AboutIcmpError), 1);
 }
 
 #[test]
@@ -1174,4 +1182,10 @@ fn acl_reject_answers_with_unreachable() {
         (3, 13),
         "administratively prohibited"
     );
+}
+
+/// ICMP errors not sent for cause `c`; the causes always sum to the total.
+fn suppressed(c: &pipeline::Counters, cause: IcmpSuppressed) -> u64 {
+    assert_eq!(c.icmp_suppressed_by.iter().sum::<u64>(), c.icmp_suppressed);
+    c.icmp_suppressed_by[cause.index()]
 }

@@ -304,15 +304,22 @@ impl Daemon {
                     .iter()
                     .map(|r| serde_json::json!({"reason": r.name(), "count": total.punt_count(*r), "description": r.description()}))
                     .collect();
+                let suppressed: Vec<_> = pipeline::IcmpSuppressed::ALL
+                    .iter()
+                    .map(|c| serde_json::json!({"cause": c.name(), "count": total.icmp_suppressed_by[c.index()], "description": c.description()}))
+                    .collect();
                 let reps = self.reports();
                 Response::ok(serde_json::json!({
                     "drops": drops,
                     "punts": punts,
+                    "icmp_suppressed": suppressed,
+                    "icmp_rate_limited": total.icmp_rate_limited,
                     "held_expired": reps.iter().map(|r| r.held_expired).sum::<u64>(),
                     "punts_discarded": reps.iter().map(|r| r.punts_discarded).sum::<u64>(),
                     "neighbour_requests_capped": self.resolver.capped,
                     "tx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.tx_dropped).sum::<u64>(),
                     "rx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_dropped).sum::<u64>(),
+                    "rx_oversize": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_oversize).sum::<u64>(),
                 }))
             }
             Request::ShowFirewall => Response::ok(self.show_firewall()),

@@ -57,7 +57,7 @@ impl Port for MemoryPort {
                 self.stats.rx_packets += 1;
                 self.stats.rx_bytes += f.len() as u64;
             } else {
-                self.stats.rx_dropped += 1;
+                self.stats.rx_oversize += 1;
             }
         }
         n

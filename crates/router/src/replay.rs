@@ -419,6 +419,15 @@ impl Report {
             c.tcp_resets_sent,
             c.tcp_resets_suppressed
         );
+        if c.icmp_suppressed > 0 {
+            let _ = writeln!(s, "\nicmp errors suppressed ({} total)", c.icmp_suppressed);
+            for r in pipeline::IcmpSuppressed::ALL {
+                let n = c.icmp_suppressed_by[r.index()];
+                if n > 0 {
+                    let _ = writeln!(s, "  {:<28} {:>8}  {}", r.name(), n, r.description());
+                }
+            }
+        }
         let _ = writeln!(s, "\ndrops ({} total)", c.total_drops());
         for r in DropReason::ALL {
             let n = c.drop_count(*r);

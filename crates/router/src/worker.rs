@@ -50,6 +50,8 @@ pub struct PortCounters {
     pub tx_dropped: u64,
     /// Frames the kernel dropped before fastfwd saw them.
     pub rx_dropped: u64,
+    /// Frames larger than a batch slot, dropped on receive.
+    pub rx_oversize: u64,
 }
 
 /// What a worker publishes about itself (about every 100 ms).
@@ -374,6 +376,7 @@ impl WorkerLoop {
                     tx_bytes: s.tx_bytes,
                     tx_dropped: s.tx_dropped,
                     rx_dropped: s.rx_dropped,
+                    rx_oversize: s.rx_oversize,
                 })
             })
             .collect();

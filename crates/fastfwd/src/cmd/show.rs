@@ -164,6 +164,23 @@ pub fn run(a: Args) -> Result<()> {
                 );
             }
             println!(
+                "\n{:<28} {:>12}  Description",
+                "ICMP error not sent", "Count"
+            );
+            for d in v["icmp_suppressed"].as_array().into_iter().flatten() {
+                println!(
+                    "{:<28} {:>12}  {}",
+                    s(d, "cause"),
+                    u(d, "count"),
+                    s(d, "description")
+                );
+            }
+            println!(
+                "{:<28} {:>12}  ICMP errors over the rate limit",
+                "icmp_rate_limited",
+                u(&v, "icmp_rate_limited")
+            );
+            println!(
                 "\n{:<28} {:>12}  frames whose neighbour stayed unresolved for 1 s",
                 "held_expired",
                 u(&v, "held_expired")
@@ -177,6 +194,12 @@ pub fn run(a: Args) -> Result<()> {
                 "{:<28} {:>12}  dropped by the kernel before fastfwd saw them",
                 "rx_ring_full",
                 u(&v, "rx_ring_full")
+            );
+            println!(
+                "{:<28} {:>12}  larger than a frame buffer ({} bytes), dropped on receive",
+                "rx_oversize",
+                u(&v, "rx_oversize"),
+                netio::MAX_FRAME
             );
             Ok(())
         }

@@ -1387,3 +1387,32 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     assert!(log.contains("d1 is back as ifindex"), "{log}");
     assert!(!lab.dut_has_xdp(), "XDP left attached after SIGTERM");
 }
+
+/// Frames larger than a frame buffer (here: 3,000-byte datagrams over a
+/// 4,000-byte MTU link) are dropped on receive and counted, not lost
+/// silently.
+pub fn oversize_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    for (ns, dev) in [(&lab.gen, "g0"), (&lab.dut, "d0")] {
+        ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "4000"]);
+    }
+    let d = lab.start(backend);
+    assert!(within(Duration::from_secs(3), || lab
+        .ping(&lab.gen, SINK4, 1)
+        .is_some())
+    .is_some());
+    let before = d.json(&["show", "drops"])["rx_oversize"].as_u64().unwrap();
+    assert_eq!(before, 0);
+    let client = format!(
+        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(5):\n  s.sendto(b'x'*3000,('{SINK4}',9200))\n"
+    );
+    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    let counted = within(Duration::from_secs(2), || {
+        d.json(&["show", "drops"])["rx_oversize"].as_u64() == Some(5)
+    });
+    assert!(
+        counted.is_some(),
+        "rx_oversize: {}",
+        d.json(&["show", "drops"])
+    );
+}

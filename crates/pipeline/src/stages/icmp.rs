@@ -18,6 +18,7 @@
 //! §4.3.2.8, RFC 4443 §2.4 (f)); excess is counted as `icmp_rate_limited`.
 
 use super::{ipv4::be32, ipv6, route_back_v4, route_back_v6, write_l2};
+use crate::counters::IcmpSuppressed;
 use crate::tables::{InterfaceId, LocalKind, Tables};
 use crate::worker::{Generated, Worker};
 
@@ -115,8 +116,17 @@ pub(crate) fn error_v4<F4, F6, A>(
         && orig
             .get(ihl)
             .is_none_or(|t| matches!(t, 3 | 4 | 5 | 11 | 12));
-    if frag_offset != 0 || is_icmp_error || tables.local4(src) == Some(LocalKind::Broadcast) {
-        w.counters.icmp_suppressed += 1;
+    let rule = if is_icmp_error {
+        Some(IcmpSuppressed::AboutIcmpError)
+    } else if frag_offset != 0 {
+        Some(IcmpSuppressed::NonFirstFragment)
+    } else if tables.local4(src) == Some(LocalKind::Broadcast) {
+        Some(IcmpSuppressed::ToBroadcast)
+    } else {
+        None
+    };
+    if let Some(c) = rule {
+        w.counters.icmp_suppress(c);
         return;
     }
     let Some(our) = tables
@@ -125,12 +135,15 @@ pub(crate) fn error_v4<F4, F6, A>(
         .and_then(|i| i.ipv4_source)
         .or_else(|| tables.if_rt.iter().find_map(|i| i.ipv4_source))
     else {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoSourceAddress);
         return;
     };
-    let Some((out_if, mac)) = route_back_v4(w, tables, src) else {
-        w.counters.icmp_suppressed += 1;
-        return;
+    let (out_if, mac) = match route_back_v4(w, tables, src) {
+        Ok(back) => back,
+        Err(c) => {
+            w.counters.icmp_suppress(c);
+            return;
+        }
     };
     if !w.icmp_bucket.take() {
         w.counters.icmp_rate_limited += 1;
@@ -143,12 +156,12 @@ pub(crate) fn error_v4<F4, F6, A>(
     w.ip_id = w.ip_id.wrapping_add(1);
     let ip_id = w.ip_id;
     let Some((slot, buf)) = w.out.alloc_slot() else {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoBuffer);
         return;
     };
     let l2 = write_l2(buf, &ifr, mac, wire::ethertype::IPV4);
     if buf.len() < l2 + ip_len {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoBuffer);
         return;
     }
     let ip = &mut buf[l2..l2 + ip_len];
@@ -223,7 +236,7 @@ pub(crate) fn error_v6<F4, F6, A>(
     let is_icmp_error = upper.protocol == wire::ip_proto::ICMPV6
         && (upper.non_first_fragment || orig.get(upper.offset).is_none_or(|&t| t < 128));
     if is_icmp_error {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::AboutIcmpError);
         return;
     }
     let src = ipv6::be128(orig, 8);
@@ -233,12 +246,15 @@ pub(crate) fn error_v6<F4, F6, A>(
         .and_then(|i| i.ipv6_source)
         .or_else(|| tables.if_rt.iter().find_map(|i| i.ipv6_source))
     else {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoSourceAddress);
         return;
     };
-    let Some((out_if, mac)) = route_back_v6(w, tables, src) else {
-        w.counters.icmp_suppressed += 1;
-        return;
+    let (out_if, mac) = match route_back_v6(w, tables, src) {
+        Ok(back) => back,
+        Err(c) => {
+            w.counters.icmp_suppress(c);
+            return;
+        }
     };
     if !w.icmp_bucket.take() {
         w.counters.icmp_rate_limited += 1;
@@ -249,12 +265,12 @@ pub(crate) fn error_v6<F4, F6, A>(
     let quote = orig.len().min(max_ip - 48);
     let ip_len = 48 + quote;
     let Some((slot, buf)) = w.out.alloc_slot() else {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoBuffer);
         return;
     };
     let l2 = write_l2(buf, &ifr, mac, wire::ethertype::IPV6);
     if buf.len() < l2 + ip_len {
-        w.counters.icmp_suppressed += 1;
+        w.counters.icmp_suppress(IcmpSuppressed::NoBuffer);
         return;
     }
     let ip = &mut buf[l2..l2 + ip_len];

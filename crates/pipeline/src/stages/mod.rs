@@ -19,7 +19,7 @@ use fib::NextHopId;
 
 use self::ethernet::LinkCast;
 use crate::acl::FlowKey;
-use crate::counters::{DropReason, PuntReason};
+use crate::counters::{DropReason, IcmpSuppressed, PuntReason};
 use crate::frame::Frame;
 use crate::tables::{
     v4_key, Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables,
@@ -249,18 +249,21 @@ pub(crate) fn resolve<F4, F6, A>(
 
 /// The way back to `src` for a packet the router generates about one it
 /// received (ICMP error, TCP reset): egress interface and next-hop MAC, or
-/// `None` when there is no route or no known neighbour. An unknown
+/// why not (no route back, neighbour unresolved). An unknown
 /// neighbour is reported as a miss, so the host resolves it and the next
 /// error toward it can be sent.
 pub(crate) fn route_back_v4<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u32,
-) -> Option<(InterfaceId, MacAddr)>
+) -> Result<(InterfaceId, MacAddr), IcmpSuppressed>
 where
     F4: fib::Lookup<u32>,
 {
-    let r = resolve(tables, tables.fib4.lookup(src)?, src, v4_key(src));
+    let Some(nh) = tables.fib4.lookup(src) else {
+        return Err(IcmpSuppressed::NoRouteBack);
+    };
+    let r = resolve(tables, nh, src, v4_key(src));
     hop_or_miss(w, r)
 }
 
@@ -269,25 +272,28 @@ pub(crate) fn route_back_v6<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u128,
-) -> Option<(InterfaceId, MacAddr)>
+) -> Result<(InterfaceId, MacAddr), IcmpSuppressed>
 where
     F6: fib::Lookup<u128>,
 {
     let hash = src as u32 ^ (src >> 96) as u32;
-    let r = resolve(tables, tables.fib6.lookup(src)?, hash, src);
+    let Some(nh) = tables.fib6.lookup(src) else {
+        return Err(IcmpSuppressed::NoRouteBack);
+    };
+    let r = resolve(tables, nh, hash, src);
     hop_or_miss(w, r)
 }
 
-fn hop_or_miss(w: &mut Worker, r: Resolved) -> Option<(InterfaceId, MacAddr)> {
+fn hop_or_miss(w: &mut Worker, r: Resolved) -> Result<(InterfaceId, MacAddr), IcmpSuppressed> {
     match r {
-        Resolved::Hop { out_if, mac } => Some((out_if, mac)),
+        Resolved::Hop { out_if, mac } => Ok((out_if, mac)),
         Resolved::Miss { out_if, ip } => {
             if w.out.misses.len() < w.out.misses.capacity() {
                 w.out.misses.push((out_if, ip));
             }
-            None
+            Err(IcmpSuppressed::NeighbourUnresolved)
         }
-        Resolved::Bad => None,
+        Resolved::Bad => Err(IcmpSuppressed::NoRouteBack),
     }
 }
 

@@ -82,7 +82,7 @@ where
         w.counters.tcp_resets_suppressed += 1;
         return;
     }
-    let Some((out_if, mac)) = route_back_v4(w, tables, src) else {
+    let Ok((out_if, mac)) = route_back_v4(w, tables, src) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };
@@ -149,7 +149,7 @@ where
         return;
     };
     let (src, dst) = (ipv6::be128(orig, 8), ipv6::be128(orig, 24));
-    let Some((out_if, mac)) = route_back_v6(w, tables, src) else {
+    let Ok((out_if, mac)) = route_back_v6(w, tables, src) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };
