@@ -30,6 +30,22 @@ impl Delta {
 use crate::ControlError;
 use netio::NetlinkSocket;
 use std::net::IpAddr;
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+/// Applies one broadcast to `state`, noting in `delta` what it changed.
+fn record(state: &mut KernelState, delta: &mut Delta, ev: &Event) {
+    match state.change(ev) {
+        Change::None => {}
+        Change::Route(p) => {
+            delta.routes.insert(p);
+        }
+        Change::Neighbour => delta.neighbours = true,
+        Change::Link(i) => {
+            delta.links.insert(i);
+        }
+        Change::Other => delta.other = true,
+    }
+}
 
 /// The two netlink sockets of the control thread.
 #[derive(Debug)]
@@ -38,10 +54,96 @@ pub struct KernelLink {
     requests: NetlinkSocket,
     seq: u32,
     buf: Vec<u8>,
+    /// A full re-read after lost broadcasts, running on its own thread.
+    resync: Option<Resync>,
+}
+
+/// A re-dump in progress: its result, and the broadcasts received since it
+/// started (applied again on top of it, in order, so none is lost).
+#[derive(Debug)]
+struct Resync {
+    result: Receiver<Result<KernelState, ControlError>>,
+    since: Vec<Event>,
 }
 
 fn nl_err(what: &str, e: std::io::Error) -> ControlError {
     ControlError::Netlink(format!("{what}: {e}"))
+}
+
+/// A dump is retried this many times when the kernel says it was
+/// interrupted by a change (NLM_F_DUMP_INTR) before giving up.
+const DUMP_ATTEMPTS: usize = 16;
+/// NLM_F_DUMP_INTR: the dump's view changed while it ran; dump again.
+const NLM_F_DUMP_INTR: u16 = 0x10;
+
+/// Reads the kernel's whole current state over `sock`, again from the start
+/// whenever a part of it was interrupted by a change.
+fn dump_all(
+    sock: &NetlinkSocket,
+    seq: &mut u32,
+    buf: &mut [u8],
+) -> Result<KernelState, ControlError> {
+    for _ in 0..DUMP_ATTEMPTS {
+        if let Some(state) = dump_once(sock, seq, buf)? {
+            return Ok(state);
+        }
+    }
+    Err(ControlError::Netlink(format!(
+        "netlink dump: interrupted by changes {DUMP_ATTEMPTS} times in a row"
+    )))
+}
+
+/// One dump of everything, or None if the kernel marked a part of it
+/// interrupted (NLM_F_DUMP_INTR).
+fn dump_once(
+    sock: &NetlinkSocket,
+    seq_counter: &mut u32,
+    buf: &mut [u8],
+) -> Result<Option<KernelState>, ControlError> {
+    let mut fresh = KernelState::default();
+    let mut interrupted = false;
+    // Nexthop objects before the routes that name them.
+    for ty in [
+        msg::RTM_GETLINK,
+        msg::RTM_GETADDR,
+        msg::RTM_GETNEXTHOP,
+        msg::RTM_GETROUTE,
+        msg::RTM_GETNEIGH,
+    ] {
+        *seq_counter = seq_counter.wrapping_add(1);
+        let seq = *seq_counter;
+        sock.send(&netlink::dump_request(ty, seq))
+            .map_err(|e| nl_err("netlink dump request", e))?;
+        'dump: loop {
+            let n = match sock.recv(buf, false) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(e) => return Err(nl_err("netlink dump", e)),
+            };
+            for (t, flags, s, body) in netlink::messages(&buf[..n]) {
+                if s != seq {
+                    continue;
+                }
+                interrupted |= flags & NLM_F_DUMP_INTR != 0;
+                match netlink::parse(t, body) {
+                    Some(Event::Done) => break 'dump,
+                    // A kernel without nexthop objects (before 5.3) has none to dump.
+                    Some(Event::Ack(e)) if e < 0 && ty == msg::RTM_GETNEXTHOP => break 'dump,
+                    Some(Event::Ack(e)) if e < 0 => {
+                        return Err(nl_err(
+                            "netlink dump",
+                            std::io::Error::from_raw_os_error(-e),
+                        ))
+                    }
+                    Some(ev) => {
+                        fresh.apply(&ev);
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    Ok((!interrupted).then_some(fresh))
 }
 
 impl KernelLink {
@@ -56,6 +158,7 @@ impl KernelLink {
             requests,
             seq: 1,
             buf: vec![0u8; 1 << 16],
+            resync: None,
         })
     }
 
@@ -64,57 +167,31 @@ impl KernelLink {
         self.events.fd()
     }
 
-    /// Reads the kernel's whole current state into `state` (replacing it).
+    /// Reads the kernel's whole current state into `state` (replacing it),
+    /// dumping again if the kernel reports the dump interrupted by a change.
     pub fn dump(&mut self, state: &mut KernelState) -> Result<(), ControlError> {
-        let mut fresh = KernelState::default();
-        // Nexthop objects before the routes that name them.
-        for ty in [
-            msg::RTM_GETLINK,
-            msg::RTM_GETADDR,
-            msg::RTM_GETNEXTHOP,
-            msg::RTM_GETROUTE,
-            msg::RTM_GETNEIGH,
-        ] {
-            self.seq = self.seq.wrapping_add(1);
-            let seq = self.seq;
-            self.requests
-                .send(&netlink::dump_request(ty, seq))
-                .map_err(|e| nl_err("netlink dump request", e))?;
-            'dump: loop {
-                let n = match self.requests.recv(&mut self.buf, false) {
-                    Ok(Some(n)) => n,
-                    Ok(None) => continue,
-                    Err(e) => return Err(nl_err("netlink dump", e)),
-                };
-                for (t, _, s, body) in netlink::messages(&self.buf[..n]) {
-                    if s != seq {
-                        continue;
-                    }
-                    match netlink::parse(t, body) {
-                        Some(Event::Done) => break 'dump,
-                        // A kernel without nexthop objects (before 5.3) has none to dump.
-                        Some(Event::Ack(e)) if e < 0 && ty == msg::RTM_GETNEXTHOP => break 'dump,
-                        Some(Event::Ack(e)) if e < 0 => {
-                            return Err(nl_err(
-                                "netlink dump",
-                                std::io::Error::from_raw_os_error(-e),
-                            ))
-                        }
-                        Some(ev) => {
-                            fresh.apply(&ev);
-                        }
-                        None => {}
-                    }
-                }
-            }
-        }
-        *state = fresh;
+        *state = dump_all(&self.requests, &mut self.seq, &mut self.buf)?;
         Ok(())
     }
 
+    /// Sets the event socket's receive buffer (32 MiB by default): how many
+    /// broadcasts can wait before the kernel drops them and a resync runs.
+    pub fn set_event_buffer(&mut self, bytes: i32) -> Result<(), ControlError> {
+        self.events
+            .set_receive_buffer(bytes)
+            .map_err(|e| nl_err("netlink event socket buffer", e))
+    }
+
+    /// Whether a re-read after lost broadcasts is still running.
+    pub fn resyncing(&self) -> bool {
+        self.resync.is_some()
+    }
+
     /// Applies every broadcast waiting on the event socket to `state` and
-    /// adds what changed to `delta`. Re-dumps everything if the kernel had
-    /// to drop broadcasts (receive buffer overrun).
+    /// adds what changed to `delta`. If the kernel had to drop broadcasts
+    /// (ENOBUFS: the receive buffer overran), everything is read again on
+    /// another thread while this one goes on; the result replaces `state`
+    /// at a later call, with the broadcasts received since applied on top.
     pub fn poll_events(
         &mut self,
         state: &mut KernelState,
@@ -126,28 +203,74 @@ impl KernelLink {
                 Ok(Some(n)) => {
                     for (t, _, _, body) in netlink::messages(&self.buf[..n]) {
                         if let Some(ev) = netlink::parse(t, body) {
-                            match state.change(&ev) {
-                                Change::None => {}
-                                Change::Route(p) => {
-                                    delta.routes.insert(p);
-                                }
-                                Change::Neighbour => delta.neighbours = true,
-                                Change::Link(i) => {
-                                    delta.links.insert(i);
-                                }
-                                Change::Other => delta.other = true,
+                            record(state, delta, &ev);
+                            if let Some(r) = self.resync.as_mut() {
+                                r.since.push(ev);
                             }
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc_enobufs()) => {
-                    self.dump(state)?;
-                    delta.other = true;
-                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.start_resync()?,
                 Err(e) => return Err(nl_err("netlink events", e)),
             }
         }
+        self.finish_resync(state, delta)?;
         self.drain_acks();
+        Ok(())
+    }
+
+    /// Starts a full re-read on a thread of its own (or restarts the one
+    /// running: broadcasts were lost again while it ran).
+    fn start_resync(&mut self) -> Result<(), ControlError> {
+        let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink resync socket", e))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("fastfwd-resync".into())
+            .spawn(move || {
+                let mut seq = 1;
+                let mut buf = vec![0u8; 1 << 16];
+                let _ = tx.send(dump_all(&sock, &mut seq, &mut buf));
+            })
+            .map_err(|e| nl_err("starting the netlink resync thread", e))?;
+        self.resync = Some(Resync {
+            result: rx,
+            since: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Puts in a finished re-read, if there is one.
+    fn finish_resync(
+        &mut self,
+        state: &mut KernelState,
+        delta: &mut Delta,
+    ) -> Result<(), ControlError> {
+        let Some(r) = self.resync.as_ref() else {
+            return Ok(());
+        };
+        let fresh = match r.result.try_recv() {
+            Err(TryRecvError::Empty) => return Ok(()),
+            Ok(Ok(fresh)) => fresh,
+            Ok(Err(e)) => {
+                self.resync = None;
+                return Err(e);
+            }
+            Err(TryRecvError::Disconnected) => {
+                self.resync = None;
+                return Err(ControlError::Netlink(
+                    "netlink resync thread ended without a result".into(),
+                ));
+            }
+        };
+        let since = self.resync.take().map(|r| r.since).unwrap_or_default();
+        *state = fresh;
+        // Each broadcast sets or removes one object, so replaying those
+        // received since the dump began, in order, gives the current state
+        // whether or not the dump already saw them.
+        for ev in &since {
+            state.apply(ev);
+        }
+        delta.other = true;
         Ok(())
     }
 
@@ -164,8 +287,4 @@ impl KernelLink {
     fn drain_acks(&mut self) {
         while let Ok(Some(_)) = self.requests.recv(&mut self.buf, true) {}
     }
-}
-
-const fn libc_enobufs() -> i32 {
-    105
 }

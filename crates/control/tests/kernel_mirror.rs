@@ -36,14 +36,14 @@ impl Drop for Pair {
     }
 }
 
-fn pair() -> Option<Pair> {
+fn pair(tag: &str) -> Option<Pair> {
     if !netio::root_or_skip("the kernel mirror test") {
         return None;
     }
     let id = std::process::id();
     let p = Pair {
-        a: format!("rtkm{id}a"),
-        b: format!("rtkm{id}b"),
+        a: format!("rtkm{id}{tag}a"),
+        b: format!("rtkm{id}{tag}b"),
     };
     ok(&["ip", "netns", "add", &p.a]);
     ok(&["ip", "netns", "add", &p.b]);
@@ -113,7 +113,7 @@ fn wait_for(
 
 #[test]
 fn dump_follow_and_resolve() {
-    let Some(p) = pair() else { return };
+    let Some(p) = pair("f") else { return };
     let nsb = p.b.clone();
     let nsb2 = p.b.clone();
     let t = std::thread::spawn(move || {
@@ -359,4 +359,60 @@ fn dump_follow_and_resolve() {
         );
         assert_eq!(m, va_mac);
     }
+}
+
+/// Broadcasts lost to a full receive buffer (ENOBUFS) start a re-read on
+/// another thread; the mirror ends equal to the kernel with every route,
+/// and the control thread kept polling meanwhile.
+#[test]
+fn lost_broadcasts_resync_without_blocking() {
+    let Some(p) = pair("r") else { return };
+    let nsb = p.b.clone();
+    let batch = std::env::temp_dir().join(format!("fastfwd-km-{}.batch", std::process::id()));
+    let n = 5_000u32;
+    let text: String = (0..n)
+        .map(|i| format!("route add 10.{}.{}.0/24 dev vb\n", 100 + i / 256, i % 256))
+        .collect();
+    std::fs::write(&batch, text).unwrap();
+    let batch2 = batch.clone();
+    let t = std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&nsb).unwrap();
+        let mut link = KernelLink::open().unwrap();
+        // Room for a few broadcasts only.
+        link.set_event_buffer(16 * 1024).unwrap();
+        let mut st = KernelState::default();
+        link.dump(&mut st).unwrap();
+        let before = st.routes.len();
+        ok(&["ip", "-n", &nsb, "-batch", batch2.to_str().unwrap()]);
+        let mut resynced = false;
+        let mut polls_while_resyncing = 0u32;
+        let end = Instant::now() + Duration::from_secs(20);
+        let want = before + n as usize;
+        while Instant::now() < end && (st.routes.len() < want || link.resyncing()) {
+            let _ = netio::sys::os::poll_readable(&[link.events_fd()], 5);
+            let mut delta = control::kernel::Delta::default();
+            link.poll_events(&mut st, &mut delta).expect("events");
+            if link.resyncing() {
+                resynced = true;
+                polls_while_resyncing += 1;
+            }
+        }
+        assert!(
+            resynced,
+            "5,000 routes into a 16 KiB buffer lost no broadcast?"
+        );
+        assert!(polls_while_resyncing >= 1);
+        assert!(
+            st.routes.len() >= want,
+            "the mirror has every route after the resync"
+        );
+        // And it is the kernel's state: a fresh dump agrees.
+        let mut fresh = KernelState::default();
+        link.dump(&mut fresh).unwrap();
+        assert_eq!(fresh.routes.len(), st.routes.len());
+        assert!(fresh.routes.keys().all(|k| st.routes.contains_key(k)));
+    });
+    let r = t.join();
+    std::fs::remove_file(&batch).ok();
+    r.unwrap();
 }

@@ -52,6 +52,18 @@ impl NetlinkSocket {
         Ok(NetlinkSocket { fd })
     }
 
+    /// Sets the receive buffer to `bytes` (SO_RCVBUFFORCE, above the
+    /// sysctl limit with CAP_NET_ADMIN): how many broadcasts the kernel
+    /// queues before it drops them and reports ENOBUFS.
+    pub fn set_receive_buffer(&self, bytes: i32) -> io::Result<()> {
+        setsockopt(
+            self.fd.raw(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &bytes,
+        )
+    }
+
     /// The socket descriptor (for poll).
     pub fn fd(&self) -> libc::c_int {
         self.fd.raw()
