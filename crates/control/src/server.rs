@@ -1,5 +1,6 @@
-//! The control socket: a Unix stream socket, mode 0600 (root only), no
-//! network listener. Each connection sends request lines and reads one
+//! The control socket: a Unix stream socket, mode 0600 (root only; 0660
+//! with a control group), no network listener, every peer's credentials
+//! checked ([`Access`]). Each connection sends request lines and reads one
 //! response line per request.
 //!
 //! The daemon's control thread serves every connection without blocking:
@@ -42,12 +43,51 @@ struct Conn {
     closing: bool,
 }
 
+/// Who may use the control socket: root, the daemon's own user, and the
+/// members of `group` when one is configured. The socket file's mode gates
+/// connecting (0600, or 0660 with the group); the peer's credentials
+/// (SO_PEERCRED) are checked again on every connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Access {
+    /// The socket's owner (the user the daemon runs as; None: root).
+    pub owner: Option<u32>,
+    /// A group whose members may connect too.
+    pub group: Option<u32>,
+}
+
+impl Access {
+    /// Whether a peer with `uid`, primary `gid` and supplementary `groups`
+    /// may talk to the daemon.
+    pub fn allows(&self, uid: u32, gid: u32, groups: &[u32]) -> bool {
+        uid == 0
+            || Some(uid) == self.owner
+            || self.group.is_some_and(|g| gid == g || groups.contains(&g))
+    }
+}
+
+/// A process's supplementary groups (`Groups:` of /proc/PID/status).
+fn supplementary_groups(pid: i32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 /// The listening control socket; removes its path on drop.
 #[derive(Debug)]
 pub struct ControlServer {
     listener: UnixListener,
     path: PathBuf,
     conns: Vec<Conn>,
+    access: Access,
+    /// Connections refused for their credentials.
+    refused: u64,
 }
 
 impl ControlServer {
@@ -55,6 +95,12 @@ impl ControlServer {
     /// left by a crashed daemon, refusing if another daemon answers there
     /// or if the path is not a socket).
     pub fn bind(path: &Path) -> Result<ControlServer, ControlError> {
+        Self::bind_with(path, Access::default())
+    }
+
+    /// [`bind`](Self::bind) for `access`: mode 0660 and the group's
+    /// ownership when a group may connect, owned by `access.owner`.
+    pub fn bind_with(path: &Path, access: Access) -> Result<ControlServer, ControlError> {
         let err = |e: std::io::Error| ControlError::Socket(format!("{}: {e}", path.display()));
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if !meta.file_type().is_socket() {
@@ -71,13 +117,21 @@ impl ControlServer {
             }
             std::fs::remove_file(path).map_err(err)?;
         }
+        let mask = if access.group.is_some() { 0o117 } else { 0o177 };
         let listener =
-            netio::sys::os::with_umask(0o177, || UnixListener::bind(path)).map_err(err)?;
+            netio::sys::os::with_umask(mask, || UnixListener::bind(path)).map_err(err)?;
+        if access.owner.is_some() || access.group.is_some() {
+            // Until this, the socket is root's with root's group: nobody
+            // else can connect, and every peer's credentials are checked.
+            std::os::unix::fs::chown(path, access.owner, access.group).map_err(err)?;
+        }
         listener.set_nonblocking(true).map_err(err)?;
         Ok(ControlServer {
             listener,
             path: path.to_path_buf(),
             conns: Vec::new(),
+            access,
+            refused: 0,
         })
     }
 
@@ -98,12 +152,41 @@ impl ControlServer {
         self.conns.len()
     }
 
+    /// Connections refused so far because of the peer's credentials.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Whether the peer on `stream` may use the socket.
+    fn admits(&self, stream: &UnixStream) -> bool {
+        match rustix::net::sockopt::socket_peercred(stream) {
+            Ok(c) => {
+                let pid = c.pid.as_raw_nonzero().get();
+                self.access
+                    .allows(c.uid.as_raw(), c.gid.as_raw(), &supplementary_groups(pid))
+            }
+            Err(_) => false,
+        }
+    }
+
     /// One round without blocking: accepts new connections, reads what each
     /// has sent (a bounded amount), answers every complete request line
     /// with `handle`, writes what it can and closes finished, oversized or
     /// expired connections.
     pub fn serve_pending(&mut self, mut handle: impl FnMut(Request) -> Response) {
-        while let Ok((stream, _)) = self.listener.accept() {
+        while let Ok((mut stream, _)) = self.listener.accept() {
+            if !self.admits(&stream) {
+                self.refused += 1;
+                let mut out = Vec::new();
+                push_response(
+                    &mut out,
+                    &Response::err("permission denied: the control socket is for root, fastfwd's user and its control group"),
+                );
+                // Best effort, without waiting: the client may be gone.
+                let _ = stream.set_nonblocking(true);
+                let _ = stream.write(&out);
+                continue;
+            }
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
@@ -245,6 +328,36 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn access_admits_root_the_owner_and_the_group_only() {
+        let root_only = Access::default();
+        assert!(root_only.allows(0, 0, &[]));
+        assert!(!root_only.allows(1000, 1000, &[]));
+        assert!(!root_only.allows(1000, 0, &[0]), "root's group is not root");
+        let a = Access {
+            owner: Some(998),
+            group: Some(997),
+        };
+        assert!(a.allows(0, 0, &[]));
+        assert!(a.allows(998, 998, &[]));
+        assert!(a.allows(1000, 997, &[]), "primary group");
+        assert!(a.allows(1000, 1000, &[27, 997]), "supplementary group");
+        assert!(!a.allows(1000, 1000, &[27]));
+        assert!(
+            !a.allows(997, 1000, &[]),
+            "a uid equal to the group's number is not in it"
+        );
+    }
+
+    #[test]
+    fn supplementary_groups_are_read_for_a_live_process() {
+        let mine = supplementary_groups(std::process::id() as i32);
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
+        assert_eq!(mine.len(), line.split_whitespace().count() - 1);
+        assert!(supplementary_groups(i32::MAX).is_empty());
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

@@ -42,3 +42,8 @@ fn packet_follows_link_down_up_and_a_recreated_interface() {
 fn packet_counts_frames_larger_than_its_buffers() {
     router_common::oversize_scenario("packet", "po");
 }
+
+#[test]
+fn packet_runs_as_a_configured_user_with_a_control_group() {
+    router_common::user_scenario("packet", "pu");
+}

@@ -37,3 +37,8 @@ fn xdp_serves_every_rx_queue() {
 fn xdp_follows_link_down_up_and_a_recreated_interface() {
     router_common::link_changes_scenario("xdp", "xl");
 }
+
+#[test]
+fn xdp_runs_as_a_configured_user_with_a_control_group() {
+    router_common::user_scenario("xdp", "xu");
+}

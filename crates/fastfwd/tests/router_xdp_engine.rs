@@ -42,3 +42,8 @@ fn xdp_engine_serves_every_rx_queue() {
 fn xdp_engine_follows_link_down_up_and_a_recreated_interface() {
     router_common::link_changes_scenario(XDP_ENGINE, "el");
 }
+
+#[test]
+fn xdp_engine_runs_as_a_configured_user_with_a_control_group() {
+    router_common::user_scenario(XDP_ENGINE, "eu");
+}

@@ -7,7 +7,7 @@ use crate::ports::{Attach, PerWorker};
 use crate::worker::{Shared, WorkerLoop, WorkerSetup};
 use anyhow::{bail, Context, Result};
 use control::kernel::KernelLink;
-use control::server::ControlServer;
+use control::server::{Access, ControlServer};
 use control::snapshot::Snapshot;
 use control::state::RouterState;
 use control::Router;
@@ -79,6 +79,12 @@ pub struct RunOptions {
     pub busy_poll: bool,
     /// XDP attach mode.
     pub xdp_mode: XdpAttach,
+    /// Run as this user (name or number) once set up, keeping only the
+    /// daemon's capabilities; None: stay root.
+    pub user: Option<String>,
+    /// A group (name or number) whose members may use the control socket
+    /// besides root and the daemon's user.
+    pub control_group: Option<String>,
 }
 
 /// With AF_PACKET the kernel's stack receives every frame as well: if it
@@ -119,6 +125,14 @@ pub fn run(args: RunOptions) -> Result<()> {
     } else {
         args.cores.clone()
     };
+    let user = match &args.user {
+        Some(u) => Some(os::lookup_user(u).with_context(|| format!("--user {u}"))?),
+        None => None,
+    };
+    let group = match &args.control_group {
+        Some(g) => Some(os::lookup_group(g).with_context(|| format!("--control-group {g}"))?),
+        None => None,
+    };
     let mut kernel = KernelLink::open().context("opening netlink")?;
     let mut state = RouterState::new(config);
     kernel
@@ -140,7 +154,13 @@ pub fn run(args: RunOptions) -> Result<()> {
     let n_ports = port_names.len();
 
     os::catch_stop_signals().context("installing signal handlers")?;
-    let mut server = ControlServer::bind(&args.socket)?;
+    let mut server = ControlServer::bind_with(
+        &args.socket,
+        Access {
+            owner: user.map(|u| u.uid),
+            group,
+        },
+    )?;
 
     // I/O: sockets are opened here and moved into the workers.
     let attach = Attach {
@@ -209,7 +229,7 @@ pub fn run(args: RunOptions) -> Result<()> {
     let shared = Arc::new(Shared::new(Snapshot::new(first_tables), cores.len()));
     // Everything that needs privileges is open or attached: keep only
     // what the running daemon uses (docs/router.md, "Privileges").
-    os::drop_privileges(os::DAEMON_CAPABILITIES).context("dropping capabilities")?;
+    os::drop_privileges(os::DAEMON_CAPABILITIES, user).context("dropping privileges")?;
     let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
     let mut handles = Vec::new();
     let mut to_workers = Vec::new();

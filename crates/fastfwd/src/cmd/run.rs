@@ -73,6 +73,15 @@ pub struct Args {
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub xdp_mode: XdpModeArg,
+    /// Once set up, run as this user (name or number), keeping only
+    /// CAP_NET_ADMIN and CAP_NET_RAW (default: stay root, with the same
+    /// two capabilities).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Members of this group (name or number) may use the control socket
+    /// too (mode 0660); default: root and fastfwd's user only (0600).
+    #[arg(long, value_name = "GROUP")]
+    pub control_group: Option<String>,
 }
 
 /// Parses `1`, `0,2`, `1-3`, `0,2-3`.
@@ -124,6 +133,8 @@ pub fn run(args: Args) -> Result<()> {
             XdpModeArg::Native => router::XdpAttach::Native,
             XdpModeArg::Generic => router::XdpAttach::Generic,
         },
+        user: args.user,
+        control_group: args.control_group,
     })
 }
 

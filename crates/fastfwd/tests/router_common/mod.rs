@@ -251,6 +251,11 @@ impl Lab {
 
     /// [`Lab::start`] with `extra` appended to the config (e.g. `[firewall]`).
     pub fn start_with(&self, backend: &str, extra: &str) -> Daemon {
+        self.start_with_args(backend, extra, &[])
+    }
+
+    /// [`Lab::start_with`] with more `fastfwd run` arguments.
+    pub fn start_with_args(&self, backend: &str, extra: &str, args: &[&str]) -> Daemon {
         let cfg = self.write_config();
         if !extra.is_empty() {
             let mut text = std::fs::read_to_string(&cfg).unwrap();
@@ -264,6 +269,7 @@ impl Lab {
         let log = self.dir.join(format!("run-{backend}.log"));
         let child = self
             .run_command(&cfg, backend, &self.socket())
+            .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1414,5 +1420,88 @@ pub fn oversize_scenario(backend: &str, tag: &str) {
         counted.is_some(),
         "rx_oversize: {}",
         d.json(&["show", "drops"])
+    );
+}
+
+/// `fastfwd show interfaces` on `d`'s socket as `uid` with primary group
+/// `gid` and supplementary `groups` (comma list, may be empty).
+fn show_as(d: &Daemon, uid: &str, gid: &str, groups: &str) -> Output {
+    let sock = d.socket.to_string_lossy().into_owned();
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", uid, "--regid", gid]);
+    if groups.is_empty() {
+        c.arg("--clear-groups");
+    } else {
+        c.args(["--groups", groups]);
+    }
+    c.args([
+        env!("CARGO_BIN_EXE_fastfwd"),
+        "show",
+        "interfaces",
+        "--socket",
+        &sock,
+    ])
+    .output()
+    .unwrap()
+}
+
+/// `run --user nobody --control-group nogroup`: the daemon runs as nobody
+/// with only its two capabilities and forwards; the control socket is
+/// 0660 nobody:nogroup and admits root and nogroup's members only.
+pub fn user_scenario(backend: &str, tag: &str) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(lab) = Lab::new(tag) else { return };
+    let mut d = lab.start_with_args(
+        backend,
+        "",
+        &["--user", "nobody", "--control-group", "nogroup"],
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(field("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Gid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Groups:"), "");
+    for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        assert_eq!(field(k), "0000000000003000", "{k} {status}");
+    }
+    assert!(
+        within(Duration::from_secs(3), || lab
+            .ping(&lab.gen, SINK4, 1)
+            .is_some())
+        .is_some(),
+        "no forwarding as nobody: {}",
+        std::fs::read_to_string(&d.log).unwrap_or_default()
+    );
+    let meta = std::fs::metadata(&d.socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    // Root, fastfwd's user, another user with nogroup as its primary group
+    // or as a supplementary one; not one outside the group.
+    assert!(d.cli(&["show", "interfaces"]).status.success());
+    for (uid, gid, groups) in [
+        ("65534", "65534", ""),
+        ("1", "65534", ""),
+        ("1", "1", "65534"),
+    ] {
+        let o = show_as(&d, uid, gid, groups);
+        assert!(
+            o.status.success(),
+            "uid {uid} gid {gid} groups {groups:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = show_as(&d, "1", "1", "");
+    assert!(!o.status.success(), "uid 1 outside nogroup was served");
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+    assert!(
+        !lab.dut_has_xdp(),
+        "XDP left attached after SIGTERM as nobody"
     );
 }

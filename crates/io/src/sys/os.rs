@@ -144,11 +144,93 @@ pub const DAEMON_CAPABILITIES: &[caps::Capability] = &[
     caps::Capability::CAP_NET_RAW,
 ];
 
+/// A local user to run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct User {
+    /// User id.
+    pub uid: u32,
+    /// Its primary group.
+    pub gid: u32,
+}
+
+/// Finds a user by name or number (through NSS, as `id` does).
+pub fn lookup_user(name: &str) -> io::Result<User> {
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: passwd is plain data (pointers into `buf`, filled by the call).
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let by_number = name.parse::<u32>().ok();
+    // SAFETY: every pointer is live for the call and `buf.len()` is its
+    // size; the result points into `pw` or is null.
+    let rc = unsafe {
+        match by_number {
+            Some(uid) => libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found),
+            None => libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pw,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            ),
+        }
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no user {name}"),
+        ));
+    }
+    Ok(User {
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+    })
+}
+
+/// Finds a group's number by name or number (through NSS).
+pub fn lookup_group(name: &str) -> io::Result<u32> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: group is plain data (pointers into `buf`, filled by the call).
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 64 * 1024];
+    // SAFETY: every pointer is live for the call and `buf.len()` is its size.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            cname.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no group {name}"),
+        ));
+    }
+    Ok(gr.gr_gid)
+}
+
 /// Drops every capability but `keep` from the calling thread's bounding,
 /// inheritable, ambient, permitted and effective sets, and sets
-/// NO_NEW_PRIVS, so nothing it runs later regains them. Threads started
-/// afterwards inherit the reduced sets; call it before starting them.
-pub fn drop_privileges(keep: &[caps::Capability]) -> io::Result<()> {
+/// NO_NEW_PRIVS, so nothing it runs later regains them; with `user`, runs
+/// as that user (and its group, no supplementary groups) from then on,
+/// keeping `keep`. Threads started afterwards inherit the reduced sets;
+/// call it before starting them.
+pub fn drop_privileges(keep: &[caps::Capability], user: Option<User>) -> io::Result<()> {
     use caps::{CapSet, CapsHashSet};
     let keep: CapsHashSet = keep.iter().copied().collect();
     let err = |e: caps::errors::CapsError| io::Error::other(e.to_string());
@@ -159,6 +241,21 @@ pub fn drop_privileges(keep: &[caps::Capability]) -> io::Result<()> {
     }
     caps::clear(None, CapSet::Ambient).map_err(err)?;
     caps::clear(None, CapSet::Inheritable).map_err(err)?;
+    if let Some(u) = user {
+        // Keep the permitted set across the change of user (the effective
+        // set is cleared by it and raised again below).
+        // SAFETY: PR_SET_KEEPCAPS takes plain integer arguments and only
+        // sets a flag of this thread.
+        cvt(unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) })?;
+        // SAFETY: an empty list (null pointer, length 0) clears the
+        // supplementary groups; glibc applies it to every thread.
+        cvt(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+        // SAFETY: plain integer arguments; glibc applies the change to every
+        // thread of the process.
+        cvt(unsafe { libc::setgid(u.gid) })?;
+        // SAFETY: as above.
+        cvt(unsafe { libc::setuid(u.uid) })?;
+    }
     caps::set(None, CapSet::Effective, &keep).map_err(err)?;
     caps::set(None, CapSet::Permitted, &keep).map_err(err)?;
     // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integer arguments and only
