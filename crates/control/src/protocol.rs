@@ -81,10 +81,17 @@ pub struct HopSpec {
 }
 
 /// The answer to a request.
+///
+/// A large answer (`show route` without a prefix) is streamed instead: this
+/// line with `stream` set and no `result`, then one JSON value per line,
+/// then `{"end":N}` with the number of values sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// Whether the request succeeded.
     pub ok: bool,
+    /// The values follow, one per line, until `{"end":N}`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
     /// The result (request-specific), when `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
@@ -99,6 +106,7 @@ impl Response {
         match serde_json::to_value(result) {
             Ok(v) => Response {
                 ok: true,
+                stream: false,
                 result: Some(v),
                 error: None,
             },
@@ -110,6 +118,7 @@ impl Response {
     pub fn err(msg: impl Into<String>) -> Response {
         Response {
             ok: false,
+            stream: false,
             result: None,
             error: Some(msg.into()),
         }

@@ -338,6 +338,21 @@ impl Router {
             .collect()
     }
 
+    /// At most `max` installed routes after `after` (from the first when
+    /// None), in prefix order: a large table shown a part at a time.
+    pub fn route_views_after(&self, after: Option<Cidr>, max: usize) -> Vec<RouteView> {
+        use std::ops::Bound;
+        let from = match after {
+            Some(p) => Bound::Excluded(p),
+            None => Bound::Unbounded,
+        };
+        self.routes
+            .range((from, Bound::Unbounded))
+            .take(max)
+            .map(|(p, (o, t))| self.view(p, *o, *t))
+            .collect()
+    }
+
     fn view(&self, p: &Cidr, origin: Origin, text: u32) -> RouteView {
         RouteView {
             prefix: p.to_string(),

@@ -31,6 +31,54 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// Bytes read from one connection per round (fairness between clients).
 const READ_PER_ROUND: usize = 64 << 10;
 
+/// Where a streamed answer stands, between rounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamCursor {
+    /// Installed routes, in prefix order, after this one (None: from the
+    /// first); `sent` so far.
+    Routes {
+        /// The last prefix sent.
+        after: Option<wire::Cidr>,
+        /// Values sent so far.
+        sent: u64,
+    },
+}
+
+/// What a request gets: an answer now, or a stream the server pulls from
+/// [`Handler::more`] a part per round, so a large answer is never built
+/// whole and other clients are served in between.
+#[derive(Debug)]
+pub enum Reply {
+    /// The whole answer.
+    Now(Response),
+    /// Values to stream, from this cursor.
+    Stream(StreamCursor),
+}
+
+/// The daemon's side of the control socket.
+pub trait Handler {
+    /// Answers one request.
+    fn handle(&mut self, req: Request) -> Reply;
+    /// Appends the next values of a stream to `out`, one JSON value and a
+    /// newline each, moving `cursor` on; returns false when none is left.
+    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> bool;
+}
+
+/// A plain function answers every request at once.
+impl<F: FnMut(Request) -> Response> Handler for F {
+    fn handle(&mut self, req: Request) -> Reply {
+        Reply::Now(self(req))
+    }
+
+    fn more(&mut self, _: &mut StreamCursor, _: &mut Vec<u8>) -> bool {
+        false
+    }
+}
+
+/// Bytes of a stream's output buffered per connection before the server
+/// asks the handler for more.
+const STREAM_BUFFER: usize = 256 << 10;
+
 /// One client connection.
 #[derive(Debug)]
 struct Conn {
@@ -41,6 +89,8 @@ struct Conn {
     output: Vec<u8>,
     /// Peer closed its side, or we decided to close after the output.
     closing: bool,
+    /// An answer being streamed (requests after it wait for its end).
+    streaming: Option<StreamCursor>,
 }
 
 /// Who may use the control socket: root, the daemon's own user, and the
@@ -173,7 +223,7 @@ impl ControlServer {
     /// has sent (a bounded amount), answers every complete request line
     /// with `handle`, writes what it can and closes finished, oversized or
     /// expired connections.
-    pub fn serve_pending(&mut self, mut handle: impl FnMut(Request) -> Response) {
+    pub fn serve_pending(&mut self, handler: &mut impl Handler) {
         while let Ok((mut stream, _)) = self.listener.accept() {
             if !self.admits(&stream) {
                 self.refused += 1;
@@ -199,6 +249,7 @@ impl ControlServer {
                 input: Vec::new(),
                 output: Vec::new(),
                 closing: false,
+                streaming: None,
             });
         }
         let now = Instant::now();
@@ -210,19 +261,25 @@ impl ControlServer {
             if !c.closing && !read_some(c) {
                 return false;
             }
-            while let Some(nl) = c.input.iter().position(|&b| b == b'\n') {
+            stream_some(c, handler);
+            while c.streaming.is_none() {
+                let Some(nl) = c.input.iter().position(|&b| b == b'\n') else {
+                    break;
+                };
                 let line: Vec<u8> = c.input.drain(..=nl).collect();
-                answer(&mut c.output, &line, &mut handle);
+                answer(c, &line, handler);
+                stream_some(c, handler);
             }
             if c.input.len() > MAX_REQUEST {
                 let resp = Response::err(format!("request longer than {MAX_REQUEST} bytes"));
                 push_response(&mut c.output, &resp);
                 c.input = Vec::new();
                 c.closing = true;
-            } else if c.closing && !c.input.is_empty() {
+            } else if c.closing && c.streaming.is_none() && !c.input.is_empty() {
                 // A last request without a newline.
                 let line = std::mem::take(&mut c.input);
-                answer(&mut c.output, &line, &mut handle);
+                answer(c, &line, handler);
+                stream_some(c, handler);
             }
             let before = c.output.len();
             if !write_some(c) {
@@ -232,7 +289,7 @@ impl ControlServer {
                 // A reply made or written: the client is being served.
                 c.opened = now;
             }
-            !(c.closing && c.output.is_empty())
+            !(c.closing && c.output.is_empty() && c.streaming.is_none())
         });
     }
 }
@@ -276,16 +333,42 @@ fn write_some(c: &mut Conn) -> bool {
     true
 }
 
-fn answer(out: &mut Vec<u8>, line: &[u8], handle: &mut impl FnMut(Request) -> Response) {
+fn answer(c: &mut Conn, line: &[u8], handler: &mut impl Handler) {
     let text = String::from_utf8_lossy(line);
     if text.trim().is_empty() {
         return;
     }
-    let resp = match serde_json::from_str::<Request>(text.trim()) {
-        Ok(req) => handle(req),
-        Err(e) => Response::err(format!("bad request: {e}")),
+    let reply = match serde_json::from_str::<Request>(text.trim()) {
+        Ok(req) => handler.handle(req),
+        Err(e) => Reply::Now(Response::err(format!("bad request: {e}"))),
     };
-    push_response(out, &resp);
+    match reply {
+        Reply::Now(resp) => push_response(&mut c.output, &resp),
+        Reply::Stream(cursor) => {
+            let mut head = Response::ok(());
+            head.result = None;
+            head.stream = true;
+            push_response(&mut c.output, &head);
+            c.streaming = Some(cursor);
+        }
+    }
+}
+
+/// Pulls a stream's next values while the connection's buffer has room;
+/// ends it with `{"end":N}`.
+fn stream_some(c: &mut Conn, handler: &mut impl Handler) {
+    while c.output.len() < STREAM_BUFFER {
+        let Some(cursor) = c.streaming.as_mut() else {
+            return;
+        };
+        if !handler.more(cursor, &mut c.output) {
+            let StreamCursor::Routes { sent, .. } = cursor;
+            let end = serde_json::json!({ "end": *sent });
+            let _ = serde_json::to_writer(&mut c.output, &end);
+            c.output.push(b'\n');
+            c.streaming = None;
+        }
+    }
 }
 
 fn push_response(out: &mut Vec<u8>, resp: &Response) {
@@ -302,8 +385,26 @@ impl Drop for ControlServer {
     }
 }
 
-/// Sends one request to the daemon at `path` and returns its response.
+/// Sends one request to the daemon at `path` and returns its response; a
+/// streamed answer's values are collected into `result` as an array.
 pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
+    let mut values = Vec::new();
+    let mut resp = request_each(path, req, |v| values.push(v))?;
+    if resp.stream {
+        resp.stream = false;
+        resp.result = Some(serde_json::Value::Array(values));
+    }
+    Ok(resp)
+}
+
+/// Sends one request; a streamed answer's values go to `each` as they
+/// arrive (never all in memory). Returns the first line (with `stream`
+/// set when values followed).
+pub fn request_each(
+    path: &Path,
+    req: &Request,
+    mut each: impl FnMut(serde_json::Value),
+) -> Result<Response, ControlError> {
     let err = |e: std::io::Error| {
         ControlError::Socket(format!(
             "{}: {e} (is `fastfwd run` running, and are you root?)",
@@ -321,8 +422,32 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
     let mut reader = BufReader::new(stream);
     let mut answer = String::new();
     reader.read_line(&mut answer).map_err(err)?;
-    serde_json::from_str(&answer)
-        .map_err(|e| ControlError::Socket(format!("bad response from the daemon: {e}")))
+    let bad =
+        |e: serde_json::Error| ControlError::Socket(format!("bad response from the daemon: {e}"));
+    let resp: Response = serde_json::from_str(&answer).map_err(bad)?;
+    if !resp.stream {
+        return Ok(resp);
+    }
+    let mut sent = 0u64;
+    loop {
+        answer.clear();
+        if reader.read_line(&mut answer).map_err(err)? == 0 {
+            return Err(ControlError::Socket(format!(
+                "the daemon closed the stream after {sent} values"
+            )));
+        }
+        let v: serde_json::Value = serde_json::from_str(&answer).map_err(bad)?;
+        if let Some(end) = v.get("end").and_then(serde_json::Value::as_u64) {
+            if end != sent {
+                return Err(ControlError::Socket(format!(
+                    "the stream ended at {sent} values, announced {end}"
+                )));
+            }
+            return Ok(resp);
+        }
+        sent += 1;
+        each(v);
+    }
 }
 
 #[cfg(test)]
@@ -376,7 +501,7 @@ mod tests {
         let client = std::thread::spawn(move || request(&p2, &Request::ShowDrops).unwrap());
         let mut served = 0;
         for _ in 0..200 {
-            server.serve_pending(|r| {
+            server.serve_pending(&mut |r: Request| {
                 served += 1;
                 assert_eq!(r, Request::ShowDrops);
                 Response::ok("drops")
@@ -405,7 +530,7 @@ mod tests {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(3) {
             let _ = flood.write(&chunk);
-            server.serve_pending(|_| Response::ok("w"));
+            server.serve_pending(&mut |_: Request| Response::ok("w"));
             let mut b = [0u8; 256];
             if let Ok(n) = flood.read(&mut b) {
                 refused |= String::from_utf8_lossy(&b[..n]).contains("request longer than");

@@ -12,7 +12,7 @@ use crate::IoBackend;
 use anyhow::{bail, Result};
 use control::kernel::{Delta, KernelLink};
 use control::protocol::{HopSpec, Request, Response};
-use control::server::ControlServer;
+use control::server::{ControlServer, Handler, Reply, StreamCursor};
 use control::snapshot::Snapshot;
 use control::state::{ApiRoute, RouterState};
 use control::Router;
@@ -25,6 +25,44 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The daemon answering its control socket: every request at once, but a
+/// whole `show route` streamed a part per round (a full table is never
+/// built whole in memory and other clients are served in between).
+struct Handling<'a>(&'a mut Daemon);
+
+/// Routes per part of a streamed `show route`.
+const ROUTES_PER_PART: usize = 2048;
+
+impl Handler for Handling<'_> {
+    fn handle(&mut self, req: Request) -> Reply {
+        match req {
+            Request::ShowRoute { prefix: None } => Reply::Stream(StreamCursor::Routes {
+                after: None,
+                sent: 0,
+            }),
+            req => Reply::Now(self.0.handle(req)),
+        }
+    }
+
+    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> bool {
+        let StreamCursor::Routes { after, sent } = cursor;
+        let part = self.0.router.route_views_after(*after, ROUTES_PER_PART);
+        for r in &part {
+            if serde_json::to_writer(&mut *out, r).is_ok() {
+                out.push(b'\n');
+                *sent += 1;
+            }
+        }
+        match part.last().and_then(|r| r.prefix.parse().ok()) {
+            Some(last) => {
+                *after = Some(last);
+                part.len() == ROUTES_PER_PART
+            }
+            None => false,
+        }
+    }
+}
 
 /// Everything the daemon owns while it runs.
 pub(crate) struct Daemon {
@@ -153,7 +191,7 @@ impl Daemon {
             // Whatever changed the tables above, the program has them too
             // before any request is answered.
             self.sync_xdp();
-            server.serve_pending(|req| self.handle(req));
+            server.serve_pending(&mut Handling(self));
         }
         Ok(())
     }
@@ -675,6 +713,55 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
         assert!(r.ok);
         let t = d.shared.snapshot.load();
         assert!(fib::Lookup::lookup(&t.fib4, u32::from_be_bytes([203, 0, 113, 7])).is_none());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_whole_table_is_streamed_in_parts_in_prefix_order() {
+        let dir = tmp("stream");
+        let mut d = daemon(&dir);
+        for i in 0..5_000u32 {
+            let p = format!("10.{}.{}.0/24", i / 256, i % 256);
+            let r = d.handle(Request::RouteAdd {
+                prefix: p,
+                next_hops: vec![hop(Some("198.19.0.108"), None)],
+            });
+            assert!(r.ok, "{:?}", r.error);
+        }
+        let all = d.router.route_views();
+        let mut h = Handling(&mut d);
+        let Reply::Stream(mut cursor) = h.handle(Request::ShowRoute { prefix: None }) else {
+            panic!("show route of the whole table is not streamed");
+        };
+        let (mut out, mut parts) = (Vec::new(), 0);
+        while h.more(&mut cursor, &mut out) {
+            parts += 1;
+            assert!(out.len() < 256 * 1024 * parts, "a part is bounded");
+        }
+        assert!(parts >= 5_000 / ROUTES_PER_PART);
+        let lines: Vec<serde_json::Value> = out
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), all.len());
+        assert_eq!(
+            cursor,
+            StreamCursor::Routes {
+                after: all.last().map(|r| r.prefix.parse().unwrap()),
+                sent: all.len() as u64
+            }
+        );
+        for (l, r) in lines.iter().zip(&all) {
+            assert_eq!(l["prefix"], r.prefix.as_str());
+        }
+        // A prefix asked for is answered at once.
+        let Reply::Now(r) = h.handle(Request::ShowRoute {
+            prefix: Some("10.1.2.3".into()),
+        }) else {
+            panic!("one route is not streamed");
+        };
+        assert!(r.result.unwrap().to_string().contains("10.1.2.0/24"));
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -69,6 +69,22 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
+/// A route as `ip route` prints one.
+fn route_line(r: &Value) -> String {
+    let hops: Vec<&str> = r["next_hops"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!(
+        "{} {} proto {}",
+        s(r, "prefix"),
+        hops.join(" nexthop "),
+        s(r, "origin")
+    )
+}
+
 pub fn run(a: Args) -> Result<()> {
     let sock = &a.opts.socket;
     let json = a.opts.json;
@@ -229,27 +245,55 @@ pub fn run(a: Args) -> Result<()> {
             );
             Ok(())
         }
-        What::Route { prefix } => {
-            let v = ask(sock, &Request::ShowRoute { prefix })?;
+        What::Route {
+            prefix: Some(prefix),
+        } => {
+            let v = ask(
+                sock,
+                &Request::ShowRoute {
+                    prefix: Some(prefix),
+                },
+            )?;
             if json {
                 println!("{v}");
                 return Ok(());
             }
             for r in v.as_array().into_iter().flatten() {
-                let hops: Vec<&str> = r["next_hops"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                println!(
-                    "{} {} proto {}",
-                    s(r, "prefix"),
-                    hops.join(" nexthop "),
-                    s(r, "origin")
-                );
+                println!("{}", route_line(r));
             }
             Ok(())
+        }
+        What::Route { prefix: None } => {
+            // The whole table arrives streamed: printed as it comes.
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut first = true;
+            let mut failed = None;
+            let resp =
+                control::server::request_each(sock, &Request::ShowRoute { prefix: None }, |r| {
+                    let line = if json {
+                        format!("{}{r}", if first { "[" } else { "," })
+                    } else {
+                        route_line(&r)
+                    };
+                    first = false;
+                    if failed.is_none() {
+                        if let Err(e) = writeln!(out, "{line}") {
+                            failed = Some(e);
+                        }
+                    }
+                })?;
+            if !resp.ok {
+                bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
+            }
+            if json {
+                writeln!(out, "{}", if first { "[]" } else { "]" })?;
+            }
+            out.flush()?;
+            match failed {
+                Some(e) => Err(e.into()),
+                None => Ok(()),
+            }
         }
         What::Neighbors => {
             let v = ask(sock, &Request::ShowNeighbors)?;
