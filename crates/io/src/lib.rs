@@ -7,12 +7,15 @@
 //! - [`packet`]: the AF_PACKET fallback (TPACKET_V3 ring, fanout,
 //!   `sendmmsg` with qdisc bypass).
 //! - [`frame`]: the fixed-size frame batches the workers and pipeline use.
+//! - [`c_header`]: reads a BPF program's C header, for the tests that
+//!   check the Rust side's copy of its layout.
 //! - [`sys`]: the only module with `unsafe`: sockets, rings, libbpf, netlink.
 //!
 //! Every backend implements [`Port`], so workers and tests drive them alike.
 
 #![deny(unsafe_code)]
 
+pub mod c_header;
 pub mod frame;
 pub mod packet;
 pub mod pcap;

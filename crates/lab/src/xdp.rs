@@ -542,43 +542,13 @@ mod tests {
     }
 
     fn define(h: &str, name: &str) -> String {
-        h.lines()
-            .find_map(|l| {
-                let mut w = l.split_whitespace();
-                (w.next() == Some("#define") && w.next() == Some(name))
-                    .then(|| w.collect::<Vec<_>>().join(" "))
-            })
+        netio::c_header::CHeader::new(h)
+            .define(name)
             .unwrap_or_else(|| panic!("#define {name} missing"))
     }
 
-    /// The C size of `struct NAME` from its field lines (`__u32 x;`,
-    /// `__u64 y;`, `__u8 z[N];`), with natural alignment.
     fn struct_size(h: &str, name: &str) -> usize {
-        let start = h
-            .find(&format!("struct {name} {{"))
-            .unwrap_or_else(|| panic!("struct {name} missing"));
-        let body = &h[start..h[start..].find("};").unwrap() + start];
-        let (mut off, mut align) = (0usize, 1usize);
-        for l in body.lines().skip(1) {
-            let l = l.trim();
-            let Some((ty, rest)) = l.split_once(' ') else {
-                continue;
-            };
-            let size = match ty {
-                "__u8" => 1,
-                "__u16" => 2,
-                "__u32" => 4,
-                "__u64" => 8,
-                _ => continue,
-            };
-            let decl = rest.split(';').next().unwrap();
-            let count = decl.split_once('[').map_or(1, |(_, n)| {
-                n.trim_end_matches(']').parse::<usize>().unwrap()
-            });
-            off = off.div_ceil(size) * size + size * count;
-            align = align.max(size);
-        }
-        off.div_ceil(align) * align
+        netio::c_header::CHeader::new(h).struct_size(name, &[])
     }
 
     #[test]

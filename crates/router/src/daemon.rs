@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
 
 /// The daemon answering its control socket: every request at once, but a
 /// whole `show route` streamed a part per round (a full table is never
@@ -114,9 +115,9 @@ impl XdpEngine {
             .map_err(xdp_engine::EngineError::from)
             .and_then(|image| self.engine.publish(image));
         if let Err(e) = r {
-            eprintln!("fastfwd: {e}; the XDP program hands every transit packet to the pipeline until the tables fit");
+            warn!(error = %e, "the XDP program hands every transit packet to the pipeline until the tables fit");
             if let Err(e) = self.engine.force_except_all() {
-                eprintln!("fastfwd: {e}");
+                error!(error = %e, "cannot make the XDP program hand on every packet");
             }
         }
     }
@@ -139,7 +140,7 @@ pub(crate) fn set_local_addrs(
     for &(_, addr) in new {
         for p in programs.iter_mut() {
             if let Err(e) = p.add_local(addr) {
-                eprintln!("fastfwd: {e}");
+                warn!(error = %e, "local address map");
             }
         }
     }
@@ -183,7 +184,7 @@ impl Daemon {
                 };
                 if self.resolver.should_ask(ifindex, ip, now) {
                     if let Err(e) = self.kernel.resolve(ifindex, ip) {
-                        eprintln!("fastfwd: {e}");
+                        warn!(error = %e, %ip, ifindex, "neighbour resolution request");
                     }
                 }
             }
@@ -245,7 +246,7 @@ impl Daemon {
                 continue;
             }
             if let Some(old) = self.attached.get_mut(p).and_then(Option::take) {
-                eprintln!("fastfwd: {name} (ifindex {old}) is gone; its sockets are closed until it is back");
+                warn!(port = %name, ifindex = old, "interface gone; its sockets are closed until it is back");
                 self.hand_to_workers(p, (0..self.attach.workers).map(|_| None).collect());
             }
             let Some(ifindex) = now else {
@@ -260,10 +261,13 @@ impl Daemon {
                     if let Some(a) = self.attached.get_mut(p) {
                         *a = Some(ifindex);
                     }
-                    eprintln!("fastfwd: {name} is back as ifindex {ifindex}: attached again");
+                    info!(port = %name, ifindex, "interface back: attached again");
                 }
-                Err(e) => eprintln!(
-                    "fastfwd: {name} (ifindex {ifindex}): cannot attach: {e:#}; trying again at its next change"
+                Err(e) => error!(
+                    port = %name,
+                    ifindex,
+                    error = format!("{e:#}"),
+                    "cannot attach; trying again at the interface's next change"
                 ),
             }
         }
@@ -278,8 +282,10 @@ impl Daemon {
                     let _ = tx.send((p, port));
                 }
                 None if port.is_some() => {
-                    eprintln!(
-                        "fastfwd: worker {w} is not running; a queue of port {p} is not served"
+                    warn!(
+                        worker = w,
+                        port = p,
+                        "worker not running: a queue of the port is not served"
                     );
                 }
                 None => {}
@@ -297,7 +303,7 @@ impl Daemon {
                 None
             }
             Err(e) => {
-                eprintln!("fastfwd: keeping the previous tables: {e}");
+                warn!(error = %e, "keeping the previous tables");
                 Some(e.to_string())
             }
         }
@@ -322,7 +328,7 @@ impl Daemon {
                     counters: c.counters,
                     ..WorkerReport::default()
                 }),
-                Err(e) => eprintln!("fastfwd: {e}"),
+                Err(e) => warn!(error = %e, "reading the XDP program's counters"),
             }
         }
         reps

@@ -57,9 +57,11 @@ fn spread(
 pub(crate) fn steered(prog: &mut XdpProgram, workers: usize) -> Result<PerWorker> {
     let queues = rx_queues(prog.iface());
     if queues as usize > workers {
-        eprintln!(
-            "fastfwd: {}: {queues} RX queues on {workers} worker(s): each worker serves several",
-            prog.iface()
+        tracing::info!(
+            port = prog.iface(),
+            queues,
+            workers,
+            "more RX queues than workers: each worker serves several"
         );
     }
     spread(queues, workers, |q| {

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::{info, warn};
 
 /// Which engine forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +149,7 @@ pub fn run(args: RunOptions) -> Result<()> {
     }
     let (router, first_tables) = Router::new(state)?;
     for w in router.warnings() {
-        eprintln!("fastfwd: {w}");
+        warn!("{w}");
     }
     let port_names = router.ports().to_vec();
     let n_ports = port_names.len();
@@ -235,7 +236,11 @@ pub fn run(args: RunOptions) -> Result<()> {
     let mut to_workers = Vec::new();
     for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {
         if ports.iter().all(Option::is_none) {
-            eprintln!("fastfwd: worker {w} on CPU {core} has no queue to serve (the interfaces have fewer RX queues than workers); not started");
+            warn!(
+                worker = w,
+                cpu = core,
+                "no queue to serve (the interfaces have fewer RX queues than workers); not started"
+            );
             continue;
         }
         let (changes_tx, changes_rx) = channel();
@@ -260,13 +265,14 @@ pub fn run(args: RunOptions) -> Result<()> {
         );
     }
     drop(miss_tx);
-    eprintln!(
-        "fastfwd: forwarding on {} with {} worker(s) on CPU(s) {:?}, backend {}; control socket {}",
-        port_names.join(", "),
-        handles.len(),
-        cores,
-        args.backend.name(),
-        args.socket.display()
+    info!(
+        ports = %port_names.join(","),
+        workers = handles.len(),
+        cpus = ?cores,
+        engine = ?args.engine,
+        backend = args.backend.name(),
+        socket = %args.socket.display(),
+        "forwarding"
     );
 
     let mut daemon = Daemon {
@@ -294,10 +300,10 @@ pub fn run(args: RunOptions) -> Result<()> {
     }
     for mut p in daemon.programs.drain(..) {
         if let Err(e) = p.detach() {
-            eprintln!("fastfwd: {e}");
+            warn!(error = %e, "detaching");
         }
     }
     drop(server);
-    eprintln!("fastfwd: stopped");
+    info!("stopped");
     result
 }

@@ -393,10 +393,7 @@ impl WorkerLoop {
         let _flag = PanicFlag(Arc::clone(&shared));
         if let Some(core) = self.setup.core {
             if let Err(e) = os::pin_current_thread(core) {
-                eprintln!(
-                    "fastfwd: worker {}: cannot pin to CPU {core}: {e}",
-                    self.setup.id
-                );
+                tracing::warn!(worker = self.setup.id, cpu = core, error = %e, "cannot pin to the CPU");
             }
         }
         let mut fds = self.poll_fds();

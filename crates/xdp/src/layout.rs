@@ -385,81 +385,25 @@ pub fn test_out_fields(v: &TestOut) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netio::c_header::CHeader;
     use std::collections::HashMap;
 
     const HEADER: &str = include_str!("../bpf/fastfwd_xdp.h");
 
-    /// `#define NAME VALUE` lines with a plain number (decimal or hex) or a
-    /// shift of one.
     fn defines() -> HashMap<String, u64> {
-        let mut out = HashMap::new();
-        for line in HEADER.lines() {
-            let mut w = line.split_whitespace();
-            if w.next() != Some("#define") {
-                continue;
-            }
-            let (Some(name), Some(value)) = (w.next(), w.next()) else {
-                continue;
-            };
-            let v = value.trim_end_matches('u');
-            let parsed = if let Some(h) = v.strip_prefix("0x") {
-                u64::from_str_radix(h, 16).ok()
-            } else {
-                v.parse().ok()
-            };
-            if let Some(n) = parsed {
-                out.insert(name.to_string(), n);
-            }
-        }
-        out
+        CHeader::new(HEADER).numeric_defines()
     }
 
-    /// Size of `struct NAME` from its member lines (types __u8 .. __u64,
-    /// arrays, nested ff_if_counters), with C's alignment rules.
+    /// Size of `struct NAME` as the C compiler lays it out.
     fn struct_size(name: &str) -> usize {
-        let d = defines();
-        let start = HEADER
-            .find(&format!("struct {name} {{"))
-            .unwrap_or_else(|| panic!("struct {name} not in the header"));
-        let body = &HEADER[start..];
-        let body = &body[body.find('{').unwrap() + 1..body.find("};").unwrap()];
-        let (mut size, mut align) = (0usize, 1usize);
-        for line in body.lines() {
-            let line = line.split("/*").next().unwrap().trim();
-            let Some(decl) = line.strip_suffix(';') else {
-                continue;
-            };
-            let mut w = decl.split_whitespace();
-            let ty = w.next().unwrap();
-            let (ty, rest) = if ty == "struct" {
-                (w.next().unwrap(), w.next().unwrap())
-            } else {
-                (ty, w.next().unwrap())
-            };
-            let (elem, a) = match ty {
-                "__u8" => (1, 1),
-                "__u16" => (2, 2),
-                "__u32" => (4, 4),
-                "__u64" => (8, 8),
-                "ff_if_counters" => (40, 8),
-                "ff_fw_field" => (FW_FIELD_SIZE, 4),
-                "ff_fw_step" => (FW_STEP_SIZE, 4),
-                t => panic!("type {t} in struct {name}"),
-            };
-            let count = match rest.find('[') {
-                Some(i) => {
-                    let n = &rest[i + 1..rest.len() - 1];
-                    n.parse::<usize>()
-                        .ok()
-                        .or_else(|| d.get(n).map(|&v| v as usize))
-                        .unwrap_or_else(|| panic!("array size {n}"))
-                }
-                None => 1,
-            };
-            size = size.div_ceil(a) * a + elem * count;
-            align = align.max(a);
-        }
-        size.div_ceil(align) * align
+        CHeader::new(HEADER).struct_size(
+            name,
+            &[
+                ("ff_if_counters", 40, 8),
+                ("ff_fw_field", FW_FIELD_SIZE, 4),
+                ("ff_fw_step", FW_STEP_SIZE, 4),
+            ],
+        )
     }
 
     #[test]

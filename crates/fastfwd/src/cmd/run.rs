@@ -82,6 +82,11 @@ pub struct Args {
     /// too (mode 0660); default: root and fastfwd's user only (0600).
     #[arg(long, value_name = "GROUP")]
     pub control_group: Option<String>,
+    /// Log level (`error`, `warn`, `info`, `debug`, `trace`) or a `tracing`
+    /// filter such as `info,router=debug`; `RUST_LOG` overrides it. One
+    /// line per event on stderr, never per packet.
+    #[arg(long, default_value = "info", value_name = "FILTER")]
+    pub log_level: String,
 }
 
 /// Parses `1`, `0,2`, `1-3`, `0,2-3`.
@@ -111,6 +116,16 @@ pub fn parse_cores(s: &str) -> Result<Vec<usize>> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let filter = match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(f) => f,
+        Err(_) => tracing_subscriber::EnvFilter::try_new(&args.log_level)
+            .with_context(|| format!("--log-level {}", args.log_level))?,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
     let cores = match &args.cores {
         Some(s) => parse_cores(s)?,
         None => Vec::new(),

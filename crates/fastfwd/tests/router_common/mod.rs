@@ -1390,7 +1390,10 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     assert!(d1["tx_packets"].as_u64().unwrap() >= 50, "{d1}");
     let (clean, log) = d.stop();
     assert!(clean, "{log}");
-    assert!(log.contains("d1 is back as ifindex"), "{log}");
+    assert!(
+        log.contains("interface back: attached again") && log.contains("port=d1"),
+        "{log}"
+    );
     assert!(!lab.dut_has_xdp(), "XDP left attached after SIGTERM");
 }
 
