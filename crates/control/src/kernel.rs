@@ -93,6 +93,15 @@ fn dump_all(
     )))
 }
 
+/// Reads the kernel's whole current state over a request socket of its
+/// own (for a thread other than the control loop's).
+pub fn dump_now() -> Result<KernelState, ControlError> {
+    let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink dump socket", e))?;
+    let mut seq = 1;
+    let mut buf = vec![0u8; 1 << 16];
+    dump_all(&sock, &mut seq, &mut buf)
+}
+
 /// One dump of everything, or None if the kernel marked a part of it
 /// interrupted (NLM_F_DUMP_INTR).
 fn dump_once(

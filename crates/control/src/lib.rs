@@ -8,6 +8,7 @@
 //! - [`protocol`] and [`server`]: the control socket and its JSON protocol.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod kernel;
 pub mod netlink;
 pub mod protocol;

@@ -61,6 +61,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
+    /// Compares the running tables with the kernel and a fresh build
+    /// (`fastfwd fib audit`); streamed: one difference per line, then a
+    /// summary.
+    FibAudit,
     /// Validates and applies a config file as a whole.
     ConfigReload {
         /// Path; the running config's file when absent.

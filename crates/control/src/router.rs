@@ -338,6 +338,15 @@ impl Router {
             .collect()
     }
 
+    /// What is installed, cheaply copied for an audit on another thread:
+    /// prefix -> index into the next-hop texts, and the texts.
+    pub fn installed(&self) -> (BTreeMap<Cidr, u32>, Vec<Vec<String>>) {
+        (
+            self.routes.iter().map(|(p, (_, t))| (*p, *t)).collect(),
+            self.set_text.clone(),
+        )
+    }
+
     /// At most `max` installed routes after `after` (from the first when
     /// None), in prefix order: a large table shown a part at a time.
     pub fn route_views_after(&self, after: Option<Cidr>, max: usize) -> Vec<RouteView> {

@@ -42,6 +42,30 @@ pub enum StreamCursor {
         /// Values sent so far.
         sent: u64,
     },
+    /// The differences a FIB audit found (computed on another thread).
+    Audit {
+        /// Values sent so far.
+        sent: u64,
+    },
+}
+
+impl StreamCursor {
+    fn sent(&self) -> u64 {
+        match self {
+            StreamCursor::Routes { sent, .. } | StreamCursor::Audit { sent } => *sent,
+        }
+    }
+}
+
+/// What [`Handler::more`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamStep {
+    /// Wrote values; there may be more.
+    More,
+    /// Nothing to write yet (the values are being computed).
+    Pending,
+    /// Nothing is left.
+    Done,
 }
 
 /// What a request gets: an answer now, or a stream the server pulls from
@@ -60,8 +84,8 @@ pub trait Handler {
     /// Answers one request.
     fn handle(&mut self, req: Request) -> Reply;
     /// Appends the next values of a stream to `out`, one JSON value and a
-    /// newline each, moving `cursor` on; returns false when none is left.
-    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> bool;
+    /// newline each, moving `cursor` on.
+    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> StreamStep;
 }
 
 /// A plain function answers every request at once.
@@ -70,8 +94,8 @@ impl<F: FnMut(Request) -> Response> Handler for F {
         Reply::Now(self(req))
     }
 
-    fn more(&mut self, _: &mut StreamCursor, _: &mut Vec<u8>) -> bool {
-        false
+    fn more(&mut self, _: &mut StreamCursor, _: &mut Vec<u8>) -> StreamStep {
+        StreamStep::Done
     }
 }
 
@@ -281,6 +305,11 @@ impl ControlServer {
                 answer(c, &line, handler);
                 stream_some(c, handler);
             }
+            if c.streaming.is_some() {
+                // A stream in progress (perhaps still being computed) is
+                // a client being served.
+                c.opened = now;
+            }
             let before = c.output.len();
             if !write_some(c) {
                 return false;
@@ -361,12 +390,15 @@ fn stream_some(c: &mut Conn, handler: &mut impl Handler) {
         let Some(cursor) = c.streaming.as_mut() else {
             return;
         };
-        if !handler.more(cursor, &mut c.output) {
-            let StreamCursor::Routes { sent, .. } = cursor;
-            let end = serde_json::json!({ "end": *sent });
-            let _ = serde_json::to_writer(&mut c.output, &end);
-            c.output.push(b'\n');
-            c.streaming = None;
+        match handler.more(cursor, &mut c.output) {
+            StreamStep::More => {}
+            StreamStep::Pending => return,
+            StreamStep::Done => {
+                let end = serde_json::json!({ "end": cursor.sent() });
+                let _ = serde_json::to_writer(&mut c.output, &end);
+                c.output.push(b'\n');
+                c.streaming = None;
+            }
         }
     }
 }

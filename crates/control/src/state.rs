@@ -557,12 +557,14 @@ impl RouterState {
         let mut overrides: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();
         let mut connected_nh: HashMap<Cidr, NextHopId> = HashMap::new();
         let (c4, c6) = b.connected_routes();
+        // A subnet on several interfaces (IPv6 link-local fe80::/64 is on
+        // every one) goes to the first, as its `show route` text says.
         for (p, nh) in c4 {
-            connected_nh.insert(Cidr::V4(p), nh);
+            connected_nh.entry(Cidr::V4(p)).or_insert(nh);
             overrides.insert(Cidr::V4(p), (Origin::Connected, Vec::new()));
         }
         for (p, nh) in c6 {
-            connected_nh.insert(Cidr::V6(p), nh);
+            connected_nh.entry(Cidr::V6(p)).or_insert(nh);
             overrides.insert(Cidr::V6(p), (Origin::Connected, Vec::new()));
         }
         let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {

@@ -47,3 +47,8 @@ fn packet_counts_frames_larger_than_its_buffers() {
 fn packet_runs_as_a_configured_user_with_a_control_group() {
     router_common::user_scenario("packet", "pu");
 }
+
+#[test]
+fn packet_fib_audit_finds_no_difference() {
+    router_common::audit_scenario("packet", "pa");
+}

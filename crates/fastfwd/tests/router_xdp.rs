@@ -42,3 +42,8 @@ fn xdp_follows_link_down_up_and_a_recreated_interface() {
 fn xdp_runs_as_a_configured_user_with_a_control_group() {
     router_common::user_scenario("xdp", "xu");
 }
+
+#[test]
+fn xdp_fib_audit_finds_no_difference() {
+    router_common::audit_scenario("xdp", "xa");
+}

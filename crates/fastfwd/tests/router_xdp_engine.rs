@@ -47,3 +47,8 @@ fn xdp_engine_follows_link_down_up_and_a_recreated_interface() {
 fn xdp_engine_runs_as_a_configured_user_with_a_control_group() {
     router_common::user_scenario(XDP_ENGINE, "eu");
 }
+
+#[test]
+fn xdp_engine_fib_audit_finds_no_difference() {
+    router_common::audit_scenario(XDP_ENGINE, "ea");
+}

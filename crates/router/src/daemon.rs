@@ -12,7 +12,7 @@ use crate::IoBackend;
 use anyhow::{bail, Result};
 use control::kernel::{Delta, KernelLink};
 use control::protocol::{HopSpec, Request, Response};
-use control::server::{ControlServer, Handler, Reply, StreamCursor};
+use control::server::{ControlServer, Handler, Reply, StreamCursor, StreamStep};
 use control::snapshot::Snapshot;
 use control::state::{ApiRoute, RouterState};
 use control::Router;
@@ -42,25 +42,33 @@ impl Handler for Handling<'_> {
                 after: None,
                 sent: 0,
             }),
+            Request::FibAudit => match self.0.start_audit() {
+                Ok(()) => Reply::Stream(StreamCursor::Audit { sent: 0 }),
+                Err(e) => Reply::Now(Response::err(e)),
+            },
             req => Reply::Now(self.0.handle(req)),
         }
     }
 
-    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> bool {
-        let StreamCursor::Routes { after, sent } = cursor;
-        let part = self.0.router.route_views_after(*after, ROUTES_PER_PART);
-        for r in &part {
-            if serde_json::to_writer(&mut *out, r).is_ok() {
-                out.push(b'\n');
-                *sent += 1;
+    fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> StreamStep {
+        match cursor {
+            StreamCursor::Routes { after, sent } => {
+                let part = self.0.router.route_views_after(*after, ROUTES_PER_PART);
+                for r in &part {
+                    if serde_json::to_writer(&mut *out, r).is_ok() {
+                        out.push(b'\n');
+                        *sent += 1;
+                    }
+                }
+                match part.last().and_then(|r| r.prefix.parse().ok()) {
+                    Some(last) if part.len() == ROUTES_PER_PART => {
+                        *after = Some(last);
+                        StreamStep::More
+                    }
+                    _ => StreamStep::Done,
+                }
             }
-        }
-        match part.last().and_then(|r| r.prefix.parse().ok()) {
-            Some(last) => {
-                *after = Some(last);
-                part.len() == ROUTES_PER_PART
-            }
-            None => false,
+            StreamCursor::Audit { sent } => self.0.audit_more(sent, out),
         }
     }
 }
@@ -84,7 +92,18 @@ pub(crate) struct Daemon {
     pub(crate) attached: Vec<Option<u32>>,
     /// Each started worker's inbox for new or closed ports.
     pub(crate) to_workers: Vec<Sender<PortChange>>,
+    /// A FIB audit running on its own thread, or its result being sent.
+    pub(crate) audit: Option<AuditJob>,
 }
+
+/// A FIB audit: running, then its lines being streamed.
+pub(crate) struct AuditJob {
+    result: Receiver<control::audit::AuditResult>,
+    lines: Option<std::vec::IntoIter<serde_json::Value>>,
+}
+
+/// Audit lines per part of the stream.
+const AUDIT_LINES_PER_PART: usize = 1024;
 
 /// The XDP engine and the tables generation it holds.
 pub(crate) struct XdpEngine {
@@ -293,6 +312,70 @@ impl Daemon {
         }
     }
 
+    /// Starts a FIB audit on its own thread over copies of the state, the
+    /// installed routes and the live tables (one at a time).
+    fn start_audit(&mut self) -> Result<(), String> {
+        if self.audit.is_some() {
+            return Err("a FIB audit is already running".into());
+        }
+        let rx = control::audit::start(
+            self.router.state.clone(),
+            self.router.installed(),
+            Arc::clone(&self.shared.snapshot.load()),
+        );
+        self.audit = Some(AuditJob {
+            result: rx,
+            lines: None,
+        });
+        Ok(())
+    }
+
+    /// The next part of the running audit's answer: its differences, one
+    /// per line, then `{"summary": {...}}`; an error ends it with
+    /// `{"error": ...}`.
+    fn audit_more(&mut self, sent: &mut u64, out: &mut Vec<u8>) -> StreamStep {
+        let Some(job) = self.audit.as_mut() else {
+            return StreamStep::Done;
+        };
+        if job.lines.is_none() {
+            let values: Vec<serde_json::Value> = match job.result.try_recv() {
+                Err(std::sync::mpsc::TryRecvError::Empty) => return StreamStep::Pending,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    vec![serde_json::json!({"error": "the audit thread ended without a result"})]
+                }
+                Ok(Err(e)) => vec![serde_json::json!({"error": e.to_string()})],
+                Ok(Ok((diffs, checked))) => {
+                    if !diffs.is_empty() {
+                        warn!(differences = diffs.len(), "FIB audit found differences");
+                    }
+                    let n = diffs.len();
+                    diffs
+                        .into_iter()
+                        .filter_map(|d| serde_json::to_value(d).ok())
+                        .chain(std::iter::once(
+                            serde_json::json!({"summary": {"differences": n, "checked": checked}}),
+                        ))
+                        .collect()
+                }
+            };
+            job.lines = Some(values.into_iter());
+        }
+        let Some(lines) = job.lines.as_mut() else {
+            return StreamStep::Done;
+        };
+        for v in lines.by_ref().take(AUDIT_LINES_PER_PART) {
+            if serde_json::to_writer(&mut *out, &v).is_ok() {
+                out.push(b'\n');
+                *sent += 1;
+            }
+        }
+        if lines.len() == 0 {
+            self.audit = None;
+            return StreamStep::Done;
+        }
+        StreamStep::More
+    }
+
     /// Rebuilds all tables from the current state and publishes them.
     fn rebuild(&mut self) -> Option<String> {
         let old = self.router.local_addrs().to_vec();
@@ -367,6 +450,9 @@ impl Daemon {
                 }))
             }
             Request::ShowFirewall => Response::ok(self.show_firewall()),
+            // Streamed by the socket's handler (`Handling`); here only when
+            // called directly.
+            Request::FibAudit => Response::err("a FIB audit is answered as a stream"),
             Request::ShowRoute { prefix } => match prefix {
                 None => Response::ok(self.router.route_views()),
                 Some(p) => match self.match_route(&p) {
@@ -673,6 +759,7 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
             },
             attached: vec![None, None],
             to_workers: Vec::new(),
+            audit: None,
         }
     }
 
@@ -740,7 +827,7 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
             panic!("show route of the whole table is not streamed");
         };
         let (mut out, mut parts) = (Vec::new(), 0);
-        while h.more(&mut cursor, &mut out) {
+        while h.more(&mut cursor, &mut out) == StreamStep::More {
             parts += 1;
             assert!(out.len() < 256 * 1024 * parts, "a part is bounded");
         }

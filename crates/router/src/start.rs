@@ -288,6 +288,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         attach,
         attached,
         to_workers,
+        audit: None,
     };
     let result = daemon.control_loop(&mut server, &miss_rx);
     shared.stop.store(true, Ordering::SeqCst);

@@ -25,6 +25,21 @@ pub enum Command {
     Lookup(TableArgs),
     /// Print prefix counts per length, memory use and build time.
     Stats(TableArgs),
+    /// Check the running router's tables: its kernel mirror against the
+    /// kernel now, its installed routes against a full build, its FIB
+    /// against the installed routes. Prints every difference; exits 1 if
+    /// there is one.
+    Audit(AuditArgs),
+}
+
+#[derive(ClapArgs)]
+pub struct AuditArgs {
+    /// Control socket of the running router.
+    #[arg(long, default_value = control::protocol::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// One JSON object per line (the differences, then the summary).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(ClapArgs)]
@@ -38,6 +53,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Lookup(a) => lookup(a),
         Command::Stats(a) => stats(a),
+        Command::Audit(a) => audit(a),
     }
 }
 
@@ -140,6 +156,59 @@ fn stats(args: TableArgs) -> anyhow::Result<()> {
         );
         let per_len: Vec<String> = lens.iter().map(|(l, n)| format!("/{l}:{n}")).collect();
         println!("{family} prefixes per length: {}", per_len.join(" "));
+    }
+    Ok(())
+}
+
+fn audit(a: AuditArgs) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut differences = 0u64;
+    let mut summary = None;
+    let mut error = None;
+    let resp = control::server::request_each(&a.socket, &control::Request::FibAudit, |v| {
+        if let Some(s) = v.get("summary") {
+            summary = Some(s.clone());
+        } else if let Some(e) = v.get("error") {
+            error = Some(e.to_string());
+        } else {
+            differences += 1;
+        }
+        let line = if a.json {
+            v.to_string()
+        } else if let Some(s) = v.get("summary") {
+            let c = &s["checked"];
+            format!(
+                "{} difference(s); checked {} kernel routes, {} installed routes, {} FIB lookups",
+                s["differences"], c["kernel_routes"], c["routes"], c["lookups"]
+            )
+        } else if let Some(e) = v.get("error") {
+            format!("audit failed: {e}")
+        } else {
+            let f = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            format!(
+                "{:<7} {:<9} {}  want: {}  have: {}",
+                f("layer"),
+                f("kind"),
+                f("item"),
+                f("want"),
+                f("have")
+            )
+        };
+        let _ = writeln!(out, "{line}");
+    })?;
+    if !resp.ok {
+        anyhow::bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
+    }
+    if let Some(e) = error {
+        anyhow::bail!("the audit failed: {e}");
+    }
+    if summary.is_none() {
+        anyhow::bail!("the audit ended without a summary");
+    }
+    if differences > 0 {
+        anyhow::bail!(
+            "{differences} difference(s) between the running tables and what they are built from"
+        );
     }
     Ok(())
 }

@@ -1508,3 +1508,87 @@ pub fn user_scenario(backend: &str, tag: &str) {
         "XDP left attached after SIGTERM as nobody"
     );
 }
+
+/// `fastfwd fib audit` on a daemon following kernel and CLI routes: no
+/// difference, every layer checked.
+pub fn audit_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let d = lab.start(backend);
+    let dut = lab.dut.as_str();
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "route",
+        "add",
+        "10.50.0.0/16",
+        "via",
+        SINK4,
+    ]);
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "route",
+        "add",
+        "10.51.0.0/24",
+        "nexthop",
+        "via",
+        SINK4,
+        "nexthop",
+        "via",
+        "198.18.0.108",
+    ]);
+    ok(&["ip", "-n", dut, "route", "add", "blackhole", "10.52.0.0/24"]);
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "-6",
+        "route",
+        "add",
+        "2001:db8:50::/48",
+        "via",
+        SINK6,
+    ]);
+    let added = d.cli(&["route", "add", "10.60.0.0/16", "via", SINK4]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let mirrored = within(Duration::from_secs(2), || {
+        let out = String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout).into_owned();
+        [
+            "10.50.0.0/16",
+            "10.51.0.0/24",
+            "10.52.0.0/24",
+            "2001:db8:50::/48",
+            "10.60.0.0/16",
+        ]
+        .iter()
+        .all(|p| out.contains(p))
+    });
+    assert!(mirrored.is_some(), "routes not mirrored");
+    let o = d.cli(&["fib", "audit"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.starts_with("0 difference(s)"), "{text}");
+    let o = d.cli(&["fib", "audit", "--json"]);
+    assert!(o.status.success());
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    let c = &last["summary"]["checked"];
+    assert_eq!(last["summary"]["differences"], 0, "{last}");
+    assert!(c["kernel_routes"].as_u64().unwrap() >= 5, "{last}");
+    assert!(c["routes"].as_u64().unwrap() >= 9, "{last}");
+    assert_eq!(
+        c["lookups"].as_u64(),
+        c["routes"].as_u64().map(|r| 2 * r),
+        "{last}"
+    );
+}
