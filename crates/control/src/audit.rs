@@ -144,19 +144,20 @@ pub fn compare_routes(
             return;
         }
     };
-    let want: BTreeMap<Cidr, Vec<String>> = built
+    // Texts by reference: a full table has a handful of distinct sets.
+    let none = Vec::new();
+    let want: BTreeMap<Cidr, &Vec<String>> = built
         .routes
         .iter()
         .map(|e| {
-            let text = built
-                .hop_sets
-                .get(e.hops as usize)
-                .cloned()
-                .unwrap_or_default();
-            (e.prefix, text)
+            (
+                e.prefix,
+                built.hop_sets.get(e.hops as usize).unwrap_or(&none),
+            )
         })
         .collect();
-    compare("routes", &want, installed, out);
+    let have: BTreeMap<Cidr, &Vec<String>> = installed.iter().map(|(p, t)| (*p, t)).collect();
+    compare("routes", &want, &have, out);
 }
 
 /// The fib layer: the live FIB at the first and last address of every
@@ -269,6 +270,9 @@ pub fn start(
                 })
             });
             let _ = tx.send(r);
+            // The copies and the reference FIB were large (a full table:
+            // hundreds of MiB): give the memory back to the system.
+            netio::sys::os::release_free_memory();
         });
     if let Err(e) = spawned {
         let (tx, rx2) = std::sync::mpsc::channel();
