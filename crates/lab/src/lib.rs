@@ -3,7 +3,8 @@
 //! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
 //! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
 //! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`]; their
-//! system calls live in `sys`. The live-frames generator and the XDP
+//! system calls are `netio::sys::lab`'s (all of fastfwd's `unsafe` is in
+//! `netio::sys`). The live-frames generator and the XDP
 //! receiver, BPF programs under `bpf/`, are in [`xdp`].
 
 pub mod equilibrium;
@@ -20,4 +21,4 @@ pub mod topo;
 pub mod udp_sink;
 pub mod xdp;
 
-mod sys;
+use netio::sys::lab as sys;

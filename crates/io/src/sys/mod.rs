@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod bpf;
+pub mod lab;
 pub mod netlink;
 pub mod os;
 pub mod packet;

@@ -26,15 +26,23 @@ pub fn is_root() -> bool {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    pin_thread(0, cpu)
+}
+
+/// Pins thread `tid` (0: the calling thread) to one CPU.
+pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cpu number too large",
+        ));
     }
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 = this thread.
-    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    cvt(unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) })
         .map(|_| ())
 }
 
@@ -294,7 +302,7 @@ pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
 /// Moves the calling thread into the network namespace `name` (as created
 /// by `ip netns add`). Sockets opened afterwards by this thread live there.
 pub fn enter_netns(name: &str) -> io::Result<()> {
-    let path = std::path::Path::new("/var/run/netns").join(name);
+    let path = std::path::Path::new("/run/netns").join(name);
     let file = std::fs::File::open(&path)?;
     use std::os::fd::AsRawFd;
     // SAFETY: `file` is an open namespace file for the duration of the call.

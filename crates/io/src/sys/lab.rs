@@ -1,14 +1,13 @@
-//! The lab's system calls: network namespaces, CPU affinity, clocks,
-//! AF_PACKET transmit (sendmmsg with qdisc bypass) and receive (TPACKET_V3
-//! ring), and the UDP socket receive calls the UDP sink compares.
-//!
-//! This is the only module of the crate allowed to use `unsafe`; every
-//! block says why it is sound. Everything here is safe to call.
+//! The lab's system calls: clocks, AF_PACKET transmit (sendmmsg with
+//! qdisc bypass) and receive (TPACKET_V3 ring) for its generator and
+//! receiver, the UDP socket receive calls the UDP sink compares, and its
+//! interrupt flag; namespaces, CPU affinity and interface indexes are the
+//! daemon's ([`super::os`]), re-exported here. Kept in this crate so that
+//! all of fastfwd's `unsafe` is in one place. Everything here is safe to
+//! call.
 
-#![allow(unsafe_code)]
+pub use super::os::{enter_netns, if_index, pin_thread as pin_to_cpu};
 
-use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -24,40 +23,7 @@ const ETH_P_ALL: u16 = 0x0003;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// Moves the calling thread into the named network namespace
-/// (`/run/netns/NAME`, as `ip netns add` creates it).
-pub fn enter_netns(name: &str) -> io::Result<()> {
-    let file = File::open(format!("/run/netns/{name}"))?;
-    // SAFETY: setns takes a valid open descriptor (owned by `file`, alive for
-    // the call) and a namespace type flag; it changes only this thread.
-    cvt(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) })?;
-    Ok(())
-}
-
-/// Pins a thread (`tid`, 0 for the calling thread) to one CPU.
-pub fn pin_to_cpu(tid: i32, cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "cpu number too large",
-        ));
-    }
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` was checked against CPU_SETSIZE above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: the pointer and size describe `set`, alive for the call.
-    cvt(unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
-    Ok(())
-}
+use super::cvt;
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -82,19 +48,6 @@ pub fn realtime_ns() -> u64 {
 /// CLOCK_MONOTONIC in nanoseconds (pacing and trial timing).
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// The interface index of `name` in the calling thread's namespace.
-pub fn if_index(name: &str) -> io::Result<u32> {
-    let c = CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    // SAFETY: `c` is a valid NUL-terminated string alive for the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(idx)
-    }
 }
 
 fn packet_socket(ifname: &str, sock_type: libc::c_int) -> io::Result<(OwnedFd, u32)> {
