@@ -61,6 +61,9 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
+    /// Every counter in the OpenMetrics text format (the result is one
+    /// string).
+    ShowMetrics,
     /// Compares the running tables with the kernel and a fresh build
     /// (`fastfwd fib audit`); streamed: one difference per line, then a
     /// summary.

@@ -338,6 +338,16 @@ impl Router {
             .collect()
     }
 
+    /// Installed routes: (IPv4, IPv6).
+    pub fn route_counts(&self) -> (usize, usize) {
+        let v4 = self
+            .routes
+            .keys()
+            .filter(|p| matches!(p, Cidr::V4(_)))
+            .count();
+        (v4, self.routes.len() - v4)
+    }
+
     /// What is installed, cheaply copied for an audit on another thread:
     /// prefix -> index into the next-hop texts, and the texts.
     pub fn installed(&self) -> (BTreeMap<Cidr, u32>, Vec<Vec<String>>) {

@@ -52,3 +52,8 @@ fn packet_runs_as_a_configured_user_with_a_control_group() {
 fn packet_fib_audit_finds_no_difference() {
     router_common::audit_scenario("packet", "pa");
 }
+
+#[test]
+fn packet_serves_prometheus_metrics() {
+    router_common::metrics_scenario("packet", "pm");
+}

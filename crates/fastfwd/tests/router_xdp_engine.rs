@@ -52,3 +52,8 @@ fn xdp_engine_runs_as_a_configured_user_with_a_control_group() {
 fn xdp_engine_fib_audit_finds_no_difference() {
     router_common::audit_scenario(XDP_ENGINE, "ea");
 }
+
+#[test]
+fn xdp_engine_serves_prometheus_metrics() {
+    router_common::metrics_scenario(XDP_ENGINE, "em");
+}

@@ -60,12 +60,13 @@ impl Handler for Handling<'_> {
                         *sent += 1;
                     }
                 }
-                match part.last().and_then(|r| r.prefix.parse().ok()) {
-                    Some(last) if part.len() == ROUTES_PER_PART => {
-                        *after = Some(last);
-                        StreamStep::More
-                    }
-                    _ => StreamStep::Done,
+                if let Some(last) = part.last().and_then(|r| r.prefix.parse().ok()) {
+                    *after = Some(last);
+                }
+                if part.len() == ROUTES_PER_PART {
+                    StreamStep::More
+                } else {
+                    StreamStep::Done
                 }
             }
             StreamCursor::Audit { sent } => self.0.audit_more(sent, out),
@@ -94,6 +95,9 @@ pub(crate) struct Daemon {
     pub(crate) to_workers: Vec<Sender<PortChange>>,
     /// A FIB audit running on its own thread, or its result being sent.
     pub(crate) audit: Option<AuditJob>,
+    /// Route changes applied (prefixes re-decided) and full rebuilds.
+    pub(crate) route_updates: u64,
+    pub(crate) rebuilds: u64,
 }
 
 /// A FIB audit: running, then its lines being streamed.
@@ -246,6 +250,7 @@ impl Daemon {
         }
         if !delta.routes.is_empty() {
             let prefixes: Vec<wire::Cidr> = delta.routes.into_iter().collect();
+            self.route_updates += prefixes.len() as u64;
             self.router.update_routes(&prefixes, &self.shared.snapshot);
         } else if delta.neighbours {
             self.router.refresh_neighbours(&self.shared.snapshot);
@@ -378,6 +383,7 @@ impl Daemon {
 
     /// Rebuilds all tables from the current state and publishes them.
     fn rebuild(&mut self) -> Option<String> {
+        self.rebuilds += 1;
         let old = self.router.local_addrs().to_vec();
         match self.router.rebuild_all(&self.shared.snapshot) {
             Ok(()) => {
@@ -450,6 +456,7 @@ impl Daemon {
                 }))
             }
             Request::ShowFirewall => Response::ok(self.show_firewall()),
+            Request::ShowMetrics => Response::ok(self.metrics_text()),
             // Streamed by the socket's handler (`Handling`); here only when
             // called directly.
             Request::FibAudit => Response::err("a FIB audit is answered as a stream"),
@@ -671,6 +678,239 @@ impl Daemon {
         })
     }
 
+    /// Every counter as OpenMetrics text (see [`crate::metrics`]).
+    fn metrics_text(&self) -> String {
+        let mut m = crate::metrics::Scrape::new();
+        let reps = self.reports();
+        let total = Counters::sum(reps.iter().map(|r| &r.counters));
+        let tables = self.shared.snapshot.load();
+        for (i, iface) in tables.interfaces().iter().enumerate() {
+            let c = total.interfaces.get(i).copied().unwrap_or_default();
+            let l = [("interface", iface.name.as_str())];
+            m.counter(
+                "interface_rx_packets",
+                "Frames received on the interface.",
+                &l,
+                c.rx_packets,
+            );
+            m.counter(
+                "interface_rx_bytes",
+                "Bytes received on the interface.",
+                &l,
+                c.rx_bytes,
+            );
+            m.counter(
+                "interface_rx_dropped",
+                "Frames received and dropped (any reason).",
+                &l,
+                c.rx_dropped,
+            );
+            m.counter(
+                "interface_tx_packets",
+                "Frames sent out of the interface.",
+                &l,
+                c.tx_packets,
+            );
+            m.counter(
+                "interface_tx_bytes",
+                "Bytes sent out of the interface.",
+                &l,
+                c.tx_bytes,
+            );
+        }
+        for r in pipeline::DropReason::ALL {
+            m.counter(
+                "drops",
+                "Frames dropped, by reason (show drops).",
+                &[("reason", r.name())],
+                total.drop_count(*r),
+            );
+        }
+        for r in PuntReason::ALL {
+            m.counter(
+                "punts",
+                "Frames handed to the host, by reason.",
+                &[("reason", r.name())],
+                total.punt_count(*r),
+            );
+        }
+        for c in pipeline::IcmpSuppressed::ALL {
+            m.counter(
+                "icmp_suppressed",
+                "ICMP errors not sent, by cause.",
+                &[("cause", c.name())],
+                total.icmp_suppressed_by[c.index()],
+            );
+        }
+        m.counter(
+            "icmp_sent",
+            "ICMP and ICMPv6 errors sent.",
+            &[],
+            total.icmp_sent,
+        );
+        m.counter(
+            "icmp_rate_limited",
+            "ICMP errors over the rate limit.",
+            &[],
+            total.icmp_rate_limited,
+        );
+        m.counter(
+            "forwarded",
+            "Packets forwarded, by family.",
+            &[("family", "ipv4")],
+            total.forwarded_ipv4,
+        );
+        m.counter(
+            "forwarded",
+            "Packets forwarded, by family.",
+            &[("family", "ipv6")],
+            total.forwarded_ipv6,
+        );
+        for r in &reps {
+            let w = r.id.to_string();
+            let engine = if r.backend == "xdp-program" {
+                "xdp-program"
+            } else {
+                "pipeline"
+            };
+            let l = [("worker", w.as_str()), ("engine", engine)];
+            m.counter(
+                "worker_rx_frames",
+                "Frames a worker (or the XDP program) processed.",
+                &l,
+                r.counters.rx_frames,
+            );
+            m.counter(
+                "worker_busy_rounds",
+                "Worker loop rounds that found frames.",
+                &l,
+                r.busy_rounds,
+            );
+            m.counter(
+                "worker_sleeps",
+                "Times a worker slept in poll(2).",
+                &l,
+                r.sleeps,
+            );
+            m.counter(
+                "worker_held_expired",
+                "Frames dropped after waiting 1 s for their neighbour.",
+                &l,
+                r.held_expired,
+            );
+            for p in &r.ports {
+                let l = [("worker", w.as_str()), ("port", p.port.as_str())];
+                m.counter(
+                    "port_rx_ring_full",
+                    "Frames the kernel dropped before fastfwd saw them.",
+                    &l,
+                    p.rx_dropped,
+                );
+                m.counter(
+                    "port_tx_ring_full",
+                    "Frames that found the TX ring full.",
+                    &l,
+                    p.tx_dropped,
+                );
+                m.counter(
+                    "port_rx_oversize",
+                    "Frames larger than a frame buffer, dropped on receive.",
+                    &l,
+                    p.rx_oversize,
+                );
+            }
+            if let Some(x) = r
+                .xdp
+                .as_ref()
+                .and_then(|x| x.get("exceptions"))
+                .and_then(|e| e.as_object())
+            {
+                for (cause, n) in x {
+                    m.counter(
+                        "xdp_exceptions",
+                        "Packets the XDP program handed to the pipeline, by cause.",
+                        &[("cause", cause.as_str())],
+                        n.as_u64().unwrap_or(0),
+                    );
+                }
+            }
+        }
+        let fw = self.show_firewall();
+        for chain in fw["firewall"]["chains"].as_array().into_iter().flatten() {
+            let name = chain["chain"].as_str().unwrap_or("");
+            for rule in chain["rules"].as_array().into_iter().flatten() {
+                let line = rule["line"].to_string();
+                let l = [("chain", name), ("line", line.as_str())];
+                m.counter(
+                    "firewall_rule_packets",
+                    "Packets that matched a firewall rule (by its config line).",
+                    &l,
+                    rule["packets"].as_u64().unwrap_or(0),
+                );
+                m.counter(
+                    "firewall_rule_bytes",
+                    "Bytes that matched a firewall rule.",
+                    &l,
+                    rule["bytes"].as_u64().unwrap_or(0),
+                );
+            }
+        }
+        if let Some(ct) = fw["conntrack"].as_object() {
+            let g = |k: &str| ct.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            m.gauge(
+                "conntrack_entries",
+                "Connection-table slots in use.",
+                &[],
+                g("occupancy"),
+            );
+            m.gauge(
+                "conntrack_capacity",
+                "Connection-table slots.",
+                &[],
+                g("capacity"),
+            );
+            m.counter("conntrack_inserts", "Connections added.", &[], g("inserts"));
+            m.counter(
+                "conntrack_evictions",
+                "Connections evicted to make room.",
+                &[],
+                g("evictions"),
+            );
+        }
+        let (v4, v6) = self.router.route_counts();
+        m.gauge(
+            "fib_routes",
+            "Routes installed, by family.",
+            &[("family", "ipv4")],
+            v4 as u64,
+        );
+        m.gauge(
+            "fib_routes",
+            "Routes installed, by family.",
+            &[("family", "ipv6")],
+            v6 as u64,
+        );
+        m.counter(
+            "route_updates",
+            "Route prefixes re-decided after kernel or control-socket changes.",
+            &[],
+            self.route_updates,
+        );
+        m.counter(
+            "table_rebuilds",
+            "Full rebuilds of the tables (links, addresses, config).",
+            &[],
+            self.rebuilds,
+        );
+        m.counter(
+            "neighbour_requests_capped",
+            "Neighbour resolutions not asked, over the cap.",
+            &[],
+            self.resolver.capped,
+        );
+        m.encode()
+    }
+
     fn show_interfaces(&self) -> serde_json::Value {
         let reps = self.reports();
         let total = Counters::sum(reps.iter().map(|r| &r.counters));
@@ -760,6 +1000,8 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
             attached: vec![None, None],
             to_workers: Vec::new(),
             audit: None,
+            route_updates: 0,
+            rebuilds: 0,
         }
     }
 

@@ -14,6 +14,7 @@
 
 mod daemon;
 pub mod memport;
+pub mod metrics;
 pub mod ports;
 pub mod replay;
 mod start;

@@ -86,6 +86,10 @@ pub struct RunOptions {
     /// A group (name or number) whose members may use the control socket
     /// besides root and the daemon's user.
     pub control_group: Option<String>,
+    /// Serve OpenMetrics text at `http://ADDR:PORT/metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow `metrics` on an address other than loopback.
+    pub metrics_public: bool,
 }
 
 /// With AF_PACKET the kernel's stack receives every frame as well: if it
@@ -134,6 +138,11 @@ pub fn run(args: RunOptions) -> Result<()> {
         Some(g) => Some(os::lookup_group(g).with_context(|| format!("--control-group {g}"))?),
         None => None,
     };
+    if let Some(a) = args.metrics {
+        if !crate::metrics::is_local(&a) && !args.metrics_public {
+            bail!("--metrics {a}: not a loopback address; the metrics would be readable from the network (add --metrics-public if that is meant)");
+        }
+    }
     let mut kernel = KernelLink::open().context("opening netlink")?;
     let mut state = RouterState::new(config);
     kernel
@@ -228,6 +237,13 @@ pub fn run(args: RunOptions) -> Result<()> {
     }
 
     let shared = Arc::new(Shared::new(Snapshot::new(first_tables), cores.len()));
+    // Bound before privileges go (a port below 1024 needs them).
+    let metrics_server = match args.metrics {
+        Some(a) => Some(Arc::new(
+            tiny_http::Server::http(a).map_err(|e| anyhow::anyhow!("--metrics {a}: {e}"))?,
+        )),
+        None => None,
+    };
     // Everything that needs privileges is open or attached: keep only
     // what the running daemon uses (docs/router.md, "Privileges").
     os::drop_privileges(os::DAEMON_CAPABILITIES, user).context("dropping privileges")?;
@@ -289,8 +305,31 @@ pub fn run(args: RunOptions) -> Result<()> {
         attached,
         to_workers,
         audit: None,
+        route_updates: 0,
+        rebuilds: 0,
     };
+    let metrics_thread = match &metrics_server {
+        Some(srv) => {
+            let (srv, socket) = (Arc::clone(srv), args.socket.clone());
+            Some(
+                std::thread::Builder::new()
+                    .name("fastfwd-metrics".into())
+                    .spawn(move || crate::metrics::serve(&srv, &socket))
+                    .context("starting the metrics thread")?,
+            )
+        }
+        None => None,
+    };
+    if let Some(a) = args.metrics {
+        info!(address = %a, "serving metrics at /metrics");
+    }
     let result = daemon.control_loop(&mut server, &miss_rx);
+    if let Some(srv) = &metrics_server {
+        srv.unblock();
+    }
+    if let Some(t) = metrics_thread {
+        let _ = t.join();
+    }
     shared.stop.store(true, Ordering::SeqCst);
     for h in handles {
         let _ = h.join();

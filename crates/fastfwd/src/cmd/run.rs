@@ -87,6 +87,13 @@ pub struct Args {
     /// line per event on stderr, never per packet.
     #[arg(long, default_value = "info", value_name = "FILTER")]
     pub log_level: String,
+    /// Serve every counter as OpenMetrics text (Prometheus) at
+    /// `http://ADDR:PORT/metrics`, e.g. `127.0.0.1:9469`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow `--metrics` on an address other than loopback.
+    #[arg(long)]
+    pub metrics_public: bool,
 }
 
 /// Parses `1`, `0,2`, `1-3`, `0,2-3`.
@@ -150,6 +157,8 @@ pub fn run(args: Args) -> Result<()> {
         },
         user: args.user,
         control_group: args.control_group,
+        metrics: args.metrics,
+        metrics_public: args.metrics_public,
     })
 }
 

@@ -51,6 +51,9 @@ pub enum What {
     /// Neighbours (ARP / ND entries in use).
     #[command(alias = "neighbours", alias = "neigh")]
     Neighbors,
+    /// Every counter in the OpenMetrics text format (what `run --metrics`
+    /// serves to Prometheus).
+    Metrics,
 }
 
 /// Sends `req` and returns the result, or the daemon's error.
@@ -294,6 +297,11 @@ pub fn run(a: Args) -> Result<()> {
                 Some(e) => Err(e.into()),
                 None => Ok(()),
             }
+        }
+        What::Metrics => {
+            let v = ask(sock, &Request::ShowMetrics)?;
+            print!("{}", v.as_str().unwrap_or("# EOF\n"));
+            Ok(())
         }
         What::Neighbors => {
             let v = ask(sock, &Request::ShowNeighbors)?;

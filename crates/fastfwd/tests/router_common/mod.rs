@@ -1592,3 +1592,116 @@ pub fn audit_scenario(backend: &str, tag: &str) {
         "{last}"
     );
 }
+
+/// `run --metrics 127.0.0.1:PORT`: Prometheus text over HTTP in dut's
+/// namespace and through `show metrics`, accepted by promtool, with the
+/// forwarded packets counted; a non-loopback address is refused.
+pub fn metrics_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let refused = lab
+        .run_command(&lab.write_config(), backend, &lab.dir.join("other.sock"))
+        .args(["--metrics", "0.0.0.0:9469"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not a loopback address"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let d = lab.start_with_args(backend, "", &["--metrics", "127.0.0.1:9469"]);
+    assert!(within(Duration::from_secs(3), || lab
+        .ping(&lab.gen, SINK4, 1)
+        .is_some())
+    .is_some());
+    assert!(lab.ping(&lab.gen, SINK4, 3).is_some());
+    let scrape = || {
+        let o = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.dut,
+            "curl",
+            "-sf",
+            "http://127.0.0.1:9469/metrics",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let forwarded = |text: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix("fastfwd_forwarded_total{family=\"ipv4\"} "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let counted = within(Duration::from_secs(2), || forwarded(&scrape()) >= 8);
+    assert!(counted.is_some(), "{}", scrape());
+    let text = scrape();
+    for name in [
+        "fastfwd_interface_rx_packets_total{interface=\"d0\"}",
+        "fastfwd_drops_total{reason=\"no_route\"}",
+        "fastfwd_fib_routes{family=\"ipv4\"}",
+        "fastfwd_worker_busy_rounds_total",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    assert!(text.ends_with("# EOF\n"));
+    // promtool parses it (exit 1 on any syntax error). Its linter reads
+    // the classic text format, where a counter's HELP names the `_total`
+    // sample; OpenMetrics names the family instead, so the only lint
+    // findings allowed (exit 3) are "X_total no help text" for families X
+    // whose HELP line is there.
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/install-deps installs prometheus)");
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(3)),
+        "promtool: {findings}"
+    );
+    for f in findings.lines().filter(|l| !l.trim().is_empty()) {
+        let family = f
+            .strip_suffix(" no help text")
+            .and_then(|m| m.strip_suffix("_total"))
+            .unwrap_or_else(|| panic!("promtool: {f}"));
+        assert!(text.contains(&format!("# HELP {family} ")), "promtool: {f}");
+        assert!(
+            text.contains(&format!("# TYPE {family} counter")),
+            "promtool: {f}"
+        );
+    }
+    // The same text over the control socket.
+    let shown = d.cli(&["show", "metrics"]);
+    assert!(shown.status.success());
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("fastfwd_forwarded_total"));
+    let o = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.dut,
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "http://127.0.0.1:9469/other",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "404");
+}
