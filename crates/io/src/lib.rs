@@ -9,18 +9,21 @@
 //! - [`frame`]: the fixed-size frame batches the workers and pipeline use.
 //! - [`c_header`]: reads a BPF program's C header, for the tests that
 //!   check the Rust side's copy of its layout.
-//! - [`sys`]: the only module with `unsafe`: sockets, rings, libbpf, netlink.
+//! - [`sys`]: the `fastfwd-sys` crate, the only one with `unsafe`:
+//!   sockets, rings, BPF test runs, netlink, namespaces.
 //!
 //! Every backend implements [`Port`], so workers and tests drive them alike.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod c_header;
 pub mod frame;
 pub mod packet;
 pub mod pcap;
 pub mod port;
-pub mod sys;
+/// System calls and raw memory: the `fastfwd-sys` crate, the only one
+/// with `unsafe`.
+pub use fastfwd_sys as sys;
 pub mod xdp;
 
 pub use frame::{FrameBatch, BATCH, FRAME_CAP, MAX_FRAME};

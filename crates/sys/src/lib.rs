@@ -1,7 +1,10 @@
-//! Every system call and raw-memory access of fastfwd's I/O lives here, each
-//! `unsafe` block with the reason it is sound. The rest of the crate (and
-//! every other crate) sees only the safe types exported from this module.
-#![allow(unsafe_code)]
+//! Every system call and raw-memory access of fastfwd lives in this crate,
+//! each `unsafe` block with the reason it is sound: AF_XDP sockets, rings
+//! and UMEM ([`xsk`]), TPACKET_V3 rings ([`packet`], and the lab's in
+//! [`lab`]), BPF test runs ([`bpf`]), netlink sockets ([`netlink`]),
+//! namespaces, CPU pinning, signals and privileges ([`os`]). Every other
+//! crate forbids `unsafe` and sees only the safe API exported here (as
+//! `netio::sys`).
 
 pub mod bpf;
 pub mod lab;
