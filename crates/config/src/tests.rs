@@ -5,35 +5,7 @@ use std::net::IpAddr;
 
 /// The lab's router (docs/lab-methods.md). Lines are numbered in comments so
 /// tests that append to it can name lines.
-const LAB: &str = r#"[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24", "2001:2::10/64"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-mtu = 1500
-addresses = ["198.19.0.10/24", "2001:2:0:8000::10/64"]
-vlans = [{ id = 100, addresses = ["10.100.0.1/24"] }]
-
-[[routes]]
-prefix = "198.18.0.0/16"
-via = "198.18.0.108"
-
-[[routes]]
-prefix = "198.19.0.0/16"
-via = "198.19.0.108"
-
-[[routes]]
-prefix = "2001:2::/48"
-via = ["2001:2::108", "2001:2::109"]
-
-[[neighbours]]
-interface = "d0"
-ip = "198.18.0.108"
-mac = "02:00:00:00:00:08"
-"#;
+const LAB: &str = include_str!("../testdata/lab.toml");
 
 /// The lab config plus `extra` appended; returns the single diagnostic.
 fn one_error(extra: &str) -> Diagnostic {

@@ -33,35 +33,8 @@ ip = "198.18.0.108"
 mac = "02:00:00:00:00:08"
 "#;
 
-const LAB: &str = r#"[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24", "2001:2::10/64"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-mtu = 1500
-addresses = ["198.19.0.10/24", "2001:2:0:8000::10/64"]
-vlans = [{ id = 100, addresses = ["10.100.0.1/24"] }]
-
-[[routes]]
-prefix = "198.18.0.0/16"
-via = "198.18.0.108"
-
-[[routes]]
-prefix = "198.19.0.0/16"
-via = "198.19.0.108"
-
-[[routes]]
-prefix = "2001:2::/48"
-via = ["2001:2::108", "2001:2::109"]
-
-[[neighbours]]
-interface = "d0"
-ip = "198.18.0.108"
-mac = "02:00:00:00:00:08"
-"#;
+/// The lab config the config crate's tests edit.
+const LAB: &str = include_str!("../../config/testdata/lab.toml");
 
 #[test]
 fn builds_interfaces_routes_and_neighbours() {

@@ -962,17 +962,7 @@ mod tests {
     use super::*;
     use crate::worker::Shared;
 
-    const CFG: &str = r#"
-[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-addresses = ["198.19.0.10/24", "2001:3::10/64"]
-"#;
+    use crate::TEST_CONFIG as CFG;
 
     /// A daemon over the config alone: no workers, no ports, a netlink
     /// socket that is never read.
@@ -1023,31 +1013,31 @@ addresses = ["198.19.0.10/24", "2001:3::10/64"]
         let dir = tmp("route");
         let mut d = daemon(&dir);
         let r = d.handle(Request::RouteAdd {
-            prefix: "203.0.113.0/24".into(),
+            prefix: "198.51.100.0/24".into(),
             next_hops: vec![hop(Some("198.19.0.108"), None)],
         });
         assert!(r.ok, "{:?}", r.error);
         // The workers' snapshot routes it already, out of d1 (found from
         // the gateway's subnet).
         let t = d.shared.snapshot.load();
-        let nh = fib::Lookup::lookup(&t.fib4, u32::from_be_bytes([203, 0, 113, 7])).unwrap();
+        let nh = fib::Lookup::lookup(&t.fib4, u32::from_be_bytes([198, 51, 100, 7])).unwrap();
         let hops = t.next_hops(nh).unwrap();
         assert_eq!(hops[0].interface, 1);
         drop(t);
         let shown = d.handle(Request::ShowRoute {
-            prefix: Some("203.0.113.7".into()),
+            prefix: Some("198.51.100.7".into()),
         });
         let text = shown.result.unwrap().to_string();
         assert!(
-            text.contains("203.0.113.0/24") && text.contains("198.19.0.108"),
+            text.contains("198.51.100.0/24") && text.contains("198.19.0.108"),
             "{text}"
         );
         let r = d.handle(Request::RouteDel {
-            prefix: "203.0.113.0/24".into(),
+            prefix: "198.51.100.0/24".into(),
         });
         assert!(r.ok);
         let t = d.shared.snapshot.load();
-        assert!(fib::Lookup::lookup(&t.fib4, u32::from_be_bytes([203, 0, 113, 7])).is_none());
+        assert!(fib::Lookup::lookup(&t.fib4, u32::from_be_bytes([198, 51, 100, 7])).is_none());
         std::fs::remove_dir_all(dir).ok();
     }
 

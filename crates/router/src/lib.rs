@@ -21,3 +21,28 @@ mod start;
 pub mod worker;
 
 pub use start::{run, Engine, IoBackend, RunOptions, XdpAttach};
+
+/// The config the unit tests of the worker loop and the request handler
+/// run on: the lab's dut, one static route through the sink and its
+/// neighbour.
+#[cfg(test)]
+const TEST_CONFIG: &str = r#"
+[[interfaces]]
+name = "d0"
+mac = "02:00:00:00:00:10"
+addresses = ["198.18.0.10/24"]
+
+[[interfaces]]
+name = "d1"
+mac = "02:00:00:00:01:10"
+addresses = ["198.19.0.10/24"]
+
+[[routes]]
+prefix = "203.0.113.0/24"
+via = "198.19.0.108"
+
+[[neighbours]]
+interface = "d1"
+ip = "198.19.0.108"
+mac = "02:00:00:00:01:08"
+"#;

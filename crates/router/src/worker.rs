@@ -448,26 +448,7 @@ mod tests {
     use control::Router;
     use std::sync::mpsc::{sync_channel, Receiver};
 
-    const CFG: &str = r#"
-[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-addresses = ["198.19.0.10/24"]
-
-[[routes]]
-prefix = "203.0.113.0/24"
-via = "198.19.0.108"
-
-[[neighbours]]
-interface = "d1"
-ip = "198.19.0.108"
-mac = "02:00:00:00:01:08"
-"#;
+    use crate::TEST_CONFIG as CFG;
 
     struct Rig {
         router: Router,
