@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 /// The lab's router (docs/lab-methods.md). Lines are numbered in comments so
 /// tests that append to it can name lines.
-const LAB: &str = include_str!("../testdata/lab.toml");
+#[path = "../testdata/edits.rs"]
+mod edits;
+use edits::LAB;
 
 /// The lab config plus `extra` appended; returns the single diagnostic.
 fn one_error(extra: &str) -> Diagnostic {
@@ -587,20 +589,7 @@ mod properties {
     use super::*;
     use proptest::prelude::*;
 
-    /// Edits of the lab config: replace a byte range with a short string.
-    fn mutated() -> impl Strategy<Value = String> {
-        (
-            0..LAB.len(),
-            0..12usize,
-            "[\\[\\]\"=,.:/a-z0-9 \n{}#-]{0,12}",
-        )
-            .prop_map(|(at, len, ins)| {
-                let mut b = LAB.as_bytes().to_vec();
-                let end = (at + len).min(b.len());
-                b.splice(at..end, ins.bytes());
-                String::from_utf8_lossy(&b).into_owned()
-            })
-    }
+    use super::edits::edited_lab as mutated;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]

@@ -33,9 +33,6 @@ ip = "198.18.0.108"
 mac = "02:00:00:00:00:08"
 "#;
 
-/// The lab config the config crate's tests edit.
-const LAB: &str = include_str!("../../config/testdata/lab.toml");
-
 #[test]
 fn builds_interfaces_routes_and_neighbours() {
     let c = Config::parse("t.toml", CFG).unwrap();
@@ -119,20 +116,9 @@ fn every_example_config_loads_and_builds() {
     assert!(n >= 2, "examples/*.toml: found {n}");
 }
 
-/// Edits of the lab config: replace a byte range with a short string.
-fn mutated() -> impl Strategy<Value = String> {
-    (
-        0..LAB.len(),
-        0..12usize,
-        "[\\[\\]\"=,.:/a-z0-9 \n{}#-]{0,12}",
-    )
-        .prop_map(|(at, len, ins)| {
-            let mut b = LAB.as_bytes().to_vec();
-            let end = (at + len).min(b.len());
-            b.splice(at..end, ins.bytes());
-            String::from_utf8_lossy(&b).into_owned()
-        })
-}
+#[path = "../../config/testdata/edits.rs"]
+mod edits;
+use edits::edited_lab as mutated;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
