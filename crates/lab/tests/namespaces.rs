@@ -330,7 +330,9 @@ fn the_live_generators_counts_equal_what_the_xdp_receiver_counted() {
         "198.19.10.1:2000-198.19.10.10",
     )
     .unwrap();
-    for (count, rate) in [(20_000u64, Some(50_000.0)), (200_000, None)] {
+    // The paced run lasts 1 s, so that a scheduling hiccup of a few ms on
+    // a loaded machine stays well inside the 2% it is held to.
+    for (count, rate) in [(50_000u64, Some(50_000.0)), (200_000, None)] {
         let cfg = GenConfig {
             ifname: "a0".into(),
             frames: FrameBuilder::new(flows.clone(), 60, GEN_MAC, DUT_IN_MAC).unwrap(),
@@ -347,7 +349,7 @@ fn the_live_generators_counts_equal_what_the_xdp_receiver_counted() {
         assert_eq!((r.duplicates, r.reordered), (0, 0));
         assert!(g.per_second_sent.iter().sum::<u64>() <= g.attempted);
         if let Some(rate) = rate {
-            // Paced: nothing refused, and the rate kept (2% of a 0.4 s run).
+            // Paced: nothing refused, and the rate kept within 2%.
             assert_eq!(g.backpressure, 0, "{g:?}");
             assert!((g.attempted_pps - rate).abs() < rate * 0.02, "{g:?}");
         }
