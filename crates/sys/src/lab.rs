@@ -111,6 +111,41 @@ pub enum TxOutcome {
     Backpressure,
 }
 
+/// `batch` slots of `len` bytes in one buffer, an iovec per slot and an
+/// mmsghdr per iovec, for sendmmsg / recvmmsg. The pointers stay valid
+/// when the three vectors move (their heap memory does not).
+struct MmsgBuffers {
+    buf: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl MmsgBuffers {
+    fn new(batch: usize, len: usize) -> MmsgBuffers {
+        let batch = batch.max(1);
+        let mut buf = vec![0u8; batch * len];
+        let mut iov: Vec<libc::iovec> = buf
+            .chunks_mut(len)
+            .map(|c| libc::iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: len,
+            })
+            .collect();
+        let msgs = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: mmsghdr is plain data; all-zero is valid (no name,
+                // no control data).
+                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                m.msg_hdr.msg_iov = v;
+                m.msg_hdr.msg_iovlen = 1;
+                m
+            })
+            .collect();
+        MmsgBuffers { buf, iov, msgs }
+    }
+}
+
 /// An AF_PACKET socket that sends whole Ethernet frames with `sendmmsg`,
 /// bypassing the qdisc layer, from a buffer of `batch` frame slots.
 pub struct PacketTx {
@@ -129,26 +164,7 @@ impl PacketTx {
         bind_packet(fd.as_raw_fd(), ifindex)?;
         setsockopt_int(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, 1)?;
         setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20)?;
-        let batch = batch.max(1);
-        let mut buf = vec![0u8; batch * slot_len];
-        let mut iov: Vec<libc::iovec> = buf
-            .chunks_mut(slot_len)
-            .map(|c| libc::iovec {
-                iov_base: c.as_mut_ptr().cast(),
-                iov_len: slot_len,
-            })
-            .collect();
-        let msgs = iov
-            .iter_mut()
-            .map(|v| {
-                // SAFETY: mmsghdr is plain data; all-zero is valid (no name,
-                // no control data).
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = v;
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        let MmsgBuffers { buf, iov, msgs } = MmsgBuffers::new(batch, slot_len);
         Ok(Self {
             fd,
             slot_len,
@@ -450,25 +466,11 @@ impl UdpRecv {
     /// Buffers for `batch` datagrams of up to `buf_len` bytes on `sock`
     /// (which must outlive this value).
     pub fn new(sock: &UdpSocket, batch: usize, buf_len: usize) -> Self {
-        let batch = batch.max(1);
-        let mut bufs = vec![0u8; batch * buf_len];
-        let mut iov: Vec<libc::iovec> = bufs
-            .chunks_mut(buf_len)
-            .map(|c| libc::iovec {
-                iov_base: c.as_mut_ptr().cast(),
-                iov_len: buf_len,
-            })
-            .collect();
-        let msgs = iov
-            .iter_mut()
-            .map(|v| {
-                // SAFETY: mmsghdr is plain data; all-zero is valid.
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = v;
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        let MmsgBuffers {
+            buf: bufs,
+            iov,
+            msgs,
+        } = MmsgBuffers::new(batch, buf_len);
         Self {
             fd: sock.as_raw_fd(),
             bufs,
