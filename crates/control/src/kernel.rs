@@ -56,6 +56,10 @@ pub struct KernelLink {
     buf: Vec<u8>,
     /// A full re-read after lost broadcasts, running on its own thread.
     resync: Option<Resync>,
+    /// The event socket's drop counter when it was last read.
+    drops_seen: u32,
+    /// Re-reads started so far.
+    resyncs: u64,
 }
 
 /// A re-dump in progress: its result, and the broadcasts received since it
@@ -162,12 +166,17 @@ impl KernelLink {
         let events =
             NetlinkSocket::new(&netlink::GROUPS).map_err(|e| nl_err("netlink event socket", e))?;
         let requests = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink request socket", e))?;
+        let drops_seen = events
+            .drops()
+            .map_err(|e| nl_err("netlink event socket drop counter", e))?;
         Ok(KernelLink {
             events,
             requests,
             seq: 1,
             buf: vec![0u8; 1 << 16],
             resync: None,
+            drops_seen,
+            resyncs: 0,
         })
     }
 
@@ -196,16 +205,29 @@ impl KernelLink {
         self.resync.is_some()
     }
 
+    /// How many re-reads lost broadcasts have started so far.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs
+    }
+
     /// Applies every broadcast waiting on the event socket to `state` and
     /// adds what changed to `delta`. If the kernel had to drop broadcasts
-    /// (ENOBUFS: the receive buffer overran), everything is read again on
-    /// another thread while this one goes on; the result replaces `state`
-    /// at a later call, with the broadcasts received since applied on top.
+    /// (the receive buffer overran), everything is read again on another
+    /// thread while this one goes on; the result replaces `state` at a
+    /// later call, with the broadcasts received since applied on top.
+    ///
+    /// Loss is known from the socket's drop counter, read once the queue is
+    /// empty: the kernel reports ENOBUFS for the first overrun only, and
+    /// drops every broadcast after it until the queue has been read empty.
+    /// The re-read starts only then, so it covers every broadcast dropped
+    /// before it; one dropped after it shows in the counter and starts it
+    /// again.
     pub fn poll_events(
         &mut self,
         state: &mut KernelState,
         delta: &mut Delta,
     ) -> Result<(), ControlError> {
+        let mut overran = false;
         loop {
             match self.events.recv(&mut self.buf, true) {
                 Ok(None) => break,
@@ -219,9 +241,17 @@ impl KernelLink {
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.start_resync()?,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => overran = true,
                 Err(e) => return Err(nl_err("netlink events", e)),
             }
+        }
+        let drops = self
+            .events
+            .drops()
+            .map_err(|e| nl_err("netlink event socket drop counter", e))?;
+        if overran || drops != self.drops_seen {
+            self.drops_seen = drops;
+            self.start_resync()?;
         }
         self.finish_resync(state, delta)?;
         self.drain_acks();
@@ -229,8 +259,11 @@ impl KernelLink {
     }
 
     /// Starts a full re-read on a thread of its own (or restarts the one
-    /// running: broadcasts were lost again while it ran).
+    /// running: broadcasts were lost again while it ran). Called with the
+    /// event queue read empty, so the re-read is newer than every broadcast
+    /// lost so far.
     fn start_resync(&mut self) -> Result<(), ControlError> {
+        self.resyncs += 1;
         let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink resync socket", e))?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -238,7 +271,22 @@ impl KernelLink {
             .spawn(move || {
                 let mut seq = 1;
                 let mut buf = vec![0u8; 1 << 16];
-                let _ = tx.send(dump_all(&sock, &mut seq, &mut buf));
+                // A table still loading interrupts dumps; keep trying (the
+                // events go on meanwhile) rather than fail the daemon.
+                let mut attempts = 0usize;
+                let result = loop {
+                    match dump_once(&sock, &mut seq, &mut buf) {
+                        Ok(Some(state)) => break Ok(state),
+                        Ok(None) => {
+                            attempts += 1;
+                            if attempts.is_multiple_of(DUMP_ATTEMPTS) {
+                                std::thread::sleep(std::time::Duration::from_millis(100));
+                            }
+                        }
+                        Err(e) => break Err(e),
+                    }
+                };
+                let _ = tx.send(result);
             })
             .map_err(|e| nl_err("starting the netlink resync thread", e))?;
         self.resync = Some(Resync {

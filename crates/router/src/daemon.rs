@@ -186,8 +186,17 @@ impl Daemon {
             let mut fds = server.poll_fds();
             fds.push(self.kernel.events_fd());
             os::poll_readable(&fds, 25)?;
+            let (resyncs, resyncing) = (self.kernel.resyncs(), self.kernel.resyncing());
             self.kernel
                 .poll_events(&mut self.router.state.kernel, &mut delta)?;
+            if self.kernel.resyncs() != resyncs {
+                warn!(
+                    resyncs = self.kernel.resyncs(),
+                    "netlink broadcasts lost (the event queue overran); re-reading the kernel's tables"
+                );
+            } else if resyncing && !self.kernel.resyncing() {
+                info!("kernel tables re-read; the mirror is complete again");
+            }
             if !delta.is_empty() {
                 dirty_since.get_or_insert_with(Instant::now);
             }
@@ -901,6 +910,12 @@ impl Daemon {
             "Full rebuilds of the tables (links, addresses, config).",
             &[],
             self.rebuilds,
+        );
+        m.counter(
+            "kernel_resyncs",
+            "Full re-reads of the kernel's tables after lost netlink broadcasts.",
+            &[],
+            self.kernel.resyncs(),
         );
         m.counter(
             "neighbour_requests_capped",

@@ -53,7 +53,8 @@ impl Scrape {
             return f.clone();
         }
         let f = Counters::default();
-        self.registry.register(name, help, f.clone());
+        self.registry
+            .register(name, help.trim_end_matches('.'), f.clone());
         self.families.push((name, f.clone()));
         f
     }
@@ -63,7 +64,8 @@ impl Scrape {
             return f.clone();
         }
         let f = Gauges::default();
-        self.registry.register(name, help, f.clone());
+        self.registry
+            .register(name, help.trim_end_matches('.'), f.clone());
         self.gauges.push((name, f.clone()));
         f
     }
@@ -184,6 +186,10 @@ mod tests {
         assert!(
             text.contains("fastfwd_fib_routes{family=\"ipv4\"} 901811"),
             "{text}"
+        );
+        assert!(
+            text.contains("# HELP fastfwd_drops Frames dropped, by reason.\n"),
+            "one full stop after the help text: {text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(is_local(&"127.0.0.1:9100".parse().unwrap()));

@@ -64,6 +64,31 @@ impl NetlinkSocket {
         )
     }
 
+    /// Broadcasts the kernel dropped for this socket so far (its
+    /// `sk_drops`, from SO_MEMINFO). After one overrun the kernel reports
+    /// ENOBUFS once and then drops every broadcast silently until the queue
+    /// has been read empty, so only this counter tells whether any was lost.
+    pub fn drops(&self) -> io::Result<u32> {
+        let mut info = [0u32; 9];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `info` is a live, writable buffer of `len` bytes; the kernel
+        // writes at most `len` bytes and stores the length it wrote.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.raw(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        })?;
+        let i = libc::SK_MEMINFO_DROPS as usize;
+        if (len as usize) < (i + 1) * 4 {
+            return Err(io::Error::other("SO_MEMINFO: no drop counter"));
+        }
+        Ok(info[i])
+    }
+
     /// The socket descriptor (for poll).
     pub fn fd(&self) -> libc::c_int {
         self.fd.raw()
