@@ -62,7 +62,7 @@ pub enum LabError {
     Other(String),
 }
 
-fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
     let what = what.into();
     move |source| LabError::Io { what, source }
 }
@@ -283,6 +283,18 @@ impl LabRunner {
         frame_len: u16,
         duration: Duration,
     ) -> Result<TrialDetail, LabError> {
+        self.trial_until(offered_pps, frame_len, duration, &AtomicBool::new(false))
+    }
+
+    /// As [`LabRunner::trial`], ending early when `stop` is set (by a
+    /// thread driving something else while the traffic runs).
+    pub fn trial_until(
+        &mut self,
+        offered_pps: Option<f64>,
+        frame_len: u16,
+        duration: Duration,
+        stop: &AtomicBool,
+    ) -> Result<TrialDetail, LabError> {
         if interrupted() {
             return Err(LabError::Interrupted);
         }
@@ -315,6 +327,7 @@ impl LabRunner {
         let (input, receiver_mode) = (self.traffic.input, self.traffic.receiver);
         let (gen_ns, sink_ns) = (self.topo.gen_ns.clone(), self.topo.sink_ns.clone());
         let recv_stop = AtomicBool::new(false);
+        let gen_stop = AtomicBool::new(false);
         let whole_seconds = duration.as_secs();
         let cpu0 = CpuTimes::now();
         let mut ins = Vec::new();
@@ -348,6 +361,7 @@ impl LabRunner {
                         .unwrap_or(LabError::Other("receiver did not start".into())));
                 }
                 let mut live = self.live.take();
+                let gen_stop = &gen_stop;
                 // The seconds are counted from when the generator is ready
                 // to send (loading the live generator may take a second).
                 let (go_tx, go_rx) = std::sync::mpsc::channel();
@@ -366,10 +380,10 @@ impl LabRunner {
                         let _ = go_tx.send(());
                         let rep = match input {
                             InputMode::Live => match &mut live {
-                                Some(g) => g.run(&gcfg, sys::interrupted())?,
+                                Some(g) => g.run(&gcfg, gen_stop)?,
                                 None => unreachable!("loaded above"),
                             },
-                            InputMode::Packet => gen::run(&gcfg, sys::interrupted())?,
+                            InputMode::Packet => gen::run(&gcfg, gen_stop)?,
                         };
                         Ok((rep, live))
                     },
@@ -379,6 +393,9 @@ impl LabRunner {
                 let t0 = Instant::now();
                 let mut k = 1u64;
                 while k <= whole_seconds && !generator.is_finished() {
+                    if interrupted() || stop.load(Ordering::Relaxed) {
+                        gen_stop.store(true, Ordering::Relaxed);
+                    }
                     let tick = t0 + Duration::from_secs(k);
                     let now = Instant::now();
                     if now < tick {
@@ -634,6 +651,16 @@ impl FastfwdForwarding {
 
     fn socket(&self) -> PathBuf {
         self.dir.join(format!("{}.sock", self.name()))
+    }
+
+    /// The daemon's control socket (while it runs).
+    pub fn control_socket(&self) -> PathBuf {
+        self.socket()
+    }
+
+    /// The daemon's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
     }
 
     /// The XDP engine rather than the user-space one.

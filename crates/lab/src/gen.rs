@@ -351,6 +351,26 @@ impl GenReport {
 
 /// Sends until the count or duration is reached or `stop` is set, in the
 /// calling thread (whose namespace and CPU the caller chose).
+/// A paced generator that fell behind (its core was taken from it) sends
+/// at most this many frames back to back to catch up: half of what a veth
+/// ring holds (256), so a late generator never overflows the next hop's
+/// ring with a burst the offered rate does not have. The time it lost is
+/// lost (its attempted rate shows it).
+pub const MAX_CATCH_UP_FRAMES: u64 = 128;
+
+/// How many frames a generator pacing `rate` frames per second from
+/// `*origin` may have attempted by `now` (ns); moves `*origin` forward when
+/// that would be more than [`MAX_CATCH_UP_FRAMES`] ahead of `attempted`.
+pub fn paced_allowance(now: u64, origin: &mut u64, attempted: u64, rate: f64) -> u64 {
+    let allowed = ((now.saturating_sub(*origin)) as f64 * rate / 1e9) as u64 + 1;
+    if allowed > attempted + MAX_CATCH_UP_FRAMES {
+        let back = ((attempted + MAX_CATCH_UP_FRAMES - 1) as f64 * 1e9 / rate) as u64;
+        *origin = now.saturating_sub(back);
+        return attempted + MAX_CATCH_UP_FRAMES;
+    }
+    allowed
+}
+
 pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
     let io = |what: &str| {
         let what = what.to_string();
@@ -369,6 +389,7 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
         ..Default::default()
     };
     let t0 = sys::monotonic_ns();
+    let mut origin = t0;
     let mut now = t0;
     let mut sec_sent = 0u64;
     let mut sec_end = t0 + 1_000_000_000;
@@ -380,14 +401,14 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
             sec_end += 1_000_000_000;
         }
         let allowed = match cfg.rate_pps {
-            Some(r) => (((now - t0) as f64) * r / 1e9) as u64 + 1,
+            Some(r) => paced_allowance(now, &mut origin, rep.attempted, r),
             None => u64::MAX,
         }
         .min(count);
         if rep.attempted >= allowed {
             // Ahead of schedule: sleep when the next packet is far off.
             if let Some(r) = cfg.rate_pps {
-                let wait_ns = ((rep.attempted + 1) as f64 * 1e9 / r) as u64 + t0;
+                let wait_ns = ((rep.attempted + 1) as f64 * 1e9 / r) as u64 + origin;
                 if wait_ns > now + 200_000 {
                     std::thread::sleep(Duration::from_nanos(wait_ns - now - 100_000));
                 }
@@ -485,6 +506,25 @@ pub fn parse_rate(text: &str, line_pps: f64) -> Option<f64> {
 mod tests {
     use super::*;
     use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+
+    #[test]
+    fn a_late_generator_catches_up_by_at_most_half_a_ring() {
+        let rate = 50_000.0;
+        let mut origin = 0u64;
+        // On time: one frame every 20 us.
+        assert_eq!(paced_allowance(1_000_000, &mut origin, 50, rate), 51);
+        assert_eq!(origin, 0);
+        // 10 ms late (500 frames due): 128 now, and the schedule restarts
+        // from there, so the next 20 us allow one more, not a second burst.
+        let now = 11_000_000;
+        assert_eq!(
+            paced_allowance(now, &mut origin, 51, rate),
+            51 + MAX_CATCH_UP_FRAMES
+        );
+        assert!(origin > 0);
+        let next = paced_allowance(now + 20_000, &mut origin, 51 + MAX_CATCH_UP_FRAMES, rate);
+        assert_eq!(next, 51 + MAX_CATCH_UP_FRAMES + 1);
+    }
 
     fn flows(v6: bool) -> FlowSet {
         if v6 {

@@ -2,7 +2,8 @@
 //!
 //! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
 //! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
-//! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`]; their
+//! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`],
+//! [`churn`] (a full table withdrawn and reinstalled over BGP under load); their
 //! system calls are `netio::sys::lab`'s (all of fastfwd's `unsafe` is in
 //! `netio::sys`). The live-frames generator and the XDP
 //! receiver, BPF programs under `bpf/`, are in [`xdp`].
@@ -14,6 +15,7 @@ pub mod report;
 pub mod rfc2544;
 
 pub mod bench;
+pub mod churn;
 pub mod flows;
 pub mod gen;
 pub mod recv;

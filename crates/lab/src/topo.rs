@@ -757,7 +757,7 @@ fn lab_overlap_v4(addr: u32, len: u32) -> bool {
 }
 
 /// The text of a prefix list (gzip or plain).
-fn read_table_text(path: &std::path::Path) -> Result<String, TopoError> {
+pub(crate) fn read_table_text(path: &std::path::Path) -> Result<String, TopoError> {
     let raw = std::fs::read(path).map_err(|e| TopoError::Io {
         what: format!("read {}", path.display()),
         source: e,
@@ -779,7 +779,7 @@ fn read_table_text(path: &std::path::Path) -> Result<String, TopoError> {
 /// list that does not overlap the lab's own ranges; returns how many were
 /// skipped for overlapping. A line that is not a prefix is an error naming
 /// the file and line.
-fn for_each_table_prefix(
+pub(crate) fn for_each_table_prefix(
     text: &str,
     path: &std::path::Path,
     mut f: impl FnMut(&str, u128, u32, bool),

@@ -56,9 +56,6 @@ pub const RECV_COUNTERS_SIZE: usize = 80;
 const RUNS_PER_CALL: u32 = 1 << 20;
 /// Frames per live-frames batch (the kernel flushes redirects per batch).
 const LIVE_BATCH: u32 = 64;
-/// A paced generator that fell behind sends at most this many frames
-/// back to back to catch up: half of what a veth ring holds (256).
-const MAX_CATCH_UP_FRAMES: u64 = 128;
 
 fn words(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|w| w.to_ne_bytes()).collect()
@@ -98,7 +95,7 @@ fn gen_config(
         b[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
     }
     let interval_ps = rate_pps.map_or(0, |r| (1e12 / r.max(1e-3)).round().max(1.0) as u64);
-    let max_lag_ps = interval_ps.saturating_mul(MAX_CATCH_UP_FRAMES);
+    let max_lag_ps = interval_ps.saturating_mul(crate::gen::MAX_CATCH_UP_FRAMES);
     let tail = words(&[
         clock_offset(),
         interval_ps,

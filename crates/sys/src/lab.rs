@@ -6,7 +6,7 @@
 //! all of fastfwd's `unsafe` is in one place. Everything here is safe to
 //! call.
 
-pub use super::os::{enter_netns, if_index, pin_thread as pin_to_cpu};
+pub use super::os::{enter_netns, if_index, pin_thread as pin_to_cpu, set_realtime};
 
 use std::io;
 use std::net::UdpSocket;

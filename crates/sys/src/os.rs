@@ -46,6 +46,17 @@ pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
         .map(|_| ())
 }
 
+/// Runs thread `tid` (0: the calling thread) under SCHED_FIFO at
+/// `priority` (1-99): it preempts every ordinary thread of its CPU when it
+/// becomes runnable, as softirq work does.
+pub fn set_realtime(tid: i32, priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a live sched_param the kernel only reads.
+    cvt(unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) }).map(|_| ())
+}
+
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.

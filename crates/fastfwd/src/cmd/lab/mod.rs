@@ -3,6 +3,7 @@
 //! inside the lab's own namespaces (root needed).
 
 mod bench;
+mod churn;
 mod ministat;
 mod search;
 mod topo;
@@ -30,6 +31,10 @@ pub enum Command {
     /// The side-by-side benchmark: kernel forwarding (none / 1,000 nftables
     /// rules / a 1,000-address set), report, JSON and plots.
     Bench(bench::Args),
+    /// A full table withdrawn and reinstalled over BGP (BIRD to BIRD) N
+    /// times while traffic flows to prefixes that stay: loss, rate, and how
+    /// long the kernel and fastfwd take to follow.
+    Churn(churn::Args),
 }
 
 pub fn run(cmd: Command) -> anyhow::Result<()> {
@@ -42,6 +47,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Equilibrium(a) => search::equilibrium(a),
         Command::Rfc2544(a) => search::rfc2544(a),
         Command::Bench(a) => bench::run(a),
+        Command::Churn(a) => churn::run(a),
     }
 }
 

@@ -1,0 +1,92 @@
+//! `fastfwd lab churn`: a full table withdrawn and reinstalled over BGP
+//! (BIRD to BIRD) while traffic flows to prefixes that stay.
+
+use clap::Args as ClapArgs;
+use lab::churn::{churn_table, run_churn, ChurnConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Withdraw-and-reinstall cycles per contender.
+    #[arg(long, default_value_t = 3)]
+    cycles: u32,
+    /// Offered load through the churn, packets per second.
+    #[arg(long, default_value_t = 50_000.0)]
+    rate: f64,
+    /// Who forwards: kernel, xdp-engine (fastfwd --engine xdp), xdp
+    /// (AF_XDP) or packet (AF_PACKET).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kernel,xdp-engine,xdp,packet"
+    )]
+    contenders: Vec<String>,
+    /// Prefix list to announce (default data/full-table-prefixes.txt.gz).
+    #[arg(long)]
+    table_file: Option<PathBuf>,
+    /// Announce at most this many prefixes of each family (default: all).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Longest wait, in seconds, for one withdraw or reinstall to settle.
+    #[arg(long, default_value_t = 120)]
+    settle_timeout: u64,
+    /// Output folder for churn.json, churn.md, the BIRD configs and logs
+    /// (default lab-results/churn-<unix time>).
+    #[arg(short = 'o', long)]
+    out: Option<PathBuf>,
+    /// Namespace tag.
+    #[arg(long, default_value = "churn")]
+    tag: String,
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    super::need_root()?;
+    lab::bench::install_interrupt_handler();
+    let out = a.out.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from(format!("lab-results/churn-{t}"))
+    });
+    if !a.rate.is_finite() || a.rate <= 0.0 {
+        anyhow::bail!("--rate {}: a positive number of packets per second", a.rate);
+    }
+    let table = a.table_file.unwrap_or_else(super::default_full_table);
+    let mut cfg = ChurnConfig::new(
+        std::env::current_exe()?,
+        std::fs::canonicalize(".")?.join(&out),
+        table,
+    );
+    cfg.cycles = a.cycles.max(1);
+    cfg.rate_pps = a.rate;
+    cfg.contenders = a.contenders;
+    cfg.limit = a.limit;
+    cfg.settle_timeout = Duration::from_secs(a.settle_timeout.max(1));
+    cfg.tag = a.tag;
+    cfg.verbose = !a.json;
+    let report = run_churn(&cfg)?;
+    let table = churn_table(&report);
+    std::fs::write(out.join("churn.md"), &table)?;
+    std::fs::write(
+        out.join("churn.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    if a.json {
+        super::print_json(&report)?;
+    } else {
+        print!("{table}");
+        println!("\nwritten: {}/churn.md, churn.json", out.display());
+    }
+    if let Some(bad) = report.results.iter().find(|r| !r.clean()) {
+        anyhow::bail!(
+            "{}: {} packet(s) lost, or a state that did not settle or did not audit clean",
+            bad.contender,
+            bad.lost
+        );
+    }
+    Ok(())
+}
