@@ -444,9 +444,12 @@ pub fn request_each(
         ))
     };
     let mut stream = UnixStream::connect(path).map_err(err)?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(err)?;
+    // An audit rebuilds and compares a whole table before its first line.
+    let timeout = match req {
+        Request::FibAudit => Duration::from_secs(120),
+        _ => Duration::from_secs(10),
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(err)?;
     let mut line = serde_json::to_vec(req).map_err(|e| ControlError::Socket(e.to_string()))?;
     line.push(b'\n');
     stream.write_all(&line).map_err(err)?;

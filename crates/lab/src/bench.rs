@@ -562,6 +562,52 @@ pub trait Contender {
     fn filters(&self) -> bool {
         false
     }
+    /// Its control socket, if it has one (its latency is measured under
+    /// the max-rate flood).
+    fn control_socket(&self) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// Requests per control-latency measurement.
+pub const CONTROL_REQUESTS: usize = 1000;
+
+/// Sends `n` `show_interfaces` requests, one after the other, over one
+/// connection to a fastfwd control socket; the round trip of each, µs.
+/// Stops early (with what it has) when `stop` is set.
+pub fn control_round_trips(
+    socket: &Path,
+    n: usize,
+    stop: &AtomicBool,
+) -> Result<Vec<f64>, LabError> {
+    use std::io::{BufRead, Write};
+    let stream = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(io_err(format!("connect {}", socket.display())))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(io_err("control socket timeout"))?;
+    let mut writer = stream.try_clone().map_err(io_err("control socket"))?;
+    let mut reader = std::io::BufReader::new(stream);
+    let mut line = String::new();
+    let mut trips = Vec::with_capacity(n);
+    for _ in 0..n {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let t = Instant::now();
+        writer
+            .write_all(b"{\"op\":\"show_interfaces\"}\n")
+            .map_err(io_err("control request"))?;
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .map_err(io_err("control reply"))?;
+        trips.push(t.elapsed().as_secs_f64() * 1e6);
+        if !line.starts_with("{\"ok\":true") {
+            return Err(LabError::Other(format!("control reply: {}", line.trim())));
+        }
+    }
+    Ok(trips)
 }
 
 /// The kernel's own forwarding with an nftables preset.
@@ -767,6 +813,9 @@ impl Contender for FastfwdForwarding {
     }
     fn filters(&self) -> bool {
         self.firewall != FirewallPreset::None
+    }
+    fn control_socket(&self) -> Option<PathBuf> {
+        Some(self.socket())
     }
 
     fn activate(&mut self, topo: &Topology) -> Result<(), LabError> {
@@ -1190,6 +1239,46 @@ pub fn run_bench(
                     0.0
                 },
             });
+        }
+        if let Some(sock) = c.control_socket() {
+            // The control socket under the flood: one trial at the
+            // generator's maximum while a client sends request after request.
+            let stop = AtomicBool::new(false);
+            let (trips, d) = std::thread::scope(|s| {
+                let client = s.spawn(|| {
+                    // Into the trial's steady part first.
+                    std::thread::sleep(Duration::from_millis(500));
+                    control_round_trips(&sock, CONTROL_REQUESTS, &stop)
+                });
+                let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial);
+                stop.store(true, Ordering::Relaxed);
+                (client.join(), d)
+            });
+            let d = d?;
+            match trips {
+                Ok(Ok(t)) => {
+                    let c = report::ControlLatency::new(
+                        "show_interfaces",
+                        t,
+                        gen_max as u64,
+                        d.forwarding_pps(warm),
+                    );
+                    progress(&format!(
+                        "  control socket under the flood: {} requests, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                        c.requests,
+                        c.p50_us / 1e3,
+                        c.p99_us / 1e3,
+                        c.max_us / 1e3
+                    ));
+                    results[i].control_latency = Some(c);
+                }
+                Ok(Err(e)) => results[i]
+                    .notes
+                    .push(format!("control latency not measured: {e}")),
+                Err(_) => results[i]
+                    .notes
+                    .push("control latency not measured: the client thread panicked".into()),
+            }
         }
         if falls_past_peak(&results[i].load_curve, LIVELOCK_TOLERANCE) {
             results[i].notes.push(format!(

@@ -97,6 +97,10 @@ pub struct Settle {
     pub fastfwd_s: Option<f64>,
     /// Differences `fastfwd fib audit` found once both had settled.
     pub audit_differences: Option<u64>,
+    /// Reads of fastfwd's route counts that got no answer within the
+    /// control client's 10 s (the daemon was busy following the kernel).
+    #[serde(default)]
+    pub unanswered_reads: u32,
 }
 
 /// One withdraw and reinstall of the table.
@@ -539,8 +543,11 @@ fn settle(
             s.kernel_s = Some(start.elapsed().as_secs_f64());
         }
         if let Some(f) = ff.filter(|_| s.fastfwd_s.is_none()) {
-            if fastfwd_counts(f)? == fastfwd {
-                s.fastfwd_s = Some(start.elapsed().as_secs_f64());
+            match fastfwd_counts(f) {
+                Ok(c) if c == fastfwd => s.fastfwd_s = Some(start.elapsed().as_secs_f64()),
+                Ok(_) => {}
+                // Not there yet, as far as anyone asking can tell.
+                Err(_) => s.unanswered_reads += 1,
             }
         }
         if s.kernel_s.is_some() && (ff.is_none() || s.fastfwd_s.is_some()) {
@@ -595,14 +602,8 @@ fn run_one(
     };
     let topo = Topology::up(&TopoConfig::new(&cfg.tag))?;
     let _guard = TopoGuard(topo.clone());
-    // The control plane (this thread's children: both BIRDs, fastfwd's
-    // control thread) on the generator's core, off the forwarding core, as
-    // a router keeps its routing daemon off its forwarding cores (fastfwd's
-    // workers pin themselves to theirs); d0's NAPI thread preempts what
-    // still lands there, as a NIC's receive softirq does.
-    if let Some(c) = topo.placement.gen_cpu {
-        crate::sys::pin_to_cpu(0, c).map_err(io_err(format!("pin the lab to cpu {c}")))?;
-    }
+    // d0's NAPI thread preempts whatever else runs on the forwarding core,
+    // as a NIC's receive softirq does.
     if let Some(pid) = topo.napi_pid {
         crate::sys::set_realtime(pid, 50)
             .map_err(io_err(format!("SCHED_FIFO for d0's NAPI thread {pid}")))?;
@@ -610,6 +611,15 @@ fn run_one(
 
     let name = fwd.contender().name();
     let description = fwd.contender().description();
+    // fastfwd first, free to use every core (its workers pin themselves);
+    // then this thread and its children (both BIRDs, the generator and the
+    // receiver) on the generator's core, off the forwarding core, as a
+    // router keeps its routing daemon off its forwarding cores. (A thread
+    // of its own per contender: the pinning ends with it.)
+    fwd.contender().activate(&topo)?;
+    if let Some(c) = topo.placement.gen_cpu {
+        crate::sys::pin_to_cpu(0, c).map_err(io_err(format!("pin the lab to cpu {c}")))?;
+    }
     say(format!(
         "{name}: sink's BIRD loads {} + {} prefixes",
         announced.0, announced.1
@@ -622,7 +632,6 @@ fn run_one(
             sink.routes("table6")?
         )));
     }
-    fwd.contender().activate(&topo)?;
     let result = churn_with(cfg, fwd, &topo, configs, announced, &say);
     let deactivated = fwd.contender().deactivate(&topo);
     drop(sink);
@@ -791,7 +800,12 @@ pub fn run_churn(cfg: &ChurnConfig) -> Result<ChurnReport, LabError> {
                 )))
             }
         };
-        results.push(run_one(cfg, &mut fwd, &configs, announced)?);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| run_one(cfg, &mut fwd, &configs, announced))
+                .join()
+                .map_err(|_| LabError::Other("churn thread panicked".into()))
+        })??;
+        results.push(r);
     }
     Ok(ChurnReport {
         table: cfg.table.display().to_string(),

@@ -226,9 +226,56 @@ pub struct ContenderResult {
     /// sustains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_per_packet: Option<CpuPerPacket>,
+    /// Control-socket round trips during a trial at the generator's
+    /// maximum (fastfwd contenders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_latency: Option<ControlLatency>,
     /// Anything worth saying next to the figures ("limited by generator").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// Round trips of control-socket requests while the router is flooded.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ControlLatency {
+    /// Requests answered.
+    pub requests: usize,
+    /// The request each was (`show_interfaces`).
+    pub request: String,
+    /// Median, 99th percentile and largest round trip, µs.
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// The flood: offered and forwarded during the trial, pps.
+    pub offered_pps: u64,
+    pub forwarded_pps: u64,
+}
+
+impl ControlLatency {
+    /// From the round trips of one trial.
+    pub fn new(
+        request: &str,
+        mut trips_us: Vec<f64>,
+        offered_pps: u64,
+        forwarded_pps: u64,
+    ) -> Self {
+        trips_us.sort_by(f64::total_cmp);
+        let q = |f: f64| {
+            trips_us
+                .get(((trips_us.len() as f64 * f).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        Self {
+            requests: trips_us.len(),
+            request: request.into(),
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            max_us: trips_us.last().copied().unwrap_or(0.0),
+            offered_pps,
+            forwarded_pps,
+        }
+    }
 }
 
 /// The forwarding core's busy share over the packets it forwarded, at a
@@ -255,6 +302,53 @@ impl CpuPerPacket {
             ns_per_packet: busy_pct / 100.0 * 1e9 / forwarded_pps as f64,
         })
     }
+}
+
+/// Receive livelock (the load curve's rate at the highest offered load
+/// against its peak) and control-socket latency under that flood, per
+/// contender; empty when there is no load curve.
+pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
+    let rows: Vec<String> = contenders
+        .iter()
+        .filter_map(|k| {
+            let peak = k.load_curve.iter().map(|p| p.forwarding_pps).max()?;
+            let last = k.load_curve.last()?;
+            let control = k.control_latency.as_ref().map_or("-".to_string(), |c| {
+                format!(
+                    "{:.2} / {:.2} / {:.2} ({} requests)",
+                    c.p50_us / 1e3,
+                    c.p99_us / 1e3,
+                    c.max_us / 1e3,
+                    c.requests
+                )
+            });
+            Some(format!(
+                "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {} |\n",
+                k.name,
+                peak as f64 / 1e3,
+                last.offered_pps as f64 / 1e3,
+                last.forwarding_pps as f64 / 1e3,
+                if peak > 0 {
+                    last.forwarding_pps as f64 / peak as f64
+                } else {
+                    0.0
+                },
+                control
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Receive livelock and control latency at the generator's maximum\n\n\
+         | contender | load-curve peak kpps | highest offered kpps | forwarded there kpps | there / peak | control round trip p50 / p99 / max ms |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        s.push_str(&r);
+    }
+    s
 }
 
 /// Does a load curve fall past its peak (receive livelock)? True when the
@@ -612,6 +706,7 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
     for note in &run.notes {
         s.push_str(&format!("\n{note}\n"));
     }
+    s.push_str(&livelock_markdown(&run.contenders));
     let figs = [
         ("Forwarding rate vs offered load", &figures.rate_vs_load),
         ("Latency distribution", &figures.latency),
@@ -848,6 +943,48 @@ pub fn charts(run: &LabRun) -> RunCharts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_latency_quantiles_and_the_livelock_table() {
+        let trips: Vec<f64> = (1..=1000).rev().map(f64::from).collect();
+        let c = ControlLatency::new("show_interfaces", trips, 1_000_000, 900_000);
+        assert_eq!(
+            (c.requests, c.p50_us, c.p99_us, c.max_us),
+            (1000, 500.0, 990.0, 1000.0)
+        );
+        let k = ContenderResult {
+            name: "fastfwd-xdp".into(),
+            load_curve: vec![
+                LoadPoint {
+                    offered_pps: 500_000,
+                    forwarding_pps: 400_000,
+                    loss_ratio: 0.0,
+                },
+                LoadPoint {
+                    offered_pps: 1_000_000,
+                    forwarding_pps: 300_000,
+                    loss_ratio: 0.7,
+                },
+            ],
+            control_latency: Some(c),
+            ..Default::default()
+        };
+        let md = livelock_markdown(&[k, ContenderResult::default()]);
+        assert!(
+            md.contains("| fastfwd-xdp | 400.0 | 1000.0 | 300.0 | 0.75 | 0.50 / 0.99 / 1.00 (1000 requests) |"),
+            "{md}"
+        );
+        assert_eq!(
+            md.lines()
+                .filter(|l| l.starts_with("| ")
+                    && !l.starts_with("| contender")
+                    && !l.starts_with("| ---"))
+                .count(),
+            1,
+            "a contender without a load curve has no row: {md}"
+        );
+        assert_eq!(livelock_markdown(&[]), "");
+    }
 
     #[test]
     fn cpu_per_packet_and_livelock() {
