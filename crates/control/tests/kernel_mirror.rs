@@ -361,6 +361,17 @@ fn dump_follow_and_resolve() {
     }
 }
 
+/// Enters `ns` (the calling thread) and follows its kernel with an event
+/// buffer that holds a few broadcasts only, from a first dump.
+fn follow_with_a_small_buffer(ns: &str) -> (KernelLink, KernelState) {
+    netio::sys::os::enter_netns(ns).unwrap();
+    let mut link = KernelLink::open().unwrap();
+    link.set_event_buffer(16 * 1024).unwrap();
+    let mut st = KernelState::default();
+    link.dump(&mut st).unwrap();
+    (link, st)
+}
+
 /// Broadcasts lost to a full receive buffer (ENOBUFS) start a re-read on
 /// another thread; the mirror ends equal to the kernel with every route,
 /// and the control thread kept polling meanwhile.
@@ -376,12 +387,7 @@ fn lost_broadcasts_resync_without_blocking() {
     std::fs::write(&batch, text).unwrap();
     let batch2 = batch.clone();
     let t = std::thread::spawn(move || {
-        netio::sys::os::enter_netns(&nsb).unwrap();
-        let mut link = KernelLink::open().unwrap();
-        // Room for a few broadcasts only.
-        link.set_event_buffer(16 * 1024).unwrap();
-        let mut st = KernelState::default();
-        link.dump(&mut st).unwrap();
+        let (mut link, mut st) = follow_with_a_small_buffer(&nsb);
         let before = st.routes.len();
         ok(&["ip", "-n", &nsb, "-batch", batch2.to_str().unwrap()]);
         let mut resynced = false;
@@ -451,11 +457,7 @@ fn routes_changing_while_broadcasts_are_lost_end_in_the_kernels_state() {
     std::fs::write(&churn, text).unwrap();
     let (adds2, churn2) = (adds.clone(), churn.clone());
     let t = std::thread::spawn(move || {
-        netio::sys::os::enter_netns(&nsb).unwrap();
-        let mut link = KernelLink::open().unwrap();
-        link.set_event_buffer(16 * 1024).unwrap();
-        let mut st = KernelState::default();
-        link.dump(&mut st).unwrap();
+        let (mut link, mut st) = follow_with_a_small_buffer(&nsb);
         let ns = nsb.clone();
         let writer = std::thread::spawn(move || {
             for _ in 0..3 {

@@ -87,12 +87,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     super::need_root()?;
     lab::bench::install_interrupt_handler();
-    let out = a.out.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        PathBuf::from(format!("lab-results/bench-{t}"))
-    });
+    let out = a.out.unwrap_or_else(|| super::default_out("bench"));
     let table = (!a.no_full_table).then(|| a.table_file.unwrap_or_else(super::default_full_table));
     let mut cfg = BenchConfig::new(a.quick, out.clone(), table);
     cfg.tag = a.tag;

@@ -46,12 +46,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     super::need_root()?;
     lab::bench::install_interrupt_handler();
-    let out = a.out.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        PathBuf::from(format!("lab-results/churn-{t}"))
-    });
+    let out = a.out.unwrap_or_else(|| super::default_out("churn"));
     if !a.rate.is_finite() || a.rate <= 0.0 {
         anyhow::bail!("--rate {}: a positive number of packets per second", a.rate);
     }

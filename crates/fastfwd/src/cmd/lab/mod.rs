@@ -71,6 +71,14 @@ fn default_full_table() -> std::path::PathBuf {
     }
 }
 
+/// The default output folder of a lab run: `lab-results/<kind>-<unix time>`.
+fn default_out(kind: &str) -> std::path::PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    std::path::PathBuf::from(format!("lab-results/{kind}-{t}"))
+}
+
 /// Prints `value` as pretty JSON.
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
