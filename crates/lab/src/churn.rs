@@ -295,11 +295,19 @@ impl Bird {
 
 impl Drop for Bird {
     fn drop(&mut self) {
-        // Killed, not shut down: its kernel routes go with the namespace.
-        if let Some(pid) = std::fs::read_to_string(&self.pidfile)
+        // Shut down, so that its kernel routes are gone before the
+        // namespace is (a namespace deleted with a table in it is cleaned up
+        // by the kernel afterwards, in the background); killed if it does
+        // not end within 60 s.
+        let pid = std::fs::read_to_string(&self.pidfile)
             .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok())
-        {
+            .and_then(|p| p.trim().parse::<i32>().ok());
+        let _ = self.cmd(&["down"]);
+        if let Some(pid) = pid {
+            let end = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < end && Path::new(&format!("/proc/{pid}")).exists() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();
