@@ -26,7 +26,7 @@ pub use model::{
     FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, ParseMacError,
     Route,
 };
-pub use runtime::{is_router_address, ConfigAcl, FIREWALL_SEED};
+pub use runtime::{ConfigAcl, FIREWALL_SEED, is_router_address};
 pub use validate::{DEFAULT_MTU, MAX_MTU, MAX_NEXT_HOPS, MIN_MTU, MIN_MTU_V6};
 
 use std::path::Path;

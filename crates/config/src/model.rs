@@ -241,10 +241,12 @@ mod tests {
         ] {
             assert_eq!(bad.parse::<MacAddr>(), Err(ParseMacError), "{bad}");
         }
-        assert!("01:00:5e:00:00:01"
-            .parse::<MacAddr>()
-            .unwrap()
-            .is_multicast());
+        assert!(
+            "01:00:5e:00:00:01"
+                .parse::<MacAddr>()
+                .unwrap()
+                .is_multicast()
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The file as written: serde structures that keep the byte span of every
 //! value, so that validation can point at the line and field at fault.
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use toml::Spanned;
 

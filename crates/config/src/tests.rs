@@ -213,9 +213,10 @@ fn syntax_error_names_line() {
     assert_eq!(d.line, LAB_LINES + 2);
     assert_eq!(d.field, "");
     assert!(matches!(d.kind, ErrorKind::Syntax(_)), "{d}");
-    assert!(d
-        .to_string()
-        .starts_with(&format!("router.toml:{}: syntax error", LAB_LINES + 2)));
+    assert!(
+        d.to_string()
+            .starts_with(&format!("router.toml:{}: syntax error", LAB_LINES + 2))
+    );
     assert_eq!(d.to_string().lines().count(), 1, "{d}");
 }
 
@@ -536,7 +537,9 @@ fn neighbour_errors() {
     );
     assert_at(&d, LAB_LINES + 4, "neighbours[1].ip");
     assert!(matches!(d.kind, ErrorKind::NotOnInterface { .. }), "{d}");
-    let d = one_error("\n[[neighbours]]\ninterface = \"d0\"\nip = \"198.18.0.108\"\nmac = \"02:00:00:00:00:05\"\n");
+    let d = one_error(
+        "\n[[neighbours]]\ninterface = \"d0\"\nip = \"198.18.0.108\"\nmac = \"02:00:00:00:00:05\"\n",
+    );
     assert_at(&d, LAB_LINES + 4, "neighbours[1].ip");
     assert!(
         matches!(d.kind, ErrorKind::DuplicateNeighbour { first_line: 27, .. }),

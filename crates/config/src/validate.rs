@@ -2,13 +2,13 @@
 //! every check runs before anything is built, every problem is reported
 //! with its line and field.
 
+use crate::Config;
 use crate::error::{Diagnostic, ErrorKind, LineIndex};
 use crate::model::{
-    is_v6_link_local, FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour,
-    NextHop, Route,
+    FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, Route,
+    is_v6_link_local,
 };
 use crate::raw::{OneOrMany, RawConfig, RawFirewall, RawInterface, RawRoute, S};
-use crate::Config;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
@@ -389,18 +389,19 @@ fn interfaces(ctx: &mut Ctx<'_>, raw: &[S<RawInterface>]) -> Vec<Interface> {
 }
 
 fn check_v6_mtu(ctx: &mut Ctx<'_>, raw: &Option<S<i64>>, mtu: u16, has_v6: bool, field: String) {
-    if let Some(m) = raw {
-        if has_v6 && u32::from(mtu) < MIN_MTU_V6 {
-            ctx.err(
-                m.span(),
-                field,
-                ErrorKind::MtuOutOfRange {
-                    mtu: i64::from(mtu),
-                    min: MIN_MTU_V6,
-                    max: MAX_MTU,
-                },
-            );
-        }
+    if let Some(m) = raw
+        && has_v6
+        && u32::from(mtu) < MIN_MTU_V6
+    {
+        ctx.err(
+            m.span(),
+            field,
+            ErrorKind::MtuOutOfRange {
+                mtu: i64::from(mtu),
+                min: MIN_MTU_V6,
+                max: MAX_MTU,
+            },
+        );
     }
 }
 
@@ -757,10 +758,10 @@ fn connected_interface(ifs: &[Interface], addr: IpAddr) -> Option<&Interface> {
                 .map(|x| x.prefix_len)
                 .max(),
         };
-        if let Some(l) = len {
-            if best.is_none_or(|(b, _)| l > b) {
-                best = Some((l, i));
-            }
+        if let Some(l) = len
+            && best.is_none_or(|(b, _)| l > b)
+        {
+            best = Some((l, i));
         }
     }
     best.map(|(_, i)| i)

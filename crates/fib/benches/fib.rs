@@ -1,7 +1,7 @@
 //! The FIB benchmark: fastfwd's poptrie against its peers, in one run, on
 //! the same full table and the same lookup keys.
 //!
-//! `cargo bench -p fib --bench fib` (or `scripts/fib-bench.sh`, which also
+//! `cargo bench -p fastfwd-fib --bench fib` (or `scripts/fib-bench.sh`, which also
 //! installs DPDK's test tools and sets the compiler flags used for the
 //! published figures). Environment:
 //!
@@ -24,8 +24,8 @@ use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fib::poptrie::{Poptrie, TrieKey};
@@ -878,7 +878,10 @@ fn main() {
         report,
         "\n### fastfwd under updates (reader snapshot per 64-key batch, in-table keys)\n"
     );
-    let _ = writeln!(report, "| family | idle (M/s) | while updating (M/s) | ratio | updates achieved (routes/s) | published updates, both copies (M routes/s) |");
+    let _ = writeln!(
+        report,
+        "| family | idle (M/s) | while updating (M/s) | ratio | updates achieved (routes/s) | published updates, both copies (M routes/s) |"
+    );
     let _ = writeln!(report, "| --- | ---: | ---: | ---: | ---: | ---: |");
     for (fam, idle, busy, ach, publ) in [
         ("IPv4", idle4, busy4, ach4, pub4),

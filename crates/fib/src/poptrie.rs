@@ -214,11 +214,7 @@ pub enum TrieError {
 
 #[inline(always)]
 fn decode(v: u32) -> Option<NextHopId> {
-    if v == NO_ROUTE {
-        None
-    } else {
-        Some(v)
-    }
+    if v == NO_ROUTE { None } else { Some(v) }
 }
 
 impl<A: TrieKey> Poptrie<A> {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use fib::poptrie::{Poptrie, TrieKey};
 use fib::reference::ReferenceFib;
-use fib::table::{read_routes, RouteFile};
+use fib::table::{RouteFile, read_routes};
 use fib::{Address, Lookup, RouteTable};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -20,6 +20,8 @@ pub struct FrameBatch {
     buf: Box<[u8]>,
     starts: [u16; BATCH],
     lens: [u16; BATCH],
+    /// The XDP engine's connection-tracking hint of each frame.
+    ct_hints: [u8; BATCH],
     count: usize,
 }
 
@@ -44,6 +46,7 @@ impl FrameBatch {
             buf: vec![0u8; FRAME_CAP * BATCH].into_boxed_slice(),
             starts: [HEADROOM as u16; BATCH],
             lens: [0; BATCH],
+            ct_hints: [0; BATCH],
             count: 0,
         }
     }
@@ -71,6 +74,12 @@ impl FrameBatch {
     /// Appends a copy of `bytes`; false if the batch is full or the frame
     /// is larger than a slot.
     pub fn push(&mut self, bytes: &[u8]) -> bool {
+        self.push_hinted(bytes, 0)
+    }
+
+    /// [`FrameBatch::push`] with the XDP engine's connection-tracking hint
+    /// for the frame (`pipeline::FlowKey::ct_hint`).
+    pub fn push_hinted(&mut self, bytes: &[u8], ct_hint: u8) -> bool {
         if self.count == BATCH || bytes.len() > MAX_FRAME {
             return false;
         }
@@ -78,8 +87,14 @@ impl FrameBatch {
         self.buf[at..at + bytes.len()].copy_from_slice(bytes);
         self.starts[self.count] = HEADROOM as u16;
         self.lens[self.count] = bytes.len() as u16;
+        self.ct_hints[self.count] = ct_hint;
         self.count += 1;
         true
+    }
+
+    /// The connection-tracking hint of frame `i` (0: none).
+    pub fn ct_hint(&self, i: usize) -> u8 {
+        if i < self.count { self.ct_hints[i] } else { 0 }
     }
 
     /// Appends `bytes` with an 802.1Q tag (`tpid`, `tci`) inserted after the
@@ -96,6 +111,7 @@ impl FrameBatch {
         slot[16..].copy_from_slice(&bytes[12..]);
         self.starts[self.count] = HEADROOM as u16;
         self.lens[self.count] = (bytes.len() + 4) as u16;
+        self.ct_hints[self.count] = 0;
         self.count += 1;
         true
     }
@@ -115,7 +131,8 @@ impl FrameBatch {
         let n = self.count;
         let mut slots = self.buf.chunks_exact_mut(FRAME_CAP);
         let mut frames: [Frame<'_>; BATCH] = std::array::from_fn(|i| match slots.next() {
-            Some(slot) => Frame::new(slot, self.starts[i] as usize, self.lens[i] as usize),
+            Some(slot) => Frame::new(slot, self.starts[i] as usize, self.lens[i] as usize)
+                .with_ct_hint(self.ct_hints[i]),
             None => Frame::new(&mut [], 0, 0),
         });
         let r = f(&mut frames[..n]);

@@ -26,7 +26,7 @@ pub mod port;
 pub use fastfwd_sys as sys;
 pub mod xdp;
 
-pub use frame::{FrameBatch, BATCH, FRAME_CAP, MAX_FRAME};
+pub use frame::{BATCH, FRAME_CAP, FrameBatch, MAX_FRAME};
 pub use port::{Backend, Port, PortStats, QueueSet};
 pub use sys::netlink::NetlinkSocket;
 
@@ -65,7 +65,9 @@ pub enum IoError {
         what: String,
     },
     /// The XDP program could not be loaded or attached.
-    #[error("interface {iface}: XDP attach failed: {source} (the AF_PACKET backend, --backend packet, works without XDP)")]
+    #[error(
+        "interface {iface}: XDP attach failed: {source} (the AF_PACKET backend, --backend packet, works without XDP)"
+    )]
     XdpAttach {
         /// Interface name.
         iface: String,

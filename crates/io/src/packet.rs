@@ -6,10 +6,10 @@
 //! (`net.ipv4.ip_forward=0`, `net.ipv6.conf.all.forwarding=0`) and must
 //! not hand punted frames back to the kernel (it already has them).
 
+use crate::IoError;
 use crate::frame::FrameBatch;
 use crate::port::{Backend, Port, PortStats};
 use crate::sys::packet::PacketSocket;
-use crate::IoError;
 
 pub use crate::sys::packet::PacketConfig;
 

@@ -24,7 +24,7 @@ impl std::fmt::Display for Backend {
 }
 
 /// Counters a port keeps itself (the pipeline counts the rest).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortStats {
     /// Frames received.
     pub rx_packets: u64,

@@ -8,13 +8,13 @@
 //! program is attached through a BPF link: it is detached when the
 //! [`XdpProgram`] is dropped, and by the kernel if the process dies.
 
+use crate::IoError;
 use crate::frame::FrameBatch;
 use crate::port::{Backend, Port, PortStats};
 use crate::sys::xsk::{XskConfig, XskSocket};
-use crate::IoError;
+use aya::Ebpf;
 use aya::maps::{HashMap, MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpFlags};
-use aya::Ebpf;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
@@ -297,11 +297,17 @@ pub fn map_err(what: String, e: aya::maps::MapError) -> IoError {
     }
 }
 
+/// Reads the connection-tracking hint of a frame (`FrameBatch::ct_hint`)
+/// from the 8 bytes of XDP metadata the program put before it.
+pub type HintReader = fn([u8; 8]) -> u8;
+
 /// An AF_XDP socket on one queue of an interface with the steering program.
 #[derive(Debug)]
 pub struct XdpPort {
     sock: XskSocket,
     stats: PortStats,
+    /// Set when the program leaves metadata before each frame.
+    hints: Option<HintReader>,
 }
 
 impl XdpPort {
@@ -315,12 +321,14 @@ impl XdpPort {
         Ok(XdpPort {
             sock,
             stats: PortStats::default(),
+            hints: None,
         })
     }
 
     /// Opens a socket on `queue` of interface `iface` (`ifindex`) and
     /// stores it at `key` of `xsks`, another program's XSKMAP (the XDP
-    /// engine's exception path).
+    /// engine's exception path). `hints` reads each frame's metadata.
+    #[allow(clippy::too_many_arguments)]
     pub fn open_into(
         iface: &str,
         ifindex: u32,
@@ -328,6 +336,7 @@ impl XdpPort {
         xsks: &mut XskMap<MapData>,
         key: u32,
         cfg: XskConfig,
+        hints: Option<HintReader>,
     ) -> Result<XdpPort, IoError> {
         let sock = XskSocket::new(ifindex, queue, cfg)
             .map_err(|e| IoError::sys(format!("AF_XDP socket on {iface} queue {queue}"), e))?;
@@ -340,6 +349,7 @@ impl XdpPort {
         Ok(XdpPort {
             sock,
             stats: PortStats::default(),
+            hints,
         })
     }
 
@@ -359,10 +369,16 @@ impl Port for XdpPort {
         let room = crate::frame::BATCH - batch.len();
         let mut bytes = 0u64;
         let mut oversize = 0u64;
-        let n = self.sock.recv(room, |f| {
-            bytes += f.len() as u64;
-            oversize += u64::from(!batch.push(f));
-        });
+        let n = match self.hints {
+            None => self.sock.recv(room, |f| {
+                bytes += f.len() as u64;
+                oversize += u64::from(!batch.push(f));
+            }),
+            Some(read) => self.sock.recv_meta::<8>(room, |f, meta| {
+                bytes += f.len() as u64;
+                oversize += u64::from(!batch.push_hinted(f, read(meta)));
+            }),
+        };
         self.stats.rx_packets += n as u64;
         self.stats.rx_bytes += bytes;
         self.stats.rx_oversize += oversize;

@@ -262,14 +262,14 @@ fn xdp_port_receives_transit_and_leaves_host_traffic_to_the_kernel() {
     ready_rx.recv().unwrap();
     // a's receiver must be ready before b sends back: open it first.
     let (a_ready_tx, a_ready_rx) = std::sync::mpsc::channel();
-    let gen = in_ns(&ra, move || {
+    let sender = in_ns(&ra, move || {
         let mut port = PacketPort::open("va", PacketConfig::default()).expect("open va");
         a_ready_tx.send(()).unwrap();
         send(&mut port, mb, ma, Ipv4Addr::new(10, 99, 0, 1), 100);
         collect(&mut port, 50)
     });
     a_ready_rx.recv().unwrap();
-    let mut back = gen.join().unwrap();
+    let mut back = sender.join().unwrap();
     // Host traffic: ARP and ICMP to the local address go to the kernel.
     let _ = sh(&["ip", "-n", &p.a, "neigh", "flush", "dev", "va"]);
     let pinged = ping(&p.a, "10.77.0.2");

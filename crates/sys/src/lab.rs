@@ -10,29 +10,20 @@ pub use super::os::{enter_netns, if_index, pin_thread as pin_to_cpu, set_realtim
 
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, Ordering};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{Ordering, fence};
 
-const SOL_PACKET: libc::c_int = 263;
-const PACKET_RX_RING: libc::c_int = 5;
-const PACKET_STATISTICS: libc::c_int = 6;
-const PACKET_VERSION: libc::c_int = 10;
-const PACKET_QDISC_BYPASS: libc::c_int = 20;
-const TPACKET_V3: libc::c_int = 2;
-const ETH_P_ALL: u16 = 0x0003;
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
+use libc::{
+    PACKET_QDISC_BYPASS, PACKET_RX_RING, PACKET_STATISTICS, PACKET_VERSION, SOL_PACKET,
+    TP_STATUS_KERNEL, TP_STATUS_USER,
+};
+use rustix::time::{ClockId, clock_gettime};
+const TPACKET_V3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
 
-use super::cvt;
+use super::{bind_packet, cvt, setsockopt};
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write into; the clock ids used
-    // here always exist on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+fn clock_ns(clock: ClockId) -> u64 {
+    let ts = clock_gettime(clock);
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
@@ -42,63 +33,23 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// stamps and the kernel's packet-socket receive stamps use, shared by all
 /// namespaces of one host.
 pub fn realtime_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
+    clock_ns(ClockId::Realtime)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (pacing and trial timing).
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    clock_ns(ClockId::Monotonic)
 }
 
-fn packet_socket(ifname: &str, sock_type: libc::c_int) -> io::Result<(OwnedFd, u32)> {
+fn packet_socket(ifname: &str) -> io::Result<(OwnedFd, u32)> {
     let ifindex = if_index(ifname)?;
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = cvt(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            sock_type | libc::SOCK_CLOEXEC,
-            i32::from(ETH_P_ALL.to_be()),
-        )
-    })?;
-    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = rustix::net::socket_with(
+        rustix::net::AddressFamily::PACKET,
+        rustix::net::SocketType::RAW,
+        rustix::net::SocketFlags::CLOEXEC,
+        Some(rustix::net::eth::ALL),
+    )?;
     Ok((fd, ifindex))
-}
-
-fn bind_packet(fd: RawFd, ifindex: u32) -> io::Result<()> {
-    // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = ETH_P_ALL.to_be();
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: the pointer and length describe `sll`, alive for the call.
-    cvt(unsafe {
-        libc::bind(
-            fd,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
-}
-
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: the pointer and length describe `value`, alive for the call.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
 }
 
 /// Result of one transmit call.
@@ -160,10 +111,15 @@ impl PacketTx {
     /// Opens the socket on `ifname` with room for `batch` frames of up to
     /// `slot_len` bytes each.
     pub fn open(ifname: &str, batch: usize, slot_len: usize) -> io::Result<Self> {
-        let (fd, ifindex) = packet_socket(ifname, libc::SOCK_RAW)?;
-        bind_packet(fd.as_raw_fd(), ifindex)?;
-        setsockopt_int(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, 1)?;
-        setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20)?;
+        let (fd, ifindex) = packet_socket(ifname)?;
+        bind_packet(fd.as_fd(), ifindex)?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32)?;
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &(4i32 << 20),
+        )?;
         let MmsgBuffers { buf, iov, msgs } = MmsgBuffers::new(batch, slot_len);
         Ok(Self {
             fd,
@@ -232,25 +188,6 @@ pub struct PacketRxRing {
 // unmapped in `drop`); moving it to another thread moves that ownership.
 unsafe impl Send for PacketRxRing {}
 
-#[repr(C)]
-struct TpacketReq3 {
-    block_size: u32,
-    block_nr: u32,
-    frame_size: u32,
-    frame_nr: u32,
-    retire_blk_tov: u32,
-    sizeof_priv: u32,
-    feature_req_word: u32,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct TpacketStatsV3 {
-    packets: u32,
-    drops: u32,
-    freeze_q_cnt: u32,
-}
-
 impl PacketRxRing {
     /// Opens a ring of `block_nr` blocks of `block_size` bytes (a power of
     /// two, multiple of the page size) on `ifname`; a block is handed to
@@ -261,29 +198,20 @@ impl PacketRxRing {
         block_nr: usize,
         retire_ms: u32,
     ) -> io::Result<Self> {
-        let (fd, ifindex) = packet_socket(ifname, libc::SOCK_RAW)?;
+        let (fd, ifindex) = packet_socket(ifname)?;
         let raw = fd.as_raw_fd();
-        setsockopt_int(raw, SOL_PACKET, PACKET_VERSION, TPACKET_V3)?;
+        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
         let frame_size = 2048u32;
-        let req = TpacketReq3 {
-            block_size: block_size as u32,
-            block_nr: block_nr as u32,
-            frame_size,
-            frame_nr: (block_size * block_nr) as u32 / frame_size,
-            retire_blk_tov: retire_ms,
-            sizeof_priv: 0,
-            feature_req_word: 0,
+        let req = libc::tpacket_req3 {
+            tp_block_size: block_size as u32,
+            tp_block_nr: block_nr as u32,
+            tp_frame_size: frame_size,
+            tp_frame_nr: (block_size * block_nr) as u32 / frame_size,
+            tp_retire_blk_tov: retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
         };
-        // SAFETY: the pointer and length describe `req`, alive for the call.
-        cvt(unsafe {
-            libc::setsockopt(
-                raw,
-                SOL_PACKET,
-                PACKET_RX_RING,
-                (&req as *const TpacketReq3).cast(),
-                std::mem::size_of::<TpacketReq3>() as libc::socklen_t,
-            )
-        })?;
+        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)?;
         let map_len = block_size * block_nr;
         // SAFETY: maps the ring the kernel just allocated for this socket;
         // the result is checked against MAP_FAILED.
@@ -325,7 +253,7 @@ impl PacketRxRing {
             block_nr,
             cur: 0,
         };
-        bind_packet(raw, ifindex)?;
+        bind_packet(ring.fd.as_fd(), ifindex)?;
         Ok(ring)
     }
 
@@ -419,19 +347,23 @@ impl PacketRxRing {
     /// Packets seen and dropped by the socket since the last call (the
     /// kernel resets these counters on every read).
     pub fn take_stats(&self) -> io::Result<(u64, u64)> {
-        let mut st = TpacketStatsV3::default();
-        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: the pointer and length describe `st`, alive for the call.
         cvt(unsafe {
             libc::getsockopt(
                 self.fd.as_raw_fd(),
                 SOL_PACKET,
                 PACKET_STATISTICS,
-                (&mut st as *mut TpacketStatsV3).cast(),
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
                 &mut len,
             )
         })?;
-        Ok((u64::from(st.packets), u64::from(st.drops)))
+        Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
     }
 }
 
@@ -447,8 +379,8 @@ impl Drop for PacketRxRing {
 /// to the ordinary limit).
 pub fn set_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v)
-        .or_else(|_| setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, v))
+    setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &v)
+        .or_else(|_| setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &v))
 }
 
 /// The UDP receive calls the UDP sink compares, over one socket and one
@@ -541,24 +473,16 @@ impl UdpRecv {
 
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-extern "C" fn on_interrupt(_sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
 /// Makes SIGINT and SIGTERM set a flag (see [`interrupted`]) instead of
 /// killing the process, so the lab can remove its namespaces; a second
-/// signal kills as usual.
-pub fn install_interrupt_handler() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction is plain data; all-zero is an empty mask and no flags.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESETHAND;
-        // SAFETY: installs a handler that only stores to an atomic; the
-        // struct is valid for the call and the old action is not wanted.
-        unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
+/// signal, with the flag already set, ends the process (exit status 130).
+pub fn install_interrupt_handler() -> std::io::Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag as it was before this signal.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, &INTERRUPTED)?;
+        signal_hook::flag::register(sig, &INTERRUPTED)?;
     }
+    Ok(())
 }
 
 /// The flag SIGINT/SIGTERM set once [`install_interrupt_handler`] ran.

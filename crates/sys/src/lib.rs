@@ -45,29 +45,23 @@ fn setsockopt<T>(
     cvt(ret).map(|_| ())
 }
 
-/// An owned file descriptor closed on drop.
-#[derive(Debug)]
-pub struct Fd(libc::c_int);
-
-impl Fd {
-    /// Wraps the result of a call that returns a new descriptor.
-    fn new(ret: libc::c_int) -> io::Result<Fd> {
-        cvt(ret).map(Fd)
-    }
-
-    /// The raw descriptor number (for poll and BPF maps).
-    pub fn raw(&self) -> libc::c_int {
-        self.0
-    }
-}
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: this value owns the descriptor; nothing else closes it.
-        unsafe {
-            libc::close(self.0);
-        }
-    }
+/// Binds a packet socket to `ifindex` for every protocol (ETH_P_ALL).
+fn bind_packet(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: the pointer and length describe `sll`, alive for the call.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
 }
 
 /// A shared memory mapping unmapped on drop.
@@ -86,32 +80,40 @@ impl Mmap {
     /// memory when `fd` is `None`.
     fn new(
         len: usize,
-        fd: Option<libc::c_int>,
-        offset: libc::off_t,
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
+        offset: u64,
         populate: bool,
     ) -> io::Result<Mmap> {
-        let mut flags = match fd {
-            Some(_) => libc::MAP_SHARED,
-            None => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        use rustix::mm::{MapFlags, ProtFlags};
+        let prot = ProtFlags::READ | ProtFlags::WRITE;
+        let extra = if populate {
+            MapFlags::POPULATE
+        } else {
+            MapFlags::empty()
         };
-        if populate {
-            flags |= libc::MAP_POPULATE;
-        }
-        // SAFETY: a fresh mapping chosen by the kernel (no fixed address), so
-        // it aliases no Rust object; failure is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd.unwrap_or(-1),
-                offset,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let ptr = match fd {
+            // SAFETY: a fresh mapping chosen by the kernel (no fixed
+            // address), so it aliases no Rust object.
+            Some(fd) => unsafe {
+                rustix::mm::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    MapFlags::SHARED | extra,
+                    fd,
+                    offset,
+                )
+            },
+            // SAFETY: as above, anonymous memory.
+            None => unsafe {
+                rustix::mm::mmap_anonymous(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    MapFlags::PRIVATE | extra,
+                )
+            },
+        }?;
         Ok(Mmap {
             ptr: ptr.cast(),
             len,
@@ -122,8 +124,6 @@ impl Mmap {
 impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` describe a mapping this value created and owns.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len);
-        }
+        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
     }
 }

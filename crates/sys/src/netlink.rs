@@ -1,54 +1,54 @@
 //! A raw NETLINK_ROUTE socket: bytes in, bytes out. Messages are built and
 //! parsed in safe code by the control plane.
 
-use super::{cvt, setsockopt, Fd};
+use super::{cvt, setsockopt};
+use rustix::fd::{AsRawFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::netlink::SocketAddrNetlink;
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, sockopt};
 use std::io;
 
 const SOL_NETLINK: libc::c_int = 270;
-const NETLINK_ADD_MEMBERSHIP: libc::c_int = 1;
 const NETLINK_EXT_ACK: libc::c_int = 11;
+
+/// The kernel's address: port id 0, no groups.
+const KERNEL: SocketAddrNetlink = SocketAddrNetlink::new(0, 0);
 
 /// A bound NETLINK_ROUTE socket.
 #[derive(Debug)]
 pub struct NetlinkSocket {
-    fd: Fd,
+    fd: OwnedFd,
 }
 
 impl NetlinkSocket {
     /// Opens a socket subscribed to the given multicast groups (RTNLGRP_*
-    /// numbers; none for a request-only socket).
+    /// numbers, 1 to 32; none for a request-only socket).
     pub fn new(groups: &[u32]) -> io::Result<NetlinkSocket> {
-        // SAFETY: plain socket(2) call; checked by `Fd::new`.
-        let fd = Fd::new(unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        })?;
-        // SAFETY: sockaddr_nl is plain data; zeroed means "kernel picks the port id".
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: `addr` is a live sockaddr_nl of the length passed.
-        cvt(unsafe {
-            libc::bind(
-                fd.raw(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        })?;
+        let fd = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            // NETLINK_ROUTE is protocol 0, the default.
+            None,
+        )?;
+        // Groups 1-32 are bits of the bound address's mask (group n is bit
+        // n - 1), which is how a socket joins them at bind time.
+        let mut mask = 0u32;
         for &g in groups {
-            setsockopt(fd.raw(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &g)?;
+            if !(1..=32).contains(&g) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("netlink group {g} is outside 1-32"),
+                ));
+            }
+            mask |= 1 << (g - 1);
         }
+        // Port id 0: the kernel picks one.
+        rustix::net::bind(&fd, &SocketAddrNetlink::new(0, mask))?;
         // Extended acks name the failing attribute; optional.
-        let _ = setsockopt(fd.raw(), SOL_NETLINK, NETLINK_EXT_ACK, &1i32);
+        let _ = setsockopt(fd.as_raw_fd(), SOL_NETLINK, NETLINK_EXT_ACK, &1i32);
         // Large receive buffer: a full-table dump arrives faster than it is parsed.
-        let _ = setsockopt(
-            fd.raw(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &(32i32 << 20),
-        );
+        let _ = sockopt::set_socket_recv_buffer_size_force(&fd, 32 << 20);
         Ok(NetlinkSocket { fd })
     }
 
@@ -56,12 +56,9 @@ impl NetlinkSocket {
     /// sysctl limit with CAP_NET_ADMIN): how many broadcasts the kernel
     /// queues before it drops them and reports ENOBUFS.
     pub fn set_receive_buffer(&self, bytes: i32) -> io::Result<()> {
-        setsockopt(
-            self.fd.raw(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &bytes,
-        )
+        let bytes = usize::try_from(bytes)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "negative buffer size"))?;
+        Ok(sockopt::set_socket_recv_buffer_size_force(&self.fd, bytes)?)
     }
 
     /// Broadcasts the kernel dropped for this socket so far (its
@@ -75,7 +72,7 @@ impl NetlinkSocket {
         // writes at most `len` bytes and stores the length it wrote.
         cvt(unsafe {
             libc::getsockopt(
-                self.fd.raw(),
+                self.fd.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_MEMINFO,
                 info.as_mut_ptr().cast(),
@@ -91,47 +88,29 @@ impl NetlinkSocket {
 
     /// The socket descriptor (for poll).
     pub fn fd(&self) -> libc::c_int {
-        self.fd.raw()
+        self.fd.as_raw_fd()
     }
 
     /// Sends one buffer of messages to the kernel.
     pub fn send(&self, msg: &[u8]) -> io::Result<()> {
-        // SAFETY: sockaddr_nl is plain data; zeroed addresses the kernel (pid 0).
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: `msg` and `addr` are live for the call; the kernel only reads them.
-        let ret = unsafe {
-            libc::sendto(
-                self.fd.raw(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if ret < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        rustix::net::sendto(&self.fd, msg, SendFlags::empty(), &KERNEL)?;
         Ok(())
     }
 
     /// Receives one datagram of messages into `buf`; `Ok(None)` when
     /// `nonblocking` and nothing is queued.
     pub fn recv(&self, buf: &mut [u8], nonblocking: bool) -> io::Result<Option<usize>> {
-        let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+        let flags = if nonblocking {
+            RecvFlags::DONTWAIT
+        } else {
+            RecvFlags::empty()
+        };
         loop {
-            // SAFETY: `buf` is a live, writable buffer of the length passed.
-            let ret =
-                unsafe { libc::recv(self.fd.raw(), buf.as_mut_ptr().cast(), buf.len(), flags) };
-            if ret >= 0 {
-                return Ok(Some(ret as usize));
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(None),
-                _ => return Err(e),
+            match rustix::net::recv(&self.fd, &mut *buf, flags) {
+                Ok((n, _)) => return Ok(Some(n)),
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -2,6 +2,12 @@
 //! privileges and stop signals.
 
 use super::cvt;
+use rustix::fd::AsFd;
+use rustix::fs::Mode;
+use rustix::process::Pid;
+use rustix::thread::{
+    CpuSet, LinkNameSpaceType, move_into_link_name_space, sched_getaffinity, sched_setaffinity,
+};
 use std::ffi::CString;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,10 +24,17 @@ pub fn if_index(name: &str) -> io::Result<u32> {
     }
 }
 
+/// CLOCK_MONOTONIC in nanoseconds (read through the vDSO: no system call).
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
+
 /// Whether the process runs with an effective user id of 0.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// Pins the calling thread to one CPU.
@@ -31,19 +44,15 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 
 /// Pins thread `tid` (0: the calling thread) to one CPU.
 pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
+    if cpu >= CpuSet::MAX_CPU {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "cpu number too large",
         ));
     }
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a live cpu_set_t of the size passed.
-    cvt(unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) })
-        .map(|_| ())
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    Ok(sched_setaffinity(Pid::from_raw(tid), &set)?)
 }
 
 /// Runs thread `tid` (0: the calling thread) under SCHED_FIFO at
@@ -59,14 +68,8 @@ pub fn set_realtime(tid: i32, priority: i32) -> io::Result<()> {
 
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `set`.
-    cvt(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
-    // SAFETY: `i` is below CPU_SETSIZE; CPU_ISSET only reads `set`.
-    Ok((0..libc::CPU_SETSIZE as usize)
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .collect())
+    let set = sched_getaffinity(None)?;
+    Ok((0..CpuSet::MAX_CPU).filter(|&i| set.is_set(i)).collect())
 }
 
 /// The number of possible CPUs (the length of per-CPU BPF map values).
@@ -86,6 +89,9 @@ pub fn possible_cpus() -> usize {
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns
 /// how many are ready. Interrupted waits return 0.
 pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> {
+    // libc's poll, not rustix's: a negative descriptor (a port with no
+    // socket, as in the in-memory tests) is skipped by the kernel, which a
+    // BorrowedFd cannot express; and a fixed array keeps this off the heap.
     const MAX: usize = 64;
     let mut pfds = [libc::pollfd {
         fd: -1,
@@ -111,20 +117,11 @@ pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> 
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_stop_signal(_sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::SeqCst);
-}
-
 /// Makes SIGINT and SIGTERM set the flag read by [`stop_requested`] instead
 /// of killing the process, so it can detach its XDP programs first.
 pub fn catch_stop_signals() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction is plain data; zeroed means no flags, empty mask.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
-        // SAFETY: `sa` is a live sigaction; the handler only stores an atomic.
-        cvt(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) })?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, &STOP)?;
     }
     Ok(())
 }
@@ -139,15 +136,12 @@ pub fn request_stop() {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Sets the permission bits of a path (the control socket).
 /// Runs `f` with the process's file-creation mask set to `mask`, then
 /// restores it (so a socket is created with its final mode, no window).
 pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
-    // SAFETY: umask only swaps the process's mask; it cannot fail.
-    let old = unsafe { libc::umask(mask as libc::mode_t) };
+    let old = rustix::process::umask(Mode::from_raw_mode(mask as _));
     let r = f();
-    // SAFETY: as above, restoring the previous mask.
-    unsafe { libc::umask(old) };
+    rustix::process::umask(old);
     r
 }
 
@@ -274,9 +268,7 @@ pub fn drop_privileges(keep: &[caps::Capability], user: Option<User>) -> io::Res
     if let Some(u) = user {
         // Keep the permitted set across the change of user (the effective
         // set is cleared by it and raised again below).
-        // SAFETY: PR_SET_KEEPCAPS takes plain integer arguments and only
-        // sets a flag of this thread.
-        cvt(unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) })?;
+        rustix::thread::set_keep_capabilities(true)?;
         // SAFETY: an empty list (null pointer, length 0) clears the
         // supplementary groups; glibc applies it to every thread.
         cvt(unsafe { libc::setgroups(0, std::ptr::null()) })?;
@@ -288,9 +280,7 @@ pub fn drop_privileges(keep: &[caps::Capability], user: Option<User>) -> io::Res
     }
     caps::set(None, CapSet::Effective, &keep).map_err(err)?;
     caps::set(None, CapSet::Permitted, &keep).map_err(err)?;
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integer arguments and only
-    // sets a flag of this process.
-    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+    rustix::thread::set_no_new_privs(true)?;
     Ok(())
 }
 
@@ -305,6 +295,7 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Sets the permission bits of a path (the control socket).
 pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -315,7 +306,8 @@ pub fn chmod(path: &std::path::Path, mode: u32) -> io::Result<()> {
 pub fn enter_netns(name: &str) -> io::Result<()> {
     let path = std::path::Path::new("/run/netns").join(name);
     let file = std::fs::File::open(&path)?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: `file` is an open namespace file for the duration of the call.
-    cvt(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+    Ok(move_into_link_name_space(
+        file.as_fd(),
+        Some(LinkNameSpaceType::Network),
+    )?)
 }

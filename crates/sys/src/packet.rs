@@ -1,49 +1,39 @@
 //! AF_PACKET sockets with a TPACKET_V3 receive ring, joined to a fanout
 //! group per interface, sending with `sendmmsg` past the qdisc layer.
 
-use super::{cvt, setsockopt, Fd, Mmap};
+use super::{Mmap, bind_packet, setsockopt};
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-const SOL_PACKET: libc::c_int = 263;
-const PACKET_RX_RING: libc::c_int = 5;
-const PACKET_VERSION: libc::c_int = 10;
-const PACKET_FANOUT: libc::c_int = 18;
-const PACKET_QDISC_BYPASS: libc::c_int = 20;
-const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const TPACKET_V3: libc::c_int = 2;
-const PACKET_FANOUT_HASH: u32 = 0;
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
-const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-const PACKET_OUTGOING: u8 = 4;
-const ETH_P_ALL: u16 = 0x0003;
+use libc::{
+    PACKET_FANOUT, PACKET_FANOUT_HASH, PACKET_IGNORE_OUTGOING, PACKET_OUTGOING,
+    PACKET_QDISC_BYPASS, PACKET_RX_RING, PACKET_VERSION, SOL_PACKET, TP_STATUS_KERNEL,
+    TP_STATUS_USER, TP_STATUS_VLAN_VALID,
+};
+const TPACKET_V3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
 
-#[repr(C)]
-struct TpacketReq3 {
-    block_size: u32,
-    block_nr: u32,
-    frame_size: u32,
-    frame_nr: u32,
-    retire_blk_tov: u32,
-    sizeof_priv: u32,
-    feature_req_word: u32,
-}
-
-/// Offsets inside a TPACKET_V3 block descriptor and packet header.
+/// Offsets inside a TPACKET_V3 block descriptor and packet header
+/// (`linux/if_packet.h`, through libc's structs).
 mod off {
-    pub const BLOCK_STATUS: usize = 8;
-    pub const NUM_PKTS: usize = 12;
-    pub const FIRST_PKT: usize = 16;
-    pub const NEXT: usize = 0;
-    pub const SNAPLEN: usize = 12;
-    pub const STATUS: usize = 20;
-    pub const MAC: usize = 24;
-    pub const VLAN_TCI: usize = 32;
-    pub const VLAN_TPID: usize = 36;
+    use libc::{
+        sockaddr_ll, tpacket_block_desc, tpacket_hdr_v1, tpacket_hdr_variant1, tpacket3_hdr,
+    };
+    use std::mem::{offset_of, size_of};
+    const HDR: usize = offset_of!(tpacket_block_desc, hdr);
+    pub const BLOCK_STATUS: usize = HDR + offset_of!(tpacket_hdr_v1, block_status);
+    pub const NUM_PKTS: usize = HDR + offset_of!(tpacket_hdr_v1, num_pkts);
+    pub const FIRST_PKT: usize = HDR + offset_of!(tpacket_hdr_v1, offset_to_first_pkt);
+    pub const NEXT: usize = offset_of!(tpacket3_hdr, tp_next_offset);
+    pub const SNAPLEN: usize = offset_of!(tpacket3_hdr, tp_snaplen);
+    pub const STATUS: usize = offset_of!(tpacket3_hdr, tp_status);
+    pub const MAC: usize = offset_of!(tpacket3_hdr, tp_mac);
+    const HV1: usize = offset_of!(tpacket3_hdr, hv1);
+    pub const VLAN_TCI: usize = HV1 + offset_of!(tpacket_hdr_variant1, tp_vlan_tci);
+    pub const VLAN_TPID: usize = HV1 + offset_of!(tpacket_hdr_variant1, tp_vlan_tpid);
     /// TPACKET_ALIGN(sizeof(struct tpacket3_hdr)), where sockaddr_ll starts.
-    pub const SLL: usize = 48;
-    pub const SLL_PKTTYPE: usize = 10;
+    pub const SLL: usize = size_of::<tpacket3_hdr>().next_multiple_of(libc::TPACKET_ALIGNMENT);
+    pub const SLL_PKTTYPE: usize = offset_of!(sockaddr_ll, sll_pkttype);
 }
 
 /// Ring geometry of one socket.
@@ -81,7 +71,7 @@ pub struct RxFrame<'a> {
 
 /// One AF_PACKET socket bound to one interface.
 pub struct PacketSocket {
-    fd: Fd,
+    fd: OwnedFd,
     ring: Mmap,
     block_size: usize,
     block_nr: usize,
@@ -97,7 +87,7 @@ unsafe impl Send for PacketSocket {}
 impl std::fmt::Debug for PacketSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PacketSocket")
-            .field("fd", &self.fd.raw())
+            .field("fd", &self.fd.as_raw_fd())
             .finish()
     }
 }
@@ -107,41 +97,31 @@ impl PacketSocket {
     /// `cfg.fanout_group`, sending past the qdisc layer.
     pub fn new(ifindex: u32, cfg: PacketConfig) -> io::Result<PacketSocket> {
         // Protocol 0 until bound, so nothing from other interfaces queues up.
-        // SAFETY: plain socket(2) call; checked by `Fd::new`.
-        let fd = Fd::new(unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
-        })?;
-        setsockopt(fd.raw(), SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
-        let req = TpacketReq3 {
-            block_size: cfg.block_size,
-            block_nr: cfg.block_nr,
-            frame_size: 2048,
-            frame_nr: cfg.block_size / 2048 * cfg.block_nr,
-            retire_blk_tov: cfg.block_timeout_ms,
-            sizeof_priv: 0,
-            feature_req_word: 0,
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::PACKET,
+            rustix::net::SocketType::RAW,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
+        let req = libc::tpacket_req3 {
+            tp_block_size: cfg.block_size,
+            tp_block_nr: cfg.block_nr,
+            tp_frame_size: 2048,
+            tp_frame_nr: cfg.block_size / 2048 * cfg.block_nr,
+            tp_retire_blk_tov: cfg.block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
         };
-        setsockopt(fd.raw(), SOL_PACKET, PACKET_RX_RING, &req)?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_RX_RING, &req)?;
         let len = cfg.block_size as usize * cfg.block_nr as usize;
-        let ring = Mmap::new(len, Some(fd.raw()), 0, true)?;
-        setsockopt(fd.raw(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32)?;
+        let ring = Mmap::new(len, Some(fd.as_fd()), 0, true)?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32)?;
         // Frames this host sends (our own TX included) are not ours to forward.
-        setsockopt(fd.raw(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32)?;
-        // SAFETY: sockaddr_ll is plain data; zeroed then filled below.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is a live sockaddr_ll of the length passed.
-        cvt(unsafe {
-            libc::bind(
-                fd.raw(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        })?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32)?;
+        bind_packet(fd.as_fd(), ifindex)?;
         let fanout = u32::from(cfg.fanout_group) | (PACKET_FANOUT_HASH << 16);
-        setsockopt(fd.raw(), SOL_PACKET, PACKET_FANOUT, &fanout)?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_FANOUT, &fanout)?;
         Ok(PacketSocket {
             fd,
             ring,
@@ -155,7 +135,7 @@ impl PacketSocket {
 
     /// The socket descriptor (for poll).
     pub fn fd(&self) -> libc::c_int {
-        self.fd.raw()
+        self.fd.as_raw_fd()
     }
 
     fn block_ptr(&self, block: usize) -> *mut u8 {
@@ -272,7 +252,7 @@ impl PacketSocket {
             // `buf`, all alive for the call; the kernel only reads them.
             let ret = unsafe {
                 libc::sendmmsg(
-                    self.fd.raw(),
+                    self.fd.as_raw_fd(),
                     msgs[sent..].as_mut_ptr(),
                     (n - sent) as libc::c_uint,
                     libc::MSG_DONTWAIT,

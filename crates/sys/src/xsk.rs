@@ -7,74 +7,20 @@
 //! chunks circulate between a free list, the TX ring and the completion
 //! ring. No chunk is ever in two places, so the rings never overflow.
 
-use super::{cvt, setsockopt, Fd, Mmap};
+use super::Mmap;
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::xdp::{
+    SocketAddrXdp, SocketAddrXdpFlags, XDP_PGOFF_RX_RING, XDP_PGOFF_TX_RING,
+    XDP_UMEM_PGOFF_COMPLETION_RING, XDP_UMEM_PGOFF_FILL_RING, XdpDesc, XdpDescOptions,
+    XdpRingFlags, XdpRingOffset, XdpUmemReg, XdpUmemRegFlags,
+};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, sockopt};
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-const XDP_UMEM_REG: libc::c_int = 4;
-const XDP_UMEM_FILL_RING: libc::c_int = 5;
-const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
-const XDP_RX_RING: libc::c_int = 2;
-const XDP_TX_RING: libc::c_int = 3;
-const XDP_MMAP_OFFSETS: libc::c_int = 1;
-const XDP_STATISTICS: libc::c_int = 7;
-const SOL_XDP: libc::c_int = 283;
-const XDP_PGOFF_RX_RING: libc::off_t = 0;
-const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
-const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
-const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
-const XDP_COPY: u16 = 1 << 1;
-const XDP_ZEROCOPY: u16 = 1 << 2;
-const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
-const XDP_RING_NEED_WAKEUP: u32 = 1;
-
-#[repr(C)]
-struct UmemReg {
-    addr: u64,
-    len: u64,
-    chunk_size: u32,
-    headroom: u32,
-    flags: u32,
-    tx_metadata_len: u32,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct RingOffset {
-    producer: u64,
-    consumer: u64,
-    desc: u64,
-    flags: u64,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct MmapOffsets {
-    rx: RingOffset,
-    tx: RingOffset,
-    fr: RingOffset,
-    cr: RingOffset,
-}
-
-#[repr(C)]
-struct SockaddrXdp {
-    family: u16,
-    flags: u16,
-    ifindex: u32,
-    queue_id: u32,
-    shared_umem_fd: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct XdpDesc {
-    addr: u64,
-    len: u32,
-    options: u32,
-}
-
-/// Kernel-side counters of one socket (`XDP_STATISTICS`).
-#[repr(C)]
+/// Kernel-side counters of one socket (`XDP_STATISTICS`; the last three
+/// read 0 on kernels before 5.9).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct XskStats {
     /// Frames dropped for reasons other than an empty fill ring.
@@ -141,21 +87,25 @@ struct Ring {
 
 impl Ring {
     fn map(
-        fd: libc::c_int,
-        off: &RingOffset,
+        fd: &OwnedFd,
+        off: &XdpRingOffset,
         entries: u32,
         entry_size: usize,
-        pgoff: libc::off_t,
+        pgoff: u64,
     ) -> io::Result<Ring> {
+        // The flags word (kernel 5.4+) is where the kernel asks for a wakeup.
+        let flags = off
+            .flags
+            .ok_or_else(|| io::Error::other("AF_XDP rings without a flags word (kernel < 5.4)"))?;
         let len = off.desc as usize + entries as usize * entry_size;
-        let map = Mmap::new(len, Some(fd), pgoff, true)?;
+        let map = Mmap::new(len, Some(fd.as_fd()), pgoff, true)?;
         // SAFETY: the kernel reported these offsets for a mapping of `len`
         // bytes; each lies inside it and is 4-byte aligned.
         let (producer, consumer, flags, desc) = unsafe {
             (
                 map.ptr.add(off.producer as usize) as *const AtomicU32,
                 map.ptr.add(off.consumer as usize) as *const AtomicU32,
-                map.ptr.add(off.flags as usize) as *const AtomicU32,
+                map.ptr.add(flags as usize) as *const AtomicU32,
                 map.ptr.add(off.desc as usize),
             )
         };
@@ -183,7 +133,8 @@ impl Ring {
     }
     fn needs_wakeup(&self) -> bool {
         // SAFETY: as for `producer`.
-        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XdpRingFlags::XDP_RING_NEED_WAKEUP.bits()
+            != 0
     }
 
     /// Producer side: free slots (refreshing the consumer index if needed).
@@ -225,7 +176,7 @@ impl Ring {
 
 /// An AF_XDP socket with its own UMEM.
 pub struct XskSocket {
-    fd: Fd,
+    fd: OwnedFd,
     umem: Mmap,
     frame_size: u32,
     rx: Ring,
@@ -244,14 +195,14 @@ unsafe impl Send for XskSocket {}
 /// The socket's descriptor, for the XSKMAP that steers frames to it.
 impl std::os::fd::AsRawFd for XskSocket {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.fd.raw()
+        self.fd.as_raw_fd()
     }
 }
 
 impl std::fmt::Debug for XskSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XskSocket")
-            .field("fd", &self.fd.raw())
+            .field("fd", &self.fd.as_raw_fd())
             .field("zero_copy", &self.zero_copy)
             .finish()
     }
@@ -270,50 +221,35 @@ impl XskSocket {
                 "AF_XDP ring and frame sizes must be powers of two",
             ));
         }
-        // SAFETY: plain socket(2) call; the result is checked by `Fd::new`.
-        let fd =
-            Fd::new(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        let fd = rustix::net::socket_with(
+            AddressFamily::XDP,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
         let nframes = cfg.rx_size + cfg.tx_size;
         let umem_len = nframes as usize * cfg.frame_size as usize;
         let umem = Mmap::new(umem_len, None, 0, true)?;
-        let reg = UmemReg {
+        let reg = XdpUmemReg {
             addr: umem.ptr as u64,
             len: umem_len as u64,
             chunk_size: cfg.frame_size,
             headroom: 0,
-            flags: 0,
+            flags: XdpUmemRegFlags::empty(),
             tx_metadata_len: 0,
         };
-        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_REG, &reg)?;
-        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_FILL_RING, &cfg.rx_size)?;
-        setsockopt(fd.raw(), SOL_XDP, XDP_UMEM_COMPLETION_RING, &cfg.tx_size)?;
-        setsockopt(fd.raw(), SOL_XDP, XDP_RX_RING, &cfg.rx_size)?;
-        setsockopt(fd.raw(), SOL_XDP, XDP_TX_RING, &cfg.tx_size)?;
+        sockopt::set_xdp_umem_reg(&fd, reg)?;
+        sockopt::set_xdp_umem_fill_ring_size(&fd, cfg.rx_size)?;
+        sockopt::set_xdp_umem_completion_ring_size(&fd, cfg.tx_size)?;
+        sockopt::set_xdp_rx_ring_size(&fd, cfg.rx_size)?;
+        sockopt::set_xdp_tx_ring_size(&fd, cfg.tx_size)?;
 
-        let mut off = MmapOffsets::default();
-        let mut optlen = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
-        // SAFETY: `off` is a live MmapOffsets and `optlen` its size; the
-        // kernel writes at most that many bytes.
-        cvt(unsafe {
-            libc::getsockopt(
-                fd.raw(),
-                SOL_XDP,
-                XDP_MMAP_OFFSETS,
-                (&mut off as *mut MmapOffsets).cast(),
-                &mut optlen,
-            )
-        })?;
+        let off = sockopt::xdp_mmap_offsets(&fd)?;
         let desc = std::mem::size_of::<XdpDesc>();
-        let rx = Ring::map(fd.raw(), &off.rx, cfg.rx_size, desc, XDP_PGOFF_RX_RING)?;
-        let tx = Ring::map(fd.raw(), &off.tx, cfg.tx_size, desc, XDP_PGOFF_TX_RING)?;
-        let fill = Ring::map(fd.raw(), &off.fr, cfg.rx_size, 8, XDP_UMEM_PGOFF_FILL_RING)?;
-        let comp = Ring::map(
-            fd.raw(),
-            &off.cr,
-            cfg.tx_size,
-            8,
-            XDP_UMEM_PGOFF_COMPLETION_RING,
-        )?;
+        let rx = Ring::map(&fd, &off.rx, cfg.rx_size, desc, XDP_PGOFF_RX_RING)?;
+        let tx = Ring::map(&fd, &off.tx, cfg.tx_size, desc, XDP_PGOFF_TX_RING)?;
+        let fill = Ring::map(&fd, &off.fr, cfg.rx_size, 8, XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = Ring::map(&fd, &off.cr, cfg.tx_size, 8, XDP_UMEM_PGOFF_COMPLETION_RING)?;
 
         let mut sock = XskSocket {
             fd,
@@ -341,34 +277,23 @@ impl XskSocket {
             .producer()
             .store(sock.fill.cached_prod, Ordering::Release);
 
-        let attempts: &[u16] = match cfg.mode {
-            BindMode::Auto => &[XDP_ZEROCOPY, XDP_COPY],
-            BindMode::ZeroCopy => &[XDP_ZEROCOPY],
-            BindMode::Copy => &[XDP_COPY],
+        let attempts: &[SocketAddrXdpFlags] = match cfg.mode {
+            BindMode::Auto => &[
+                SocketAddrXdpFlags::XDP_ZEROCOPY,
+                SocketAddrXdpFlags::XDP_COPY,
+            ],
+            BindMode::ZeroCopy => &[SocketAddrXdpFlags::XDP_ZEROCOPY],
+            BindMode::Copy => &[SocketAddrXdpFlags::XDP_COPY],
         };
         let mut last = io::Error::from(io::ErrorKind::Unsupported);
         for &mode in attempts {
-            let addr = SockaddrXdp {
-                family: libc::AF_XDP as u16,
-                flags: mode | XDP_USE_NEED_WAKEUP,
-                ifindex,
-                queue_id: queue,
-                shared_umem_fd: 0,
-            };
-            // SAFETY: `addr` is a live sockaddr_xdp of the length passed.
-            let ret = unsafe {
-                libc::bind(
-                    sock.fd.raw(),
-                    (&addr as *const SockaddrXdp).cast(),
-                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-                )
-            };
-            match cvt(ret) {
-                Ok(_) => {
-                    sock.zero_copy = mode == XDP_ZEROCOPY;
+            let flags = mode | SocketAddrXdpFlags::XDP_USE_NEED_WAKEUP;
+            match rustix::net::bind(&sock.fd, &SocketAddrXdp::new(flags, ifindex, queue)) {
+                Ok(()) => {
+                    sock.zero_copy = mode == SocketAddrXdpFlags::XDP_ZEROCOPY;
                     return Ok(sock);
                 }
-                Err(e) => last = e,
+                Err(e) => last = e.into(),
             }
         }
         Err(last)
@@ -376,7 +301,7 @@ impl XskSocket {
 
     /// The socket descriptor (for the XSKMAP and for poll).
     pub fn fd(&self) -> libc::c_int {
-        self.fd.raw()
+        self.fd.as_raw_fd()
     }
 
     /// Whether the socket was bound in zero-copy mode.
@@ -395,9 +320,41 @@ impl XskSocket {
         Some(unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), len as usize) })
     }
 
+    /// Copies the bytes at `addr` (inside one received chunk) into `out`
+    /// and zeroes them.
+    fn take_meta(&mut self, addr: u64, out: &mut [u8]) {
+        let start = addr as usize;
+        if start
+            .checked_add(out.len())
+            .is_none_or(|end| end > self.umem.len)
+        {
+            return;
+        }
+        // SAFETY: `start..start + out.len()` lies inside the UMEM (checked),
+        // in the headroom of a chunk the RX ring handed to user space: the
+        // kernel no longer writes it until the chunk goes back to the fill
+        // ring, and nothing else holds a reference into it now.
+        let meta = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), out.len()) };
+        out.copy_from_slice(meta);
+        meta.fill(0);
+    }
+
     /// Receives up to `max` frames, calling `each` with the bytes of every
     /// one, and returns their chunks to the fill ring. Returns the count.
     pub fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
+        self.recv_meta::<0>(max, |f, _| each(f))
+    }
+
+    /// [`XskSocket::recv`], also giving the `META` bytes before each frame:
+    /// the metadata the XDP program put there (`bpf_xdp_adjust_meta`; the
+    /// kernel copies it into the chunk with the frame). They are zeroed
+    /// once read, so a chunk's next frame never shows this one's; a frame
+    /// with less headroom gets zeros.
+    pub fn recv_meta<const META: usize>(
+        &mut self,
+        max: usize,
+        mut each: impl FnMut(&[u8], [u8; META]),
+    ) -> usize {
         let n = self.rx.available().min(max as u32);
         if n == 0 {
             if self.fill.needs_wakeup() {
@@ -409,10 +366,14 @@ impl XskSocket {
         let n = n.min(self.fill.free(n));
         for i in 0..n {
             let d: XdpDesc = self.rx.read(self.rx.cached_cons.wrapping_add(i));
-            if let Some(bytes) = self.chunk(d.addr, d.len) {
-                each(bytes);
-            }
             let base = d.addr - d.addr % self.frame_size as u64;
+            let mut meta = [0u8; META];
+            if META > 0 && d.addr - base >= META as u64 {
+                self.take_meta(d.addr - META as u64, &mut meta);
+            }
+            if let Some(bytes) = self.chunk(d.addr, d.len) {
+                each(bytes, meta);
+            }
             let slot = self.fill.cached_prod.wrapping_add(i);
             self.fill.write::<u64>(slot, base);
         }
@@ -428,18 +389,9 @@ impl XskSocket {
     }
 
     fn kick_rx(&self) {
-        // SAFETY: a zero-length non-blocking receive with no buffer: the
-        // kernel only uses it to run the socket's receive path.
-        unsafe {
-            libc::recvfrom(
-                self.fd.raw(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-        }
+        // A zero-length non-blocking receive: the kernel only runs the
+        // socket's receive path (refilling from the fill ring).
+        let _ = rustix::net::recv(&self.fd, &mut [0u8; 0][..], RecvFlags::DONTWAIT);
     }
 
     /// Returns completed TX chunks to the free list.
@@ -489,7 +441,7 @@ impl XskSocket {
             XdpDesc {
                 addr,
                 len: frame.len() as u32,
-                options: 0,
+                options: XdpDescOptions::empty(),
             },
         );
         self.tx.cached_prod = idx.wrapping_add(1);
@@ -514,20 +466,11 @@ impl XskSocket {
             // Copy mode sends at most a small batch per call and answers
             // EAGAIN while descriptors remain: call again a bounded number of times.
             for _ in 0..(in_flight / 32 + 1).min(16) {
-                // SAFETY: a zero-length non-blocking send: the kernel only runs
-                // the socket's transmit path over the TX ring.
-                let ret = unsafe {
-                    libc::sendto(
-                        self.fd.raw(),
-                        std::ptr::null(),
-                        0,
-                        libc::MSG_DONTWAIT,
-                        std::ptr::null(),
-                        0,
-                    )
-                };
-                if ret >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
-                    break;
+                // A zero-length non-blocking send: the kernel only runs the
+                // socket's transmit path over the TX ring.
+                match rustix::net::send(&self.fd, &[], SendFlags::DONTWAIT) {
+                    Err(Errno::AGAIN) => continue,
+                    _ => break,
                 }
             }
         }
@@ -546,18 +489,14 @@ impl XskSocket {
 
     /// Kernel counters of this socket.
     pub fn stats(&self) -> io::Result<XskStats> {
-        let mut st = XskStats::default();
-        let mut len = std::mem::size_of::<XskStats>() as libc::socklen_t;
-        // SAFETY: `st` is a live XskStats and `len` its size.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.raw(),
-                SOL_XDP,
-                XDP_STATISTICS,
-                (&mut st as *mut XskStats).cast(),
-                &mut len,
-            )
-        })?;
-        Ok(st)
+        let st = sockopt::xdp_statistics(&self.fd)?;
+        Ok(XskStats {
+            rx_dropped: st.rx_dropped,
+            rx_invalid_descs: st.rx_invalid_descs,
+            tx_invalid_descs: st.tx_invalid_descs,
+            rx_ring_full: st.rx_ring_full.unwrap_or(0),
+            rx_fill_ring_empty_descs: st.rx_fill_ring_empty_descs.unwrap_or(0),
+            tx_ring_empty_descs: st.tx_ring_empty_descs.unwrap_or(0),
+        })
     }
 }

@@ -3,12 +3,12 @@
 //! decrement with the incremental checksum, IPv6 extension-header walk, and
 //! the RFC 1071 sum over 20 and 1500 bytes.
 //!
-//!     cargo bench -p wire --bench views
+//!     cargo bench -p fastfwd-wire --bench views
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use wire::{checksum, EthernetFrame, Ipv4Packet, Ipv6Packet};
+use criterion::{Criterion, criterion_group, criterion_main};
+use wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, checksum};
 
 /// Ethernet + IPv4 + UDP, 64-byte frame (without FCS 60).
 fn ipv4_frame() -> Vec<u8> {

@@ -8,7 +8,7 @@
 use std::net::Ipv4Addr;
 
 use crate::ethernet::MacAddr;
-use crate::{be16, ethertype, put16, Error, Result};
+use crate::{Error, Result, be16, ethertype, put16};
 
 /// Hardware type Ethernet.
 pub const HTYPE_ETHERNET: u16 = 1;

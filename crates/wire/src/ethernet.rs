@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use crate::{be16, ethertype, put16, Error, Result};
+use crate::{Error, Result, be16, ethertype, put16};
 
 /// A 48-bit MAC address.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -359,6 +359,37 @@ pub fn icmpv6(data: &[u8]) {
     }
 }
 
+/// A filter text (`filter::Filter`, the bytes up to the first newline)
+/// evaluated over a frame (the bytes after it). Asserted: a refused text
+/// names a place inside it; an accepted one keeps its text, and its
+/// negation, conjunction and disjunction with itself answer as boolean
+/// logic says over the same frame.
+pub fn filter(data: &[u8]) {
+    let (text, frame) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &data[data.len()..]),
+    };
+    let text = String::from_utf8_lossy(text);
+    let f = match filter::Filter::parse(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            assert!(e.at <= text.chars().count(), "{e}");
+            assert_eq!(e.text, text);
+            return;
+        }
+    };
+    assert_eq!(f.text(), text);
+    let m = f.matches(frame);
+    let derived = |form: &str| {
+        filter::Filter::parse(&form.replace("F", &format!("({text})")))
+            .unwrap_or_else(|e| panic!("{form} over an accepted filter: {e}"))
+            .matches(frame)
+    };
+    assert_eq!(derived("not F"), !m, "{text}");
+    assert_eq!(derived("F and F"), m, "{text}");
+    assert!(derived("F or not F"), "{text}");
+}
+
 fn icmpv6_repr_round_trip(r: &Icmpv6Repr<'_>) {
     let mut out = vec![0u8; r.buffer_len()];
     r.emit(&SRC6, &DST6, &mut Icmpv6Packet::new_unchecked(&mut out[..]))
@@ -380,7 +411,7 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
         type Driver = fn(&[u8]);
         type Check = fn(&[u8]) -> bool;
-        let targets: [(&str, Driver, Check); 8] = [
+        let targets: [(&str, Driver, Check); 9] = [
             ("ethernet", super::ethernet, |b| {
                 EthernetFrame::new_checked(b)
                     .and_then(|f| EthernetRepr::parse(&f))
@@ -408,6 +439,10 @@ mod tests {
             }),
             ("icmpv6", super::icmpv6, |b| {
                 Icmpv6Packet::new_checked(b).is_ok()
+            }),
+            ("filter", super::filter, |b| {
+                let text = b.split(|&c| c == b'\n').next().unwrap_or_default();
+                std::str::from_utf8(text).is_ok_and(|t| filter::Filter::parse(t).is_ok())
             }),
         ];
         let mut seen = 0;

@@ -4,7 +4,7 @@
 //! `new_checked` checks only that the 8-byte header is present; every
 //! accessor reads inside it or returns the rest as `data()`.
 
-use crate::{be16, checksum, put16, Error, Result};
+use crate::{Error, Result, be16, checksum, put16};
 
 pub const HEADER_LEN: usize = 8;
 
@@ -370,7 +370,7 @@ fn rest_u16(a: u16, b: u16) -> [u8; 4] {
 mod tests {
     use super::*;
     use crate::ipv4::tests::{ETH_IPV4_UDP, IPV4_RA_ICMP_ECHO};
-    use crate::{ip_proto, Ipv4Packet, Ipv4Repr};
+    use crate::{Ipv4Packet, Ipv4Repr, ip_proto};
     use proptest::prelude::*;
     use std::net::Ipv4Addr;
 

@@ -8,7 +8,7 @@
 use std::net::Ipv6Addr;
 
 use crate::ndp::{NdpOptionIter, NdpRepr};
-use crate::{be16, be32, checksum, ip_proto, put16, put32, Error, Result};
+use crate::{Error, Result, be16, be32, checksum, ip_proto, put16, put32};
 
 pub const HEADER_LEN: usize = 8;
 
@@ -433,8 +433,8 @@ impl<'a> Icmpv6Repr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipv6::tests::ETH_IPV6_UDP;
     use crate::Ipv6Packet;
+    use crate::ipv6::tests::ETH_IPV6_UDP;
     use proptest::prelude::*;
 
     /// IPv6 + ICMPv6 echo request 2001:2::108 -> 2001:2::10, id 0x4242,

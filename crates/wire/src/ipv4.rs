@@ -8,7 +8,7 @@
 
 use std::net::Ipv4Addr;
 
-use crate::{be16, checksum, put16, Error, Result};
+use crate::{Error, Result, be16, checksum, put16};
 
 /// Minimum header length (IHL 5).
 pub const MIN_HEADER_LEN: usize = 20;

@@ -6,7 +6,7 @@
 
 use std::net::Ipv6Addr;
 
-use crate::{be16, be32, checksum, ip_proto, put16, put32, Error, Result};
+use crate::{Error, Result, be16, be32, checksum, ip_proto, put16, put32};
 
 /// Fixed header length.
 pub const HEADER_LEN: usize = 40;

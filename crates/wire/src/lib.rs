@@ -18,6 +18,7 @@ pub mod cidr;
 pub mod ethernet;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod exercise;
+pub mod filter;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;

@@ -10,7 +10,7 @@ use std::net::Ipv6Addr;
 
 use crate::ethernet::MacAddr;
 use crate::icmpv6::{Icmpv6Message, Icmpv6Packet};
-use crate::{be32, Error, Result};
+use crate::{Error, Result, be32};
 
 /// Option types (RFC 4861 §4.6).
 pub mod option_type {
@@ -223,7 +223,7 @@ impl NdpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ip_proto, Icmpv6Repr, Ipv6Packet};
+    use crate::{Icmpv6Repr, Ipv6Packet, ip_proto};
     use proptest::prelude::*;
 
     /// IPv6 (hop limit 255) + Neighbor Solicitation from 2001:2::108 to the

@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::{be16, be32, checksum, ip_proto, put16, put32, Error, Result};
+use crate::{Error, Result, be16, be32, checksum, ip_proto, put16, put32};
 
 pub const MIN_HEADER_LEN: usize = 20;
 
@@ -285,8 +285,8 @@ impl TcpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipv4::tests::ETH_IPV4_TCP_SYN;
     use crate::Ipv4Packet;
+    use crate::ipv4::tests::ETH_IPV4_TCP_SYN;
     use proptest::prelude::*;
 
     #[test]

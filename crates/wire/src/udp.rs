@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::{be16, checksum, ip_proto, put16, Error, Result};
+use crate::{Error, Result, be16, checksum, ip_proto, put16};
 
 pub const HEADER_LEN: usize = 8;
 
@@ -254,9 +254,11 @@ mod tests {
         // A zero checksum over IPv4 means "not computed".
         b[4..6].copy_from_slice(&26u16.to_be_bytes());
         b[6..8].copy_from_slice(&[0, 0]);
-        assert!(UdpPacket::new_checked(&b[..])
-            .unwrap()
-            .verify_checksum_v4(0.into(), 0.into()));
+        assert!(
+            UdpPacket::new_checked(&b[..])
+                .unwrap()
+                .verify_checksum_v4(0.into(), 0.into())
+        );
     }
 
     proptest! {
