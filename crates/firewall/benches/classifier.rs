@@ -1,9 +1,9 @@
-//! `cargo bench -p firewall --bench classifier [-- --rules 1,100,1000,10000 --repeat 5 --seconds 0.5 --no-dpdk]`
+//! `cargo bench -p fastfwd-firewall --bench classifier [-- --rules 1,100,1000,10000 --repeat 5 --seconds 0.5 --no-dpdk]`
 //!
 //! The same benchmark as `fastfwd firewall bench`: compiled classifier vs a
 //! linear first-match scan vs dpdk-test-acl, interleaved in one run.
 
-use firewall::benchmark::{print_header, print_row, run, BenchConfig};
+use firewall::benchmark::{BenchConfig, print_header, print_row, run};
 
 fn main() {
     let mut cfg = BenchConfig::default();

@@ -2,10 +2,10 @@
 //! compiled classifier, a linear first-match scan and DPDK's rte_acl
 //! (`dpdk-test-acl`), on the same generated rules and trace, measured
 //! interleaved in one run. Used by `fastfwd firewall bench` and by
-//! `cargo bench -p firewall --bench classifier`.
+//! `cargo bench -p fastfwd-firewall --bench classifier`.
 
 use crate::{
-    gen, parse_rules, Chain, Firewall, InterfaceMap, LinearFirewall, RuleCounters, Verdict,
+    Chain, Firewall, InterfaceMap, LinearFirewall, RuleCounters, Verdict, parse_rules, rulegen,
 };
 use serde::Serialize;
 use std::hint::black_box;
@@ -195,14 +195,14 @@ pub fn run(
     std::fs::create_dir_all(&cfg.workdir)?;
     let mut rows = Vec::new();
     for &n in &cfg.rules {
-        let gen_rules = gen::rules(n, cfg.seed.wrapping_add(n as u64));
-        let set = parse_rules(&gen::to_rule_text(&gen_rules), "generated")?;
+        let gen_rules = rulegen::rules(n, cfg.seed.wrapping_add(n as u64));
+        let set = parse_rules(&rulegen::to_rule_text(&gen_rules), "generated")?;
         let ifaces = InterfaceMap::new();
         let t = Instant::now();
         let fw = Firewall::compile(&set, &ifaces)?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
         let lin = LinearFirewall::new(&set, &ifaces);
-        let keys = gen::trace(&gen_rules, cfg.trace, cfg.seed ^ 0x5eed);
+        let keys = rulegen::trace(&gen_rules, cfg.trace, cfg.seed ^ 0x5eed);
         let mut out = vec![Verdict::default(); keys.len()];
         let mut counters = RuleCounters::default();
 
@@ -229,12 +229,12 @@ pub fn run(
         } else {
             let rf = cfg.workdir.join(format!("rules-{n}.cb"));
             let tf = cfg.workdir.join(format!("trace-{n}.cb"));
-            std::fs::write(&rf, gen::to_classbench(&gen_rules))?;
-            std::fs::write(&tf, gen::to_classbench_trace(&keys))?;
+            std::fs::write(&rf, rulegen::to_classbench(&gen_rules))?;
+            std::fs::write(&tf, rulegen::to_classbench_trace(&keys))?;
             // Check DPDK's answers against ours on the first packets.
             let sample = keys.len().min(4096);
             let sf = cfg.workdir.join(format!("trace-{n}-sample.cb"));
-            std::fs::write(&sf, gen::to_classbench_trace(&keys[..sample]))?;
+            std::fs::write(&sf, rulegen::to_classbench_trace(&keys[..sample]))?;
             let v = run_dpdk(&cfg.dpdk, "scalar", &rf, &sf, n, sample, 1, 3)?;
             let got: Vec<u32> = v
                 .lines()

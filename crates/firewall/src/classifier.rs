@@ -26,7 +26,7 @@
 //! different packets overlap; phase 2 and 3 then run per packet.
 
 use crate::key::PacketKey;
-use crate::rules::{contains, Family, Field, Intervals, FIELD_COUNT};
+use crate::rules::{FIELD_COUNT, Family, Field, Intervals, contains};
 use std::collections::HashMap;
 
 /// A rule reduced to what the classifier needs: one interval set per field
@@ -711,13 +711,15 @@ impl Classifier {
     /// elsewhere (the XDP engine copies them into BPF maps). `None` when
     /// the classifier uses the bit-vector stage, which is not exported.
     pub fn export(&self) -> Option<ClassifierExport<'_>> {
-        let [Group::Rfc {
-            remap,
-            rest,
-            addr,
-            n_rest,
-            last,
-        }] = self.groups.as_slice()
+        let [
+            Group::Rfc {
+                remap,
+                rest,
+                addr,
+                n_rest,
+                last,
+            },
+        ] = self.groups.as_slice()
         else {
             return None;
         };

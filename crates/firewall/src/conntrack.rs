@@ -9,6 +9,14 @@
 //! of live entries it evicts the not-yet-established entry that expires
 //! first; if every entry is established the insert fails (counted), so a
 //! flood of new flows cannot push out established connections.
+//!
+//! In front of the XDP engine the table shares its flows with the
+//! program's own table (a BPF LRU hash): a flow this table finds
+//! established on a packet the program did not know is handed over
+//! ([`FastFlow`]); from then on the program tracks it (refreshes it, sees
+//! its FIN or RST) and tells this table, in each packet it still hands
+//! over, what it knows ([`CtHint`]). Both tables keep the same state
+//! machine and timeouts, so the verdicts are the same.
 
 use crate::key::PacketKey;
 use crate::rules::{ConntrackConfig, CtState};
@@ -43,6 +51,63 @@ struct Entry {
     orig_a: bool,
     phase: Phase,
     expires: u64,
+}
+
+/// What the in-kernel fast path knew of a packet's flow when it handed the
+/// packet to this table (carried with the frame; `None` without one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CtHint {
+    /// No fast path in front: this table decides.
+    #[default]
+    None,
+    /// The fast path's table has no live entry for the flow: this table
+    /// decides, and a flow it finds established is handed to the fast path.
+    Absent,
+    /// The fast path's table holds the flow as established and has already
+    /// advanced and refreshed it with this packet: the packet is
+    /// established, and this table is not consulted.
+    Established,
+}
+
+impl CtHint {
+    /// The hint's wire value (the XDP engine's `FF_CT_HINT_*`).
+    pub fn code(self) -> u8 {
+        match self {
+            CtHint::None => 0,
+            CtHint::Absent => 1,
+            CtHint::Established => 2,
+        }
+    }
+
+    /// The hint of a wire value (unknown values: none).
+    pub fn from_code(c: u32) -> CtHint {
+        match c {
+            1 => CtHint::Absent,
+            2 => CtHint::Established,
+            _ => CtHint::None,
+        }
+    }
+}
+
+/// An established flow handed to the fast path: its canonical identity
+/// (endpoints in order, IPv4 in the low 32 bits), its state and timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FastFlow {
+    pub a: u128,
+    pub b: u128,
+    pub pa: u16,
+    pub pb: u16,
+    pub proto: u8,
+    pub v6: bool,
+    /// Whether the originator is endpoint `a`.
+    pub orig_a: bool,
+    /// TCP FIN or RST seen.
+    pub closing: bool,
+    /// When the entry expires (the table's clock, ns).
+    pub expires: u64,
+    /// Timeout after a packet while open, and once closing (ns).
+    pub timeout_open: u64,
+    pub timeout_closing: u64,
 }
 
 /// Canonical flow identity of a packet, and whether the packet goes a → b.
@@ -208,6 +273,40 @@ impl Conntrack {
     /// Finds the packet's flow, advances its state and refreshes its
     /// timeout. Returns the `ct state` the rules see.
     pub fn lookup(&mut self, key: &PacketKey, now: u64) -> CtLookup {
+        self.lookup_at(key, now).0
+    }
+
+    /// [`Conntrack::lookup`], and the flow as the fast path would take it
+    /// when the packet left it established.
+    pub fn lookup_for_fast_path(
+        &mut self,
+        key: &PacketKey,
+        now: u64,
+    ) -> (CtLookup, Option<FastFlow>) {
+        let (l, at) = self.lookup_at(key, now);
+        let fast = match at {
+            Some(i) if l.state == CtState::Established => {
+                let e = &self.slots[i];
+                Some(FastFlow {
+                    a: e.a,
+                    b: e.b,
+                    pa: e.pa,
+                    pb: e.pb,
+                    proto: e.proto,
+                    v6: e.v6,
+                    orig_a: e.orig_a,
+                    closing: e.phase == Phase::Closing,
+                    expires: e.expires,
+                    timeout_open: self.timeout(e.proto, Phase::Established),
+                    timeout_closing: self.timeout(e.proto, Phase::Closing),
+                })
+            }
+            _ => None,
+        };
+        (l, fast)
+    }
+
+    fn lookup_at(&mut self, key: &PacketKey, now: u64) -> (CtLookup, Option<usize>) {
         let f = flow_of(key);
         let Some(i) = self.find(&f, now) else {
             let state = if key.proto == 6 && (key.tcp_flags & 0x12) != 0x02 {
@@ -216,10 +315,13 @@ impl Conntrack {
             } else {
                 CtState::New
             };
-            return CtLookup {
-                state,
-                tracked: false,
-            };
+            return (
+                CtLookup {
+                    state,
+                    tracked: false,
+                },
+                None,
+            );
         };
         let e = &mut self.slots[i];
         let original = f.from_a == e.orig_a;
@@ -237,9 +339,34 @@ impl Conntrack {
         let phase = e.phase;
         let t = self.timeout(key.proto, phase);
         self.slots[i].expires = now.saturating_add(t);
-        CtLookup {
-            state,
-            tracked: true,
+        (
+            CtLookup {
+                state,
+                tracked: true,
+            },
+            Some(i),
+        )
+    }
+
+    /// The fast path now holds flow `f` (handed over at `now`): from here
+    /// its state is the fast path's, which tells this table what it knows
+    /// with every packet it still hands over. This table's copy is kept
+    /// only `grace` ns more, for the flow's packets the fast path handed
+    /// over before it held the flow, then expires: a copy the fast path
+    /// no longer refreshes must not outlive the fast path's own entry.
+    pub fn delegate(&mut self, f: &FastFlow, now: u64, grace: u64) {
+        let flow = Flow {
+            a: f.a,
+            b: f.b,
+            pa: f.pa,
+            pb: f.pb,
+            proto: f.proto,
+            v6: f.v6,
+            from_a: true,
+        };
+        if let Some(i) = self.find(&flow, now) {
+            let e = &mut self.slots[i];
+            e.expires = e.expires.min(now.saturating_add(grace));
         }
     }
 

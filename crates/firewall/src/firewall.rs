@@ -2,12 +2,12 @@
 //! counters and their summary.
 
 use crate::classifier::{
-    Classifier, ClassifierStats, CompileError, CompileOptions, FlatRule, CHUNK, NO_RULE,
+    CHUNK, Classifier, ClassifierStats, CompileError, CompileOptions, FlatRule, NO_RULE,
 };
 use crate::key::{Action, IfaceId, PacketKey, Verdict};
 use crate::rules::{
-    complement, normalize, Chain, ConntrackConfig, Family, IfaceMatch, Intervals, Policy,
-    RejectLimit, RejectWith, RuleAction, RuleSet, FIELD_COUNT,
+    Chain, ConntrackConfig, FIELD_COUNT, Family, IfaceMatch, Intervals, Policy, RejectLimit,
+    RejectWith, RuleAction, RuleSet, complement, normalize,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
 //! What the classifier reads from a packet, and what it answers.
 
+use crate::conntrack::CtHint;
 use crate::rules::{CtState, Family, Field};
 use serde::Serialize;
 
@@ -38,17 +39,16 @@ pub struct PacketKey {
     /// Set by connection tracking before classification.
     pub ct: CtState,
     pub is_v6: bool,
+    /// What the XDP engine's fast path knew of the flow, when the packet
+    /// came from it.
+    pub ct_hint: CtHint,
 }
 
 impl PacketKey {
     /// The packet's address family.
     #[inline]
     pub fn family(&self) -> Family {
-        if self.is_v6 {
-            Family::V6
-        } else {
-            Family::V4
-        }
+        if self.is_v6 { Family::V6 } else { Family::V4 }
     }
 
     /// The classifier's `aux` field: TCP flags for TCP, the type for ICMP.
@@ -79,11 +79,7 @@ impl PacketKey {
 
     #[inline]
     fn addr(&self, a: u128) -> u128 {
-        if self.is_v6 {
-            a
-        } else {
-            a & 0xffff_ffff
-        }
+        if self.is_v6 { a } else { a & 0xffff_ffff }
     }
 }
 

@@ -14,21 +14,21 @@ pub mod benchmark;
 pub mod classifier;
 pub mod conntrack;
 mod firewall;
-pub mod gen;
 pub mod key;
 mod parse;
 pub mod pipeline_acl;
+pub mod rulegen;
 pub mod rules;
 mod worker;
 
 pub use classifier::{ClassifierStats, CompileError, CompileOptions};
-pub use conntrack::{Conntrack, ConntrackStats};
+pub use conntrack::{Conntrack, ConntrackStats, CtHint, FastFlow};
 pub use firewall::{
-    flatten, BuildStats, ChainSummary, Firewall, FirewallSummary, InterfaceMap, LinearFirewall,
-    RuleCounters, RuleInfo, RuleSummary,
+    BuildStats, ChainSummary, Firewall, FirewallSummary, InterfaceMap, LinearFirewall,
+    RuleCounters, RuleInfo, RuleSummary, flatten,
 };
-pub use key::{Action, IfaceId, PacketKey, Verdict, IFACE_NONE};
-pub use parse::{parse_rules, RuleError};
+pub use key::{Action, IFACE_NONE, IfaceId, PacketKey, Verdict};
+pub use parse::{RuleError, parse_rules};
 pub use pipeline_acl::PipelineFirewall;
 pub use rules::{Chain, CtState, Family, Policy, RuleAction, RuleSet};
 pub use worker::{FirewallWorker, SharedFirewall, WorkerStats};

@@ -16,8 +16,8 @@
 //! ```
 
 use crate::rules::{
-    complement, normalize, Chain, ChainRules, CtState, Family, IcmpxReason, IfaceMatch, Intervals,
-    Policy, RejectWith, Rule, RuleAction, RuleSet,
+    Chain, ChainRules, CtState, Family, IcmpxReason, IfaceMatch, Intervals, Policy, RejectWith,
+    Rule, RuleAction, RuleSet, complement, normalize,
 };
 use std::collections::HashMap;
 use wire::Cidr;
@@ -253,7 +253,7 @@ impl Parser {
                 other => {
                     return self.err(format!(
                         "unknown statement `{other}` (expected define, set, chain, ct or limit)"
-                    ))
+                    ));
                 }
             }
             self.end_statement()?;
@@ -283,7 +283,8 @@ impl Parser {
                 match n.parse::<usize>() {
                     Ok(v) if (16..=1 << 26).contains(&v) => self.set.conntrack.size = v,
                     _ => {
-                        return self.err(format!("ct size: `{n}` is not a number in 16..=67108864"))
+                        return self
+                            .err(format!("ct size: `{n}` is not a number in 16..=67108864"));
                     }
                 }
             }
@@ -304,9 +305,15 @@ impl Parser {
                     "udp-established" => &mut cfg.udp_established,
                     "icmp" => &mut cfg.icmp,
                     "other" => &mut cfg.other,
-                    _ => return Err(RuleError { file: self.file.clone(), line: self.toks[self.pos - 1].line, message: format!(
-                        "ct timeout: unknown `{name}` (tcp-syn, tcp-established, tcp-closing, udp-new, udp-established, icmp, other)"
-                    )}),
+                    _ => {
+                        return Err(RuleError {
+                            file: self.file.clone(),
+                            line: self.toks[self.pos - 1].line,
+                            message: format!(
+                                "ct timeout: unknown `{name}` (tcp-syn, tcp-established, tcp-closing, udp-new, udp-established, icmp, other)"
+                            ),
+                        });
+                    }
                 };
                 *slot = v;
             }
@@ -407,7 +414,7 @@ impl Parser {
                         self.expand(w, &mut out)?;
                     }
                     Some(Tok::Str(_)) | Some(Tok::LBrace) => {
-                        return self.err(format!("{what}: unexpected token in a list"))
+                        return self.err(format!("{what}: unexpected token in a list"));
                     }
                     None => return self.err(format!("{what}: missing `}}`")),
                 }
@@ -514,7 +521,7 @@ impl Parser {
                         other => {
                             return self.err(format!(
                                 "{w}: unknown field `{other}` (saddr, daddr, protocol, nexthdr)"
-                            ))
+                            ));
                         }
                     }
                 }
@@ -649,7 +656,7 @@ impl Parser {
                 return self.err_at(
                     line,
                     "rule has no verdict (accept, drop, reject) and no counter",
-                )
+                );
             }
         };
         if action == RuleAction::Reject(RejectWith::TcpReset)

@@ -12,7 +12,7 @@
 use crate::classifier::CHUNK;
 use crate::key::{Action, PacketKey, Verdict};
 use crate::rules::{Chain, CtState};
-use crate::{Firewall, FirewallWorker};
+use crate::{CtHint, Firewall, FirewallWorker};
 use pipeline::{Acl, AclAction, FlowKey};
 use std::sync::Arc;
 
@@ -22,18 +22,41 @@ use std::sync::Arc;
 pub struct PipelineFirewall {
     fw: Arc<Firewall>,
     seed: u64,
+    epoch: u32,
 }
 
 impl PipelineFirewall {
     /// Wraps a compiled rule set; `seed` keys the connection tables' hash.
     pub fn new(fw: Arc<Firewall>, seed: u64) -> Self {
-        PipelineFirewall { fw, seed }
+        Self::with_epoch(fw, seed, 0)
+    }
+
+    /// [`PipelineFirewall::new`] whose connection tables are of `epoch`:
+    /// workers keep their tables across rule sets of one epoch and start
+    /// new ones when it changes (the control side changes it whenever the
+    /// tables cannot carry over, so the XDP engine's table follows).
+    pub fn with_epoch(fw: Arc<Firewall>, seed: u64, epoch: u32) -> Self {
+        PipelineFirewall { fw, seed, epoch }
+    }
+
+    /// The connection tables' epoch.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
     }
 
     /// The rule set (for `Firewall::summary`).
     pub fn firewall(&self) -> &Arc<Firewall> {
         &self.fw
     }
+}
+
+/// The firewall state a pipeline worker keeps for its ACL, whether the
+/// tables' ACL is a [`PipelineFirewall`] or an optional one (the config's).
+pub fn worker_state(w: &mut pipeline::Worker) -> Option<&mut FirewallWorker> {
+    if w.acl_state_mut::<FirewallWorker>().is_some() {
+        return w.acl_state_mut::<FirewallWorker>();
+    }
+    w.acl_state_mut::<Option<FirewallWorker>>()?.as_mut()
 }
 
 /// The firewall's key for a pipeline flow key.
@@ -54,6 +77,7 @@ pub fn packet_key(k: &FlowKey) -> PacketKey {
         icmp_code: k.icmp_code,
         ct: CtState::Untracked,
         is_v6: k.is_ipv6,
+        ct_hint: CtHint::None,
     }
 }
 
@@ -71,7 +95,7 @@ impl Acl for PipelineFirewall {
     type State = FirewallWorker;
 
     fn new_state(&self) -> FirewallWorker {
-        FirewallWorker::new(Arc::clone(&self.fw), self.seed)
+        FirewallWorker::with_epoch(Arc::clone(&self.fw), self.seed, self.epoch)
     }
 
     fn classify_batch(
@@ -81,9 +105,38 @@ impl Acl for PipelineFirewall {
         keys: &[FlowKey],
         out: &mut [AclAction],
     ) {
-        if !Arc::ptr_eq(state.firewall(), &self.fw) {
+        self.classify(state, now_ns, keys, &[], out, None);
+    }
+
+    fn classify_batch_with(
+        &self,
+        state: &mut FirewallWorker,
+        now_ns: u64,
+        keys: &[FlowKey],
+        ct_hints: &[u8],
+        out: &mut [AclAction],
+        rules: Option<&mut [Option<u32>]>,
+    ) {
+        self.classify(state, now_ns, keys, ct_hints, out, rules);
+    }
+}
+
+impl PipelineFirewall {
+    /// Classifies through `state` with each packet's connection-tracking
+    /// hint (missing ones: none), writing each decision's rule slot to
+    /// `rules` when given.
+    fn classify(
+        &self,
+        state: &mut FirewallWorker,
+        now_ns: u64,
+        keys: &[FlowKey],
+        ct_hints: &[u8],
+        out: &mut [AclAction],
+        mut rules: Option<&mut [Option<u32>]>,
+    ) {
+        if !Arc::ptr_eq(state.firewall(), &self.fw) || state.epoch() != self.epoch {
             // A new snapshot: counters restart (allocates once per swap).
-            state.adopt(Arc::clone(&self.fw));
+            state.adopt_epoch(Arc::clone(&self.fw), self.epoch);
         }
         let n = keys.len().min(out.len());
         let mut base = 0;
@@ -92,12 +145,20 @@ impl Acl for PipelineFirewall {
             let mut pk = [PacketKey::default(); CHUNK];
             let mut verdicts = [Verdict::default(); CHUNK];
             let m = end - base;
-            for (p, k) in pk.iter_mut().zip(&keys[base..end]) {
+            for (j, (p, k)) in pk.iter_mut().zip(&keys[base..end]).enumerate() {
                 *p = packet_key(k);
+                if let Some(&h) = ct_hints.get(base + j) {
+                    p.ct_hint = CtHint::from_code(u32::from(h));
+                }
             }
             state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
             for (o, v) in out[base..end].iter_mut().zip(&verdicts[..m]) {
                 *o = acl_action(v.action);
+            }
+            if let Some(r) = rules.as_deref_mut() {
+                for (o, v) in r.iter_mut().skip(base).zip(&verdicts[..m]) {
+                    *o = Some(v.rule);
+                }
             }
             base = end;
         }
@@ -107,7 +168,7 @@ impl Acl for PipelineFirewall {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{parse_rules, InterfaceMap};
+    use crate::{InterfaceMap, parse_rules};
 
     #[test]
     fn classifies_pipeline_keys() {

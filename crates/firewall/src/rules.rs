@@ -157,13 +157,13 @@ pub fn normalize(mut iv: Intervals) -> Intervals {
     iv.sort_unstable();
     let mut out: Intervals = Vec::with_capacity(iv.len());
     for (lo, hi) in iv {
-        if let Some(last) = out.last_mut() {
-            if lo <= last.1.saturating_add(1) {
-                if hi > last.1 {
-                    last.1 = hi;
-                }
-                continue;
+        if let Some(last) = out.last_mut()
+            && lo <= last.1.saturating_add(1)
+        {
+            if hi > last.1 {
+                last.1 = hi;
             }
+            continue;
         }
         out.push((lo, hi));
     }

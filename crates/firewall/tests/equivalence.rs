@@ -3,14 +3,14 @@
 //! action, both chains and families) and random packets near the rules'
 //! boundaries.
 
-use firewall::gen::SplitMix;
+use firewall::rulegen::SplitMix;
 use firewall::rules::{
-    complement, normalize, ChainRules, CtState, Family, IcmpxReason, IfaceMatch, Intervals, Policy,
-    RejectWith, Rule, RuleAction, RuleSet,
+    ChainRules, CtState, Family, IcmpxReason, IfaceMatch, Intervals, Policy, RejectWith, Rule,
+    RuleAction, RuleSet, complement, normalize,
 };
 use firewall::{
-    Chain, CompileOptions, Firewall, InterfaceMap, LinearFirewall, PacketKey, RuleCounters,
-    Verdict, IFACE_NONE,
+    Chain, CompileOptions, Firewall, IFACE_NONE, InterfaceMap, LinearFirewall, PacketKey,
+    RuleCounters, Verdict,
 };
 use proptest::prelude::*;
 
@@ -242,6 +242,7 @@ fn random_key(rng: &mut SplitMix, p: &Pools) -> PacketKey {
             CtState::Untracked,
         ][rng.below(5) as usize],
         is_v6,
+        ct_hint: Default::default(),
     };
     if !is_v6 && rng.percent(30) {
         // IPv4-mapped form: the upper bits must be ignored.
@@ -325,11 +326,11 @@ proptest! {
 #[test]
 fn generated_firewall_sets_agree_with_linear() {
     for n in [1usize, 100, 1000] {
-        let rules = firewall::gen::rules(n, n as u64);
-        let set = firewall::parse_rules(&firewall::gen::to_rule_text(&rules), "gen").unwrap();
+        let rules = firewall::rulegen::rules(n, n as u64);
+        let set = firewall::parse_rules(&firewall::rulegen::to_rule_text(&rules), "gen").unwrap();
         let fw = Firewall::compile(&set, &InterfaceMap::new()).unwrap();
         let lin = LinearFirewall::new(&set, &InterfaceMap::new());
-        let keys = firewall::gen::trace(&rules, 5000, 99);
+        let keys = firewall::rulegen::trace(&rules, 5000, 99);
         let mut out = vec![Verdict::default(); keys.len()];
         let mut c = RuleCounters::default();
         fw.classify_batch(Chain::Forward, &keys, &mut out, &mut c);

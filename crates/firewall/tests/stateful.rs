@@ -4,8 +4,8 @@
 //! set swaps.
 
 use firewall::{
-    parse_rules, Action, Chain, Firewall, FirewallWorker, InterfaceMap, PacketKey, SharedFirewall,
-    Verdict,
+    Action, Chain, Firewall, FirewallWorker, InterfaceMap, PacketKey, SharedFirewall, Verdict,
+    parse_rules,
 };
 use std::sync::Arc;
 
@@ -223,9 +223,10 @@ fn rejects_are_rate_limited() {
         .count();
     assert_eq!(rst, 5);
     assert_eq!(w.stats().rejects_rate_limited, 15);
-    assert!(out
-        .iter()
-        .all(|v| matches!(v.action, Action::RejectTcpReset | Action::Drop)));
+    assert!(
+        out.iter()
+            .all(|v| matches!(v.action, Action::RejectTcpReset | Action::Drop))
+    );
     // Half a second later: 5 more tokens.
     let mut keys = vec![udp(WAN, OUTSIDE, 1, INSIDE, 69); 10];
     let mut out = vec![Verdict::default(); 10];
@@ -253,4 +254,78 @@ fn workers_pick_up_a_swapped_rule_set() {
     assert_eq!(one(&mut w, k, 0), Action::Drop);
     assert_eq!(w.stats().rule_set_swaps, 1);
     assert_eq!(w.counters().packets[0], 1);
+}
+
+/// In front of the XDP engine: a flow found established on a packet the
+/// fast path did not know is handed over once; while the fast path holds
+/// it, its packets come with the fast path's state and the table is not
+/// consulted; the table's own copy lapses after the grace period, and a
+/// flow the fast path refused stays here.
+#[test]
+fn flows_go_to_the_fast_path_once_established() {
+    use firewall::CtHint;
+    let mut w = worker(RULES);
+    let hinted = |k: PacketKey, h: CtHint| PacketKey { ct_hint: h, ..k };
+    let out = udp(LAN, INSIDE, 5000, OUTSIDE, 53);
+    let back = udp(WAN, OUTSIDE, 53, INSIDE, 5000);
+    assert_eq!(one(&mut w, hinted(out, CtHint::Absent), 0), Action::Accept);
+    let mut given = Vec::new();
+    w.hand_over(0, |f| {
+        given.push(*f);
+        true
+    });
+    assert!(given.is_empty(), "a new flow stays in the table");
+    // The reply establishes it (twice in one batch: handed over once, in
+    // its latest state).
+    let mut keys = [hinted(back, CtHint::Absent), hinted(out, CtHint::Absent)];
+    let mut v = [Verdict::default(); 2];
+    w.process_batch(Chain::Forward, &mut keys, &mut v, SEC);
+    assert!(v.iter().all(|v| v.action == Action::Accept));
+    w.hand_over(SEC, |f| {
+        given.push(*f);
+        true
+    });
+    assert_eq!(given.len(), 1, "{given:?}");
+    let f = given[0];
+    assert_eq!((f.proto, f.closing), (17, false));
+    assert_eq!(f.expires, 21 * SEC, "refreshed by the second packet");
+    assert_eq!(
+        (f.timeout_open, f.timeout_closing),
+        (20 * SEC, 20 * SEC),
+        "udp-established"
+    );
+    assert_eq!(w.stats().fast_path_handoffs, 1);
+    // Much later the fast path still holds it: its word is taken.
+    assert_eq!(
+        one(&mut w, hinted(back, CtHint::Established), 100 * SEC),
+        Action::Accept
+    );
+    assert_eq!(w.stats().fast_path_established, 1);
+    // A packet the fast path does not hold any more (it expired there):
+    // the table's copy lapsed after the grace period, so it is new.
+    assert_eq!(
+        one(&mut w, hinted(back, CtHint::Absent), 3 * SEC),
+        Action::Drop,
+        "new from outside"
+    );
+    // Within the grace period the copy still answers (a packet the fast
+    // path handed over before it held the flow).
+    let mut w = worker(RULES);
+    one(&mut w, hinted(out, CtHint::Absent), 0);
+    one(&mut w, hinted(back, CtHint::Absent), 0);
+    w.hand_over(0, |_| true);
+    assert_eq!(
+        one(&mut w, hinted(back, CtHint::Absent), SEC / 2),
+        Action::Accept
+    );
+    // A flow the fast path refused stays here, alive.
+    let mut w = worker(RULES);
+    one(&mut w, hinted(out, CtHint::Absent), 0);
+    one(&mut w, hinted(back, CtHint::Absent), 0);
+    w.hand_over(0, |_| false);
+    assert_eq!(w.stats().fast_path_refused, 1);
+    assert_eq!(
+        one(&mut w, hinted(back, CtHint::Absent), 15 * SEC),
+        Action::Accept
+    );
 }

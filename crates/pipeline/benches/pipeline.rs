@@ -4,10 +4,11 @@
 //! - the reference FIB holding the test router's handful of routes,
 //! - the reference FIB holding a full Internet table (901,899 IPv4 /
 //!   160,147 IPv6 prefixes from data/full-table-prefixes.txt.gz),
-//! - the fast FIB (`fib::poptrie::Poptrie`) holding the same full table;
+//! - the fast FIB (`fib::poptrie::Poptrie`) holding the same full table,
+//!   also with `show runtime`'s stage clock on (`_runtime`);
 //! - the reference FIB with the small table and the firewall
 //!   (`firewall::PipelineFirewall`) as the ACL stage, with 1,000 and 10,000
-//!   generated rules (`firewall::gen`, ClassBench-like, policy drop, plus a
+//!   generated rules (`firewall::rulegen`, ClassBench-like, policy drop, plus a
 //!   last rule accepting the benchmark's sources);
 //!
 //! and, in the same run, two peers over the same frames:
@@ -23,7 +24,7 @@
 //! charged to the code under test; `PIPELINE_BENCH_WALL=1` measures wall
 //! time instead.
 //!
-//! Run: `cargo bench -p pipeline --bench pipeline`.
+//! Run: `cargo bench -p fastfwd-pipeline --bench pipeline`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -33,7 +34,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
-use criterion::{criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_main};
 use fib::poptrie::Poptrie;
 use fib::{Lookup, NextHopId, RouteTable};
 use pipeline::*;
@@ -197,15 +198,36 @@ impl Measurement for OnCpu {
     }
 }
 
+/// The stage clock of the `_runtime` variants: CLOCK_MONOTONIC through
+/// the vDSO, as the router's workers read it.
+fn stage_clock() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}
+
 fn run_pipeline<const N: usize, M: Measurement, F4: Lookup<u32>, F6: Lookup<u128>>(
     c: &mut criterion::BenchmarkGroup<'_, M>,
     name: &str,
     tables: &Tables<F4, F6>,
     templates: &[Vec<u8>],
 ) {
+    run_pipeline_timed::<N, M, F4, F6>(c, name, tables, templates, None)
+}
+
+fn run_pipeline_timed<const N: usize, M: Measurement, F4: Lookup<u32>, F6: Lookup<u128>>(
+    c: &mut criterion::BenchmarkGroup<'_, M>,
+    name: &str,
+    tables: &Tables<F4, F6>,
+    templates: &[Vec<u8>],
+    clock: Option<StageClock>,
+) {
     let len = templates[0].len();
     let mut bufs = Box::new([[0u8; BUF]; N]);
     let mut w = Worker::new(WorkerConfig::default());
+    w.set_stage_clock(clock);
     let mut next = 0;
     // Every frame must forward, or the figure would measure drops.
     refill(&mut bufs, templates, &mut next);
@@ -235,7 +257,7 @@ fn firewall_tables(
     rules: usize,
 ) -> Tables<fib::reference::ReferenceFib4, fib::reference::ReferenceFib6, firewall::PipelineFirewall>
 {
-    let mut text = firewall::gen::to_rule_text(&firewall::gen::rules(rules, 7));
+    let mut text = firewall::rulegen::to_rule_text(&firewall::rulegen::rules(rules, 7));
     let end = text.rfind('}').unwrap_or(text.len());
     text.insert_str(
         end,
@@ -403,6 +425,14 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 }
                 if let (Some(t), Some(f)) = (&full_pop, &full_frames) {
                     run_pipeline::<$n, _, _, _>(&mut g, "pipeline_poptrie_full", t, f);
+                    // The same with `show runtime`'s stage clock on.
+                    run_pipeline_timed::<$n, _, _, _>(
+                        &mut g,
+                        "pipeline_poptrie_full_runtime",
+                        t,
+                        f,
+                        Some(stage_clock),
+                    );
                 }
                 run_with_firewall::<$n, _>(&mut g, "pipeline_ref_small_fw1k", &fw1k, small_frames);
                 run_with_firewall::<$n, _>(

@@ -16,9 +16,16 @@ pub const HEADROOM: usize = 8;
 #[derive(Debug)]
 pub struct Frame<'a> {
     buf: &'a mut [u8],
-    start: usize,
-    len: usize,
+    // u32 offsets keep a frame in 32 bytes with its hint (buffers are
+    // far below 4 GiB).
+    start: u32,
+    len: u32,
+    ct_hint: u8,
 }
+
+// Every stage walks the chunk's frames: keep them at four words.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Frame<'static>>() == 32);
 
 impl<'a> Frame<'a> {
     /// A frame of `len` bytes at offset `start` of `buf`; both are clamped
@@ -26,25 +33,48 @@ impl<'a> Frame<'a> {
     pub fn new(buf: &'a mut [u8], start: usize, len: usize) -> Self {
         let start = start.min(buf.len());
         let len = len.min(buf.len() - start);
-        Self { buf, start, len }
+        Self {
+            buf,
+            start: start as u32,
+            len: len as u32,
+            ct_hint: 0,
+        }
     }
 
     /// A frame filling the whole buffer (no headroom).
     pub fn whole(buf: &'a mut [u8]) -> Self {
-        let len = buf.len();
-        Self { buf, start: 0, len }
+        let len = buf.len() as u32;
+        Self {
+            buf,
+            start: 0,
+            len,
+            ct_hint: 0,
+        }
+    }
+
+    /// The frame with the XDP engine's connection-tracking hint (see
+    /// [`crate::FlowKey::ct_hint`]).
+    pub fn with_ct_hint(mut self, hint: u8) -> Self {
+        self.ct_hint = hint;
+        self
+    }
+
+    /// The XDP engine's connection-tracking hint (0: none).
+    #[inline]
+    pub fn ct_hint(&self) -> u8 {
+        self.ct_hint
     }
 
     /// Offset of the frame in its buffer.
     #[inline]
     pub fn start(&self) -> usize {
-        self.start
+        self.start as usize
     }
 
     /// Length of the frame.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// True for an empty frame.
@@ -56,13 +86,14 @@ impl<'a> Frame<'a> {
     /// The frame's bytes.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buf[self.start..self.start + self.len]
+        &self.buf[self.start()..self.start() + self.len()]
     }
 
     /// The frame's bytes, writable.
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..self.start + self.len]
+        let (s, l) = (self.start(), self.len());
+        &mut self.buf[s..s + l]
     }
 
     /// The whole buffer (headroom and tailroom included).
@@ -80,8 +111,9 @@ impl<'a> Frame<'a> {
     #[inline]
     pub(crate) fn set_window(&mut self, start: usize, len: usize) {
         debug_assert!(start + len <= self.buf.len());
-        self.start = start.min(self.buf.len());
-        self.len = len.min(self.buf.len() - self.start);
+        let start = start.min(self.buf.len());
+        self.start = start as u32;
+        self.len = len.min(self.buf.len() - start) as u32;
     }
 }
 

@@ -37,16 +37,20 @@
 pub mod acl;
 pub mod counters;
 pub mod frame;
+pub mod runtime;
 mod stages;
 pub mod tables;
+pub mod trace;
 pub mod worker;
 
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
 pub use frame::{Frame, HEADROOM};
+pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,
-    Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, NextHopId, PortId, RouteTarget, TableError, Tables,
-    TablesBuilder, Vlan, MAX_ECMP,
+    Ipv4IfAddr, Ipv6IfAddr, MAX_ECMP, MacAddr, NextHop, NextHopId, PortId, RouteTarget, TableError,
+    Tables, TablesBuilder, Vlan,
 };
-pub use worker::{BatchOutput, Verdict, Worker, WorkerConfig, CHUNK};
+pub use trace::{TraceRecord, Tracer};
+pub use worker::{BatchOutput, CHUNK, Verdict, Worker, WorkerConfig};

@@ -29,8 +29,13 @@ use fib::{Lookup, NextHopId};
 use crate::acl::{Acl, AclAction, FlowKey};
 use crate::counters::{Counters, DropReason, PuntReason};
 use crate::frame::Frame;
+use crate::runtime::{ChunkTimer, RuntimeStats, Stage, StageClock};
 use crate::stages::{self, icmp::TokenBucket};
 use crate::tables::{InterfaceId, PortId, Tables};
+use crate::trace::{TraceRecord, Tracer};
+
+/// No trace record (untraced frame).
+const UNTRACED: u16 = u16::MAX;
 
 /// Frames handled per stage pass (size of the stack arrays the stages
 /// share, and of each `lookup_batch` call).
@@ -240,6 +245,14 @@ pub struct Worker {
     pub(crate) ip_id: u16,
     /// The ACL's per-worker state ([`Acl::State`]), created on first use.
     acl_state: Option<Box<dyn Any + Send>>,
+    /// The clock the stage timer reads; `None`: no run-time statistics.
+    stage_clock: Option<StageClock>,
+    /// Per-stage calls, packets and time (`show runtime`).
+    runtime: RuntimeStats,
+    /// Chunks processed (which of them are timed).
+    chunks: u64,
+    /// The packet trace in progress (`None`: not tracing).
+    trace: Option<Box<Tracer>>,
 }
 
 impl Worker {
@@ -251,8 +264,47 @@ impl Worker {
             icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
             ip_id: 0,
             acl_state: None,
+            stage_clock: None,
+            runtime: RuntimeStats::default(),
+            chunks: 0,
+            trace: None,
             cfg,
         }
+    }
+
+    /// Traces the packets `tracer` picks (see [`crate::trace`]), or stops
+    /// tracing (`None`).
+    pub fn set_tracer(&mut self, tracer: Option<Tracer>) {
+        self.trace = tracer.map(Box::new);
+    }
+
+    /// The trace in progress.
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.trace.as_deref()
+    }
+
+    /// The trace records so far, taken out (the tracer goes on).
+    pub fn take_trace(&mut self) -> Vec<TraceRecord> {
+        self.trace.as_mut().map(|t| t.take()).unwrap_or_default()
+    }
+
+    fn trace_at(&mut self, at: u16) -> Option<&mut TraceRecord> {
+        if at == UNTRACED {
+            return None;
+        }
+        self.trace.as_mut()?.record(at)
+    }
+
+    /// Times every stage with `clock` (one read per stage of one chunk in
+    /// [`crate::runtime::TIMED_EVERY`]), or stops timing (`None`).
+    pub fn set_stage_clock(&mut self, clock: Option<StageClock>) {
+        self.stage_clock = clock;
+    }
+
+    /// Per-stage statistics since creation (calls and packets always;
+    /// time only with a clock).
+    pub fn runtime(&self) -> &RuntimeStats {
+        &self.runtime
     }
 
     /// The configuration.
@@ -269,6 +321,12 @@ impl Worker {
     /// the ACL of the last snapshot used has state of type `S`.
     pub fn acl_state<S: 'static>(&self) -> Option<&S> {
         self.acl_state.as_ref()?.downcast_ref::<S>()
+    }
+
+    /// [`Worker::acl_state`], writable (the worker loop takes what the ACL
+    /// left for it, e.g. flows for the XDP engine's fast path).
+    pub fn acl_state_mut<S: 'static>(&mut self) -> Option<&mut S> {
+        self.acl_state.as_mut()?.downcast_mut::<S>()
     }
 
     /// The last batch's results.
@@ -334,11 +392,25 @@ impl Worker {
         let n = frames.len();
         let mut meta = [Meta::default(); CHUNK];
         let mut steps = [Step::Done(Verdict::Consumed); CHUNK];
+        let mut timer = ChunkTimer::start(self.stage_clock, self.chunks);
+        self.chunks = self.chunks.wrapping_add(1);
+
+        // Packet traces: a branch per stage of the chunk, the recording
+        // out of line (cold), so the stages compile as without traces.
+        let tracing = self.trace.as_ref().is_some_and(|t| t.remaining() > 0);
+        let mut traced = [UNTRACED; CHUNK];
+        if tracing {
+            self.trace_pick(port, frames, &mut traced);
+        }
 
         // Stage 1: input (L2 dispatch, L3 validation, local delivery, TTL).
         for i in 0..n {
             steps[i] = stages::input(self, tables, port, &mut frames[i], &mut meta[i]);
         }
+        if tracing {
+            self.trace_input(&traced[..n], &steps[..n], &meta[..n]);
+        }
+        timer.lap(&mut self.runtime, Stage::Input, n);
 
         // Stage 2: batched route lookup, one call per family.
         let mut dst4 = [0u32; CHUNK];
@@ -366,6 +438,7 @@ impl Worker {
         if n6 > 0 {
             tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
         }
+        timer.lap(&mut self.runtime, Stage::Lookup, n4 + n6);
 
         // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
         // egress interface. Flow keys are built when the ACL or ECMP
@@ -373,6 +446,8 @@ impl Worker {
         let acl_on = !tables.acl.accepts_all();
         let mut keys = [FlowKey::default(); CHUNK];
         let mut hops = [0u32; CHUNK];
+        // Where each packet stood before this stage (for a trace only).
+        let routed = tracing.then_some(steps);
         let (mut j4, mut j6) = (0, 0);
         for i in 0..n {
             let (is_ipv6, nh) = match steps[i] {
@@ -400,16 +475,29 @@ impl Worker {
                 Err(v) => steps[i] = Step::Done(v),
             }
         }
+        if let Some(routed) = &routed {
+            self.trace_next_hop(
+                tables,
+                &traced[..n],
+                &routed[..n],
+                &steps[..n],
+                &hops[..n],
+                (&nh4[..n4], &nh6[..n6]),
+            );
+        }
+        timer.lap(&mut self.runtime, Stage::NextHop, n4 + n6);
 
         // Stage 4: ACL over the packets still in flight, before anything
         // (neighbour resolution, ICMP, fragmentation) acts on them.
         if acl_on {
             let mut batch = [FlowKey::default(); CHUNK];
+            let mut hints = [0u8; CHUNK];
             let mut idx = [0u8; CHUNK];
             let mut k = 0;
             for i in 0..n {
                 if !matches!(steps[i], Step::Done(_)) {
                     batch[k] = keys[i];
+                    hints[k] = frames[i].ct_hint();
                     idx[k] = i as u8;
                     k += 1;
                 }
@@ -421,12 +509,21 @@ impl Worker {
                 Some(b) if b.is::<A::State>() => b,
                 _ => Box::new(tables.acl.new_state()),
             };
+            let mut rules = [None::<u32>; CHUNK];
             if let Some(st) = state.downcast_mut::<A::State>() {
-                tables
-                    .acl
-                    .classify_batch(st, now_ns, &batch[..k], &mut actions[..k]);
+                tables.acl.classify_batch_with(
+                    st,
+                    now_ns,
+                    &batch[..k],
+                    &hints[..k],
+                    &mut actions[..k],
+                    tracing.then_some(&mut rules[..k]),
+                );
             }
             self.acl_state = Some(state);
+            if tracing {
+                self.trace_acl(&traced, &idx[..k], &actions[..k], &rules[..k]);
+            }
             for j in 0..k {
                 let i = usize::from(idx[j]);
                 match actions[j] {
@@ -471,26 +568,144 @@ impl Worker {
                 }
                 steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
             }
+            timer.lap(&mut self.runtime, Stage::Acl, k);
         }
 
         // Stage 5: neighbour, MTU, TTL / hop limit, rewrite, enqueue.
+        let mut in_flight = 0;
         for i in 0..n {
             let verdict = match steps[i] {
                 Step::Done(v) => v,
-                Step::Route4(_) | Step::Route6(_) => stages::forward(
-                    self,
-                    tables,
-                    &mut frames[i],
-                    &meta[i],
-                    matches!(steps[i], Step::Route6(_)),
-                    hops[i],
-                    (base + i) as u16,
-                ),
+                Step::Route4(_) | Step::Route6(_) => {
+                    in_flight += 1;
+                    stages::forward(
+                        self,
+                        tables,
+                        &mut frames[i],
+                        &meta[i],
+                        matches!(steps[i], Step::Route6(_)),
+                        hops[i],
+                        (base + i) as u16,
+                    )
+                }
             };
             if let Verdict::Punt(_) = verdict {
                 self.out.punt.push((base + i) as u16);
             }
             self.out.verdicts.push(verdict);
+        }
+        if tracing {
+            self.trace_forward(&traced[..n], &steps[..n], base);
+        }
+        timer.lap(&mut self.runtime, Stage::Forward, in_flight);
+    }
+
+    /// Picks the chunk's frames the tracer traces (before any stage
+    /// rewrites them).
+    #[cold]
+    #[inline(never)]
+    fn trace_pick(&mut self, port: PortId, frames: &[Frame<'_>], traced: &mut [u16; CHUNK]) {
+        if let Some(t) = self.trace.as_mut() {
+            for (slot, f) in traced.iter_mut().zip(frames) {
+                *slot = t.pick(port, f.data()).unwrap_or(UNTRACED);
+            }
+        }
+    }
+
+    /// Records where the input stage sent each traced packet.
+    #[cold]
+    #[inline(never)]
+    fn trace_input(&mut self, traced: &[u16], steps: &[Step], meta: &[Meta]) {
+        for ((&at, &step), m) in traced.iter().zip(steps).zip(meta) {
+            if let Some(r) = self.trace_at(at) {
+                match step {
+                    Step::Done(_) => r.decided_by = Stage::Input,
+                    Step::Route4(d) => {
+                        r.in_if = Some(m.in_if);
+                        r.destination = Some(IpAddr::from(d.to_be_bytes()));
+                    }
+                    Step::Route6(d) => {
+                        r.in_if = Some(m.in_if);
+                        r.destination = Some(IpAddr::from(d.to_be_bytes()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records the lookups (`nh4`, `nh6`: the per-family results, in the
+    /// order of the packets `routed` sent to them) and the hops chosen.
+    #[cold]
+    #[inline(never)]
+    fn trace_next_hop<F4, F6, A>(
+        &mut self,
+        tables: &Tables<F4, F6, A>,
+        traced: &[u16],
+        routed: &[Step],
+        steps: &[Step],
+        hops: &[u32],
+        (nh4, nh6): (&[Option<NextHopId>], &[Option<NextHopId>]),
+    ) {
+        let (mut j4, mut j6) = (0, 0);
+        for (i, &at) in traced.iter().enumerate() {
+            let nh = match routed[i] {
+                Step::Done(_) => continue,
+                Step::Route4(_) => {
+                    j4 += 1;
+                    nh4.get(j4 - 1).copied().flatten()
+                }
+                Step::Route6(_) => {
+                    j6 += 1;
+                    nh6.get(j6 - 1).copied().flatten()
+                }
+            };
+            let hop = tables
+                .hops
+                .get(hops[i] as usize)
+                .map(|x| (x.interface, x.gateway));
+            if let Some(r) = self.trace_at(at) {
+                r.next_hop_set = Some(nh);
+                match steps[i] {
+                    Step::Done(_) => r.decided_by = Stage::NextHop,
+                    _ => r.hop = hop,
+                }
+            }
+        }
+    }
+
+    /// Records the ACL's decisions (`idx[j]`: the packet of decision j).
+    #[cold]
+    #[inline(never)]
+    fn trace_acl(
+        &mut self,
+        traced: &[u16; CHUNK],
+        idx: &[u8],
+        actions: &[AclAction],
+        rules: &[Option<u32>],
+    ) {
+        for ((&i, &action), &rule) in idx.iter().zip(actions).zip(rules) {
+            if let Some(r) = self.trace_at(traced[usize::from(i)]) {
+                r.acl = Some((action, rule));
+                if action != AclAction::Accept {
+                    r.decided_by = Stage::Acl;
+                }
+            }
+        }
+    }
+
+    /// Records each traced packet's verdict (the chunk's, from `base` in
+    /// the output), and the forward stage for those it finished.
+    #[cold]
+    #[inline(never)]
+    fn trace_forward(&mut self, traced: &[u16], steps: &[Step], base: usize) {
+        for (i, (&at, &step)) in traced.iter().zip(steps).enumerate() {
+            let verdict = self.out.verdicts.get(base + i).copied();
+            if let (Some(r), Some(v)) = (self.trace_at(at), verdict) {
+                if matches!(step, Step::Route4(_) | Step::Route6(_)) {
+                    r.decided_by = Stage::Forward;
+                }
+                r.verdict = v;
+            }
         }
     }
 

@@ -444,8 +444,8 @@ fn arp_for_the_router_is_punted_others_dropped() {
 }
 
 /// Checks an ICMPv4 error: addresses, type/code, checksum, quote.
-fn check_icmp4(gen: &[u8], from: &str, to: &str, ty: u8, code: u8, quoted: &[u8]) -> [u8; 4] {
-    let (h, rest) = Ipv4Header::from_slice(&gen[14..]).unwrap();
+fn check_icmp4(generated: &[u8], from: &str, to: &str, ty: u8, code: u8, quoted: &[u8]) -> [u8; 4] {
+    let (h, rest) = Ipv4Header::from_slice(&generated[14..]).unwrap();
     assert_eq!(h.header_checksum, h.calc_header_checksum());
     assert_eq!(h.source, v4(from).octets());
     assert_eq!(h.destination, v4(to).octets());
@@ -1188,4 +1188,163 @@ fn acl_reject_answers_with_unreachable() {
 fn suppressed(c: &pipeline::Counters, cause: IcmpSuppressed) -> u64 {
     assert_eq!(c.icmp_suppressed_by.iter().sum::<u64>(), c.icmp_suppressed);
     c.icmp_suppressed_by[cause.index()]
+}
+
+/// `show runtime`'s figures: each stage counts one call per chunk with
+/// packets in it and the packets it handled; with a clock, the timed
+/// chunks' time is the difference of the clock reads around the stage.
+#[test]
+fn stage_clock_counts_calls_packets_and_time_per_stage() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static TICKS: AtomicU64 = AtomicU64::new(0);
+    // Each read moves the clock 7 ns on.
+    fn clock() -> u64 {
+        TICKS.fetch_add(7, Ordering::Relaxed)
+    }
+    let t = router();
+    let good = eth4(
+        MAC0,
+        &Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1000, 2000, 30).bytes(),
+    );
+    let mut bad = good.clone();
+    bad[14 + 10] ^= 0xff; // IPv4 header checksum
+    // 100 frames: chunks of 64 and 36; every tenth frame is dropped at input.
+    let frames: Vec<Vec<u8>> = (0..100)
+        .map(|i| {
+            if i % 10 == 0 {
+                bad.clone()
+            } else {
+                good.clone()
+            }
+        })
+        .collect();
+    // Forwarding rewrites the frames: each run starts from fresh copies.
+    let run = |w: &mut Worker| {
+        let mut bufs: Vec<Vec<u8>> = frames
+            .iter()
+            .map(|f| {
+                let mut b = vec![0u8; HEADROOM + f.len()];
+                b[HEADROOM..].copy_from_slice(f);
+                b
+            })
+            .collect();
+        let mut each: Vec<Frame<'_>> = bufs
+            .iter_mut()
+            .map(|b| {
+                let len = b.len() - HEADROOM;
+                Frame::new(b, HEADROOM, len)
+            })
+            .collect();
+        let out = w.process(&t, 0, 0, &mut each);
+        out.verdicts()
+            .iter()
+            .filter(|v| matches!(v, Verdict::Forward { .. }))
+            .count()
+    };
+    let mut w = Worker::new(WorkerConfig::default());
+    assert_eq!(run(&mut w), 90);
+    // Without a clock: calls and packets, no time.
+    let r = w.runtime().stages[Stage::Input.index()];
+    assert_eq!((r.calls, r.packets, r.timed_packets, r.ns), (2, 100, 0, 0));
+
+    // With one: chunk 0 of every TIMED_EVERY is timed (frames 0-63, of
+    // which 0, 10, ... 60 fail the checksum at input), chunk 1 is not.
+    assert_eq!(pipeline::runtime::TIMED_EVERY, 8);
+    let mut w = Worker::new(WorkerConfig::default());
+    w.set_stage_clock(Some(clock));
+    assert_eq!(run(&mut w), 90);
+    let r = w.runtime().stages;
+    let (input, lookup, hop, acl, fwd) = (
+        r[Stage::Input.index()],
+        r[Stage::Lookup.index()],
+        r[Stage::NextHop.index()],
+        r[Stage::Acl.index()],
+        r[Stage::Forward.index()],
+    );
+    let all = |c: StageCounters| (c.calls, c.packets, c.timed_packets, c.ns);
+    assert_eq!(all(input), (2, 100, 64, 7));
+    // Frames 0, 10, ... 90 failed the checksum: 90 go on, 57 of them in
+    // the timed chunk.
+    assert_eq!(all(lookup), (2, 90, 57, 7));
+    assert_eq!(all(hop), (2, 90, 57, 7));
+    assert_eq!(
+        acl,
+        StageCounters::default(),
+        "no ACL: the stage did not run"
+    );
+    assert_eq!(all(fwd), (2, 90, 57, 7));
+    assert_eq!(input.ns_per_packet(), 7.0 / 64.0);
+}
+
+/// A tracer picks the next packets its filter matches, up to its count,
+/// and records what each stage decided, naming the stage that finished
+/// each packet; untraced packets and packets after the count are not
+/// recorded.
+#[test]
+fn traces_name_each_stage_and_the_one_that_decided() {
+    let t = router();
+    let mut ttl1 = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+    ttl1.ttl = 1;
+    let mut tcp = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+    tcp.protocol = 6;
+    let frames: Vec<Vec<u8>> = [
+        tcp.bytes(),
+        Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1000, 2000, 20).bytes(),
+        ttl1.bytes(),
+        Ipv4Spec::udp("198.18.0.108", "8.8.8.8", 1, 2, 20).bytes(),
+        Ipv4Spec::udp("198.18.0.108", "198.19.1.2", 1, 2, 20).bytes(),
+    ]
+    .iter()
+    .map(|p| eth4(MAC0, p))
+    .collect();
+    let mut w = Worker::new(WorkerConfig::default());
+    let filter = wire::filter::Filter::parse("udp").unwrap();
+    w.set_tracer(Some(Tracer::new(3, Some(filter))));
+    let mut bufs: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut b = vec![0u8; HEADROOM];
+            b.extend_from_slice(f);
+            b.resize(b.len() + 64, 0);
+            b
+        })
+        .collect();
+    let mut fr: Vec<Frame<'_>> = bufs
+        .iter_mut()
+        .zip(&frames)
+        .map(|(b, f)| Frame::new(b, HEADROOM, f.len()))
+        .collect();
+    w.process(&t, 0, 0, &mut fr);
+    assert_eq!(w.tracer().map(Tracer::remaining), Some(0));
+    let r = w.take_trace();
+    assert_eq!(r.len(), 3, "{r:#?}");
+    // Forwarded: every stage, decided by the forward stage.
+    assert_eq!((r[0].seq, r[0].port), (0, 0));
+    assert_eq!(r[0].head(), &frames[1][..]);
+    assert_eq!(r[0].in_if, Some(0));
+    assert_eq!(r[0].destination, Some("198.19.1.1".parse().unwrap()));
+    assert!(matches!(r[0].next_hop_set, Some(Some(_))));
+    assert_eq!(r[0].hop, Some((1, Some("198.19.0.108".parse().unwrap()))));
+    assert_eq!(r[0].decided_by, Stage::Forward);
+    assert_eq!(
+        r[0].verdict,
+        Verdict::Forward {
+            interface: 1,
+            port: 1
+        }
+    );
+    // TTL 1: finished at input.
+    assert_eq!(r[1].decided_by, Stage::Input);
+    assert_eq!(r[1].verdict, Verdict::Drop(DropReason::TtlExpired));
+    assert_eq!((r[1].destination, r[1].next_hop_set), (None, None));
+    // No route: looked up, finished at the next-hop stage.
+    assert_eq!(r[2].next_hop_set, Some(None));
+    assert_eq!(r[2].decided_by, Stage::NextHop);
+    assert_eq!(r[2].verdict, Verdict::Drop(DropReason::NoRoute));
+    assert_eq!(r[2].hop, None);
+    // The count reached, nothing more is traced.
+    let mut more = bufs[4].clone();
+    let mut fr = vec![Frame::new(&mut more, HEADROOM, frames[4].len())];
+    w.process(&t, 0, 0, &mut fr);
+    assert!(w.take_trace().is_empty());
 }

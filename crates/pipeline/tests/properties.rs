@@ -5,8 +5,8 @@
 
 mod support;
 
-use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::RouteTable;
+use fib::reference::{ReferenceFib4, ReferenceFib6};
 use pipeline::*;
 use proptest::prelude::*;
 use support::*;

@@ -165,21 +165,21 @@ where
     if cast != LinkCast::Unicast {
         return Step::Done(w.drop_in(m.in_if, DropReason::L2BroadcastNotForwarded));
     }
-    if ihl > 20 {
-        if let Err(at) = check_options(&h[20..ihl]) {
-            // RFC 792: type 12 (parameter problem), code 0, the pointer to
-            // the octet in error in the first byte after the checksum.
-            icmp::error_v4(
-                w,
-                tables,
-                m.in_if,
-                &h[..total],
-                icmp::V4_PARAMETER_PROBLEM,
-                0,
-                ((20 + at) as u32) << 24,
-            );
-            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv4BadOptions));
-        }
+    if ihl > 20
+        && let Err(at) = check_options(&h[20..ihl])
+    {
+        // RFC 792: type 12 (parameter problem), code 0, the pointer to
+        // the octet in error in the first byte after the checksum.
+        icmp::error_v4(
+            w,
+            tables,
+            m.in_if,
+            &h[..total],
+            icmp::V4_PARAMETER_PROBLEM,
+            0,
+            ((20 + at) as u32) << 24,
+        );
+        return Step::Done(w.drop_in(m.in_if, DropReason::Ipv4BadOptions));
     }
     if h[8] <= 1 {
         // RFC 792: type 11 (time exceeded), code 0 (TTL exceeded in transit).

@@ -24,7 +24,7 @@
 use super::ethernet::LinkCast;
 use super::icmp;
 use crate::counters::{DropReason, PuntReason};
-use crate::tables::{is_v6_link_local, Tables};
+use crate::tables::{Tables, is_v6_link_local};
 use crate::worker::{Meta, Step, Verdict, Worker};
 
 #[inline(always)]

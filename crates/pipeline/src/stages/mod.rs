@@ -22,7 +22,7 @@ use crate::acl::FlowKey;
 use crate::counters::{DropReason, IcmpSuppressed, PuntReason};
 use crate::frame::Frame;
 use crate::tables::{
-    v4_key, Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables,
+    Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables, v4_key,
 };
 use crate::worker::{Meta, Step, Verdict, Worker};
 

@@ -5,8 +5,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::RouteTable;
+use fib::reference::{ReferenceFib4, ReferenceFib6};
 use pipeline::*;
 
 pub type RefTables = Tables<ReferenceFib4, ReferenceFib6>;
