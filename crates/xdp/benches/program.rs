@@ -18,13 +18,13 @@
 //!   thread), including the per-batch refill of the frames.
 //!
 //! Needs root (CAP_BPF). Run on a quiet machine:
-//! `cargo bench -p xdp-engine --bench program`.
+//! `cargo bench -p fastfwd-xdp --bench program`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use fib::poptrie::Poptrie;
 use fib::RouteTable;
+use fib::poptrie::Poptrie;
 use pipeline::{
     Frame, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, RouteTarget, TablesBuilder, Vlan,
     Worker, WorkerConfig,

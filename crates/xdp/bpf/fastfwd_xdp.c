@@ -63,6 +63,9 @@ HASH(neighbours, 2 * FF_MAX_NEIGHBOURS, struct ff_neigh_key, struct ff_mac);
 HASH(local4, 2 * FF_MAX_LOCAL, struct ff_local4_key, __u32);
 HASH(local6, 2 * FF_MAX_LOCAL, struct ff_local6_key, __u32);
 ARRAY(test_out, 1, struct ff_test_out);
+/* The clock of test runs (FF_CFG_TEST): replay's time, in ns. */
+ARRAY(test_clock, 1, __u64);
+HASH(ct_flows, FF_CT_MAX, struct ff_ct_key, struct ff_ct_value);
 ARRAY(fw_meta, 4, struct ff_fw_meta);
 ARRAY(fw_data, 2 * 4096, __u64);
 ARRAY(fw_actions, 2 * FF_FW_MAX_SLOTS, __u32);
@@ -168,7 +171,7 @@ static __always_inline int count_in(struct ctx *c)
 	return 0;
 }
 
-static __always_inline void record(struct ctx *c, __u32 kind, __u32 detail)
+static __always_inline void record_hint(struct ctx *c, __u32 kind, __u32 detail, __u32 hint)
 {
 	if (c->cfg->flags & FF_CFG_TEST) {
 		__u32 k = 0;
@@ -176,8 +179,14 @@ static __always_inline void record(struct ctx *c, __u32 kind, __u32 detail)
 		if (o) {
 			o->kind = kind;
 			o->detail = detail;
+			o->ct_hint = hint;
 		}
 	}
+}
+
+static __always_inline void record(struct ctx *c, __u32 kind, __u32 detail)
+{
+	record_hint(c, kind, detail, FF_CT_HINT_NONE);
 }
 
 /* A drop the pipeline counts with drop_in (ingress interface known). */
@@ -209,21 +218,48 @@ static __always_inline int to_host(struct ctx *c)
 	return XDP_PASS;
 }
 
-/* Hands the unchanged frame to the user-space pipeline. Nothing was
- * counted for it here: the pipeline counts it as if it had seen it first. */
-static __always_inline int exception(struct xdp_md *xdp, struct ctx *c, __u32 why)
+/* Hands the unchanged frame to the user-space pipeline, with `hint` (what
+ * connection tracking found) in its metadata. Nothing was counted for it
+ * here: the pipeline counts it as if it had seen it first. */
+static __always_inline int hand_over(struct xdp_md *xdp, struct ctx *c, __u32 why, __u32 hint)
 {
 	if (why < FF_EXC_SLOTS)
 		c->ctr->exceptions[why]++;
 	if (c->cfg->flags & FF_CFG_TEST) {
-		record(c, FF_OUT_EXCEPTION, why);
+		record_hint(c, FF_OUT_EXCEPTION, why, hint);
 		return XDP_PASS;
+	}
+	/* Always written, so the pipeline never reads a stale hint. */
+	if (bpf_xdp_adjust_meta(xdp, -(int)sizeof(struct ff_meta)) == 0) {
+		struct ff_meta *m = (void *)(long)xdp->data_meta;
+		if ((void *)(m + 1) <= (void *)(long)xdp->data) {
+			m->magic = FF_META_MAGIC;
+			m->ct_hint = hint;
+		}
+	} else {
+		c->ctr->meta_failed++;
 	}
 	__u32 key = c->port * FF_MAX_QUEUES + xdp->rx_queue_index;
 	int r = bpf_redirect_map(&xsks, key, XDP_DROP);
 	if (r != XDP_REDIRECT)
 		c->ctr->exceptions_lost++;
 	return r;
+}
+
+/* A transit packet to hand over after connection tracking (the entry
+ * does both: it keeps the chain of global functions within the stack). */
+#define FF_NEED_CT 0x200
+
+/* Hands the frame over for `why`. A transit packet the pipeline will run
+ * through its firewall (IPv4 options, neighbour miss, MTU, everything in
+ * except-all mode, a table fault) goes through connection tracking first,
+ * as it would there (FF_NEED_CT: the entry does it); the others (TTL
+ * expiring, no route) never reach the pipeline's firewall. */
+static __always_inline int exception(struct xdp_md *xdp, struct ctx *c, __u32 why)
+{
+	if ((c->cfg->flags & FF_CFG_CONNTRACK) && why != FF_EXC_TTL && why != FF_EXC_NO_ROUTE)
+		return FF_NEED_CT | why;
+	return hand_over(xdp, c, why, FF_CT_HINT_NONE);
 }
 
 static __always_inline __u32 popcount64(__u64 x)
@@ -444,13 +480,11 @@ __noinline __u64 ff_upper6(struct xdp_md *xdp, __u32 l3, __u32 l3_len)
 	return flags | ((__u64)(off & 0xffffff) << 8) | (nh & 0xff);
 }
 
+/* Eight bytes in network order (one load: unaligned loads are fine on
+ * the architectures XDP runs on, and the verifier allows them). */
 static __always_inline __u64 load_be64(const __u8 *p)
 {
-	__u64 v = 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
+	return bpf_be64_to_cpu(*(const __u64 *)p);
 }
 
 static __always_inline __u16 csum_update16(__u16 csum, __u16 old, __u16 new)
@@ -697,6 +731,124 @@ static __always_inline int transmit(struct xdp_md *xdp, struct ctx *c, struct ho
 }
 
 
+/* ---- Connection tracking's fast path (FF_CFG_CONNTRACK) ---- */
+
+static __always_inline __u64 ct_now(struct ff_config *cfg)
+{
+	if (cfg->flags & FF_CFG_TEST) {
+		__u32 zero = 0;
+		__u64 *t = bpf_map_lookup_elem(&test_clock, &zero);
+		return t ? *t : 0;
+	}
+	return bpf_ktime_get_ns();
+}
+
+/* The flow of the packet at l3 (from meta; IPv6 if v6) in `ct_flows`,
+ * advanced by the packet as the pipeline's table advances it
+ * (Conntrack::lookup): FIN or RST closes it, and it lives for its
+ * timeout from now. Returns FF_CT_HINT_ESTABLISHED when the table holds
+ * it live, else FF_CT_HINT_ABSENT (an expired or older-epoch entry is
+ * deleted). The flow key is the pipeline's (stages flow_key, then the
+ * firewall's packet_key); a packet too short for it is ABSENT (the
+ * pipeline drops it before its firewall). A global function. */
+__noinline int ff_ct(struct xdp_md *xdp, __u32 meta, __u32 v6)
+{
+	__u32 zero = 0;
+	struct ff_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct ff_counters *ctr = bpf_map_lookup_elem(&counters, &zero);
+	if (!cfg || !ctr)
+		return FF_CT_HINT_ABSENT;
+	void *data = (void *)(long)xdp->data;
+	void *end = (void *)(long)xdp->data_end;
+	__u32 l3 = (meta >> 24) & 0x1f;
+	if (l3 > 22)
+		return FF_CT_HINT_ABSENT;
+	__u8 *h = data + l3;
+	__u32 room = (__u32)(end - data) - l3;
+	__u64 s_hi = 0, s_lo, d_hi = 0, d_lo;
+	__u32 proto, l4, l3_len, ports_valid;
+	if (v6) {
+		if ((void *)(h + 40) > end)
+			return FF_CT_HINT_ABSENT;
+		l3_len = 40 + be16_at(h + 4);
+		if (l3_len > room)
+			return FF_CT_HINT_ABSENT;
+		s_hi = load_be64(h + 8);
+		s_lo = load_be64(h + 16);
+		d_hi = load_be64(h + 24);
+		d_lo = load_be64(h + 32);
+		__u64 u = ff_upper6(xdp, l3, l3_len);
+		proto = u & 0xff;
+		l4 = (u >> 8) & 0xffffff;
+		ports_valid = !(u & (1ULL << 33));
+	} else {
+		if ((void *)(h + 20) > end)
+			return FF_CT_HINT_ABSENT;
+		l3_len = be16_at(h + 2);
+		l4 = (h[0] & 0x0f) * 4;
+		if (l3_len > room || l4 < 20 || l3_len < l4)
+			return FF_CT_HINT_ABSENT;
+		__u32 a, b;
+		__builtin_memcpy(&a, h + 12, 4);
+		__builtin_memcpy(&b, h + 16, 4);
+		s_lo = bpf_ntohl(a);
+		d_lo = bpf_ntohl(b);
+		proto = h[9];
+		ports_valid = (be16_at(h + 6) & 0x1fff) == 0;
+	}
+	__u32 sp = 0, dp = 0, flags = 0;
+	int icmp = v6 ? proto == 58 : proto == 1;
+	if (ports_valid && l4 <= 4096) {
+		__u8 *p = data + l3 + l4;
+		__u32 left = l3_len > l4 ? l3_len - l4 : 0;
+		if (proto == 6 || proto == 17 || proto == 132 || proto == 136) {
+			if (left >= 4 && (void *)(p + 4) <= end) {
+				sp = be16_at(p);
+				dp = be16_at(p + 2);
+				if (proto == 6 && left >= 14 && (void *)(p + 14) <= end)
+					flags = p[13];
+			}
+		} else if (icmp) {
+			/* The identifier, as both ports (an echo's reply has the
+			 * same one). */
+			if (left >= 6 && (void *)(p + 6) <= end)
+				sp = be16_at(p + 4);
+			dp = sp;
+		}
+	}
+	/* Endpoints in order: (address, port) of a, then of b. */
+	int from_a = s_hi < d_hi || (s_hi == d_hi && (s_lo < d_lo || (s_lo == d_lo && sp <= dp)));
+	struct ff_ct_key k = {.proto = proto, .v6 = v6 ? 1 : 0};
+	if (from_a) {
+		k.a_hi = s_hi;
+		k.a_lo = s_lo;
+		k.pa = sp;
+		k.b_hi = d_hi;
+		k.b_lo = d_lo;
+		k.pb = dp;
+	} else {
+		k.a_hi = d_hi;
+		k.a_lo = d_lo;
+		k.pa = dp;
+		k.b_hi = s_hi;
+		k.b_lo = s_lo;
+		k.pb = sp;
+	}
+	struct ff_ct_value *e = bpf_map_lookup_elem(&ct_flows, &k);
+	if (!e)
+		return FF_CT_HINT_ABSENT;
+	__u64 now = ct_now(cfg);
+	if (e->epoch != cfg->ct_epoch || e->expires <= now) {
+		bpf_map_delete_elem(&ct_flows, &k);
+		return FF_CT_HINT_ABSENT;
+	}
+	if (proto == 6 && (flags & 0x05))
+		e->phase = FF_CT_CLOSING;
+	e->expires = now + (e->phase == FF_CT_CLOSING ? e->timeout_closing : e->timeout_open);
+	ctr->ct_established++;
+	return FF_CT_HINT_ESTABLISHED;
+}
+
 /* ---- The firewall's forward chain (FF_CFG_FIREWALL) ---- */
 
 #define FW_ACCEPT 0
@@ -778,13 +930,15 @@ static __always_inline int fw_chain(__u32 set, __u32 half, struct ff_fw_meta *m,
 	return 0;
 }
 
-/* Classifies the packet at c->l3 (forward chain, family v6) toward
- * out_if, counts the rules it matched, and says accept, drop, or hand
- * it to the pipeline (a reject, or anything outside the tables: nothing
- * is counted then, the pipeline classifies it again). A global function,
- * verified on its own. */
-__noinline int ff_fw(struct xdp_md *xdp, __u32 meta, __u32 out_if, __u32 l3_len, __u32 v6)
+/* Classifies the packet at c->l3 (forward chain, family: bit 0 of
+ * `how`) toward out_if, counts the rules it matched, and says accept,
+ * drop, or hand it to the pipeline (a reject, or anything outside the
+ * tables: nothing is counted then, the pipeline classifies it again).
+ * Bit 1 of `how`: connection tracking found the flow established. A
+ * global function, verified on its own. */
+__noinline int ff_fw(struct xdp_md *xdp, __u32 meta, __u32 out_if, __u32 l3_len, __u32 how)
 {
+	__u32 v6 = how & 1, tracked = (how >> 1) & 1;
 	__u32 zero = 0;
 	struct ff_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
@@ -857,7 +1011,7 @@ __noinline int ff_fw(struct xdp_md *xdp, __u32 meta, __u32 out_if, __u32 l3_len,
 	value[3] = icmp ? 0 : dst_port;
 	value[4] = proto;
 	value[5] = proto == 6 ? flags : (proto == 1 || proto == 58) ? icmp_type : 0;
-	value[6] = m->ct_value;
+	value[6] = tracked ? FF_CT_STATE_ESTABLISHED : m->ct_value;
 	value[7] = meta & 0xffff;
 	value[8] = out_if;
 
@@ -1317,18 +1471,33 @@ int fastfwd_xdp(struct xdp_md *xdp)
 		return arp(&c, data, end);
 	else
 		return drop(&c, FF_DROP_UNKNOWN_ETHERTYPE);
+	__u32 v6 = et == bpf_htons(ETH_P_IPV6);
+	if (r & FF_NEED_CT)
+		return hand_over(xdp, &c, r & 0xff, ff_ct(xdp, meta, v6));
 	if (r != FF_NEED_FW)
 		return r;
-	/* The firewall's forward chain, then the forward stage. */
+	/* Connection tracking (the firewall's `ct` field), the firewall's
+	 * forward chain, then the forward stage. */
+	__u32 hint = FF_CT_HINT_NONE;
+	if (cfg->flags & FF_CFG_CONNTRACK) {
+		hint = ff_ct(xdp, meta, v6);
+		if (hint != FF_CT_HINT_ESTABLISHED)
+			return hand_over(xdp, &c, FF_EXC_CONNTRACK, hint);
+	}
 	struct fwd_scratch *fs = bpf_map_lookup_elem(&fwd_scratch, &zero);
 	if (!fs)
 		return XDP_ABORTED;
-	int fw = ff_fw(xdp, meta, fs->out_if, fs->l3_len, fs->v6);
+	__u32 how = (fs->v6 ? 1 : 0) | (hint == FF_CT_HINT_ESTABLISHED ? 2 : 0);
+	int fw = ff_fw(xdp, meta, fs->out_if, fs->l3_len, how);
 	if (fw == FW_DROP)
 		return drop(&c, FF_DROP_ACL_DENIED);
 	if (fw != FW_ACCEPT)
-		return exception(xdp, &c, FF_EXC_REJECT);
-	return ff_forward(xdp, meta);
+		return hand_over(xdp, &c, FF_EXC_REJECT, hint);
+	r = ff_forward(xdp, meta);
+	/* (The checks before the firewall passed: never, in practice.) */
+	if (r & FF_NEED_CT)
+		return hand_over(xdp, &c, r & 0xff, hint);
+	return r;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

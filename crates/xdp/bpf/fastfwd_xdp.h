@@ -54,6 +54,11 @@
 #define FF_CFG_TEST 4u
 /* The firewall's forward chain is evaluated in the program (fw_meta). */
 #define FF_CFG_FIREWALL 8u
+/* The rules use connection tracking: the program keeps the established
+ * flows the pipeline hands it in `ct_flows` and tells the pipeline, with
+ * every transit packet it hands over, what it knows of the packet's flow
+ * (struct ff_meta). */
+#define FF_CFG_CONNTRACK 16u
 
 struct ff_config {
 	__u32 active;      /* 0 or 1: the half of the tables in use */
@@ -63,7 +68,7 @@ struct ff_config {
 	__u32 nodes6_half;
 	__u32 leaves6_half;
 	__u32 fw_data_half; /* fw_data pairs per half */
-	__u32 pad;
+	__u32 ct_epoch;    /* ct_flows entries of another epoch are stale */
 	__u64 generation;  /* tables generation the active half holds */
 };
 
@@ -193,7 +198,56 @@ struct ff_local6_key {
 #define FF_EXC_ALL 5           /* FF_CFG_EXCEPT_ALL (firewall rules) */
 #define FF_EXC_TABLE 6         /* an index outside the maps */
 #define FF_EXC_REJECT 7        /* a firewall reject: ICMP error or TCP reset */
-#define FF_EXC_SLOTS 8
+#define FF_EXC_CONNTRACK 8     /* a flow ct_flows does not hold (yet) */
+#define FF_EXC_SLOTS 16
+
+/* Connection tracking's fast path (FF_CFG_CONNTRACK): the established
+ * flows of the pipeline's connection tables (crates/firewall/src/
+ * conntrack.rs), keyed as there: the endpoints in canonical order
+ * (address, then port; IPv4 addresses in the low 32 bits, ICMP with its
+ * identifier as both ports). The pipeline adds a flow once it finds it
+ * established on a packet the program did not know; the program advances
+ * it from then on (refreshes it, closes it on FIN or RST) with the same
+ * timeouts, ignores and deletes it once expired or of an older epoch, and
+ * the daemon sweeps what nobody looks up any more. A plain hash, not an
+ * LRU: a full table refuses new flows (they stay with the pipeline) and
+ * never forgets a live one. */
+#define FF_CT_MAX 65536
+#define FF_CT_ESTABLISHED 2 /* ff_ct_value.phase */
+#define FF_CT_CLOSING 3
+/* The classifier's `ct` field value of an established packet (CtState). */
+#define FF_CT_STATE_ESTABLISHED 2
+struct ff_ct_key {
+	__u64 a_hi;
+	__u64 a_lo;
+	__u64 b_hi;
+	__u64 b_lo;
+	__u16 pa;
+	__u16 pb;
+	__u8 proto;
+	__u8 v6;
+	__u16 pad;
+};
+struct ff_ct_value {
+	__u64 expires;         /* ns, CLOCK_MONOTONIC */
+	__u64 timeout_open;    /* ns after a packet while established */
+	__u64 timeout_closing; /* ns after a packet once closing (TCP) */
+	__u32 epoch;
+	__u8 phase;
+	__u8 orig_a;           /* the originator is endpoint a */
+	__u16 pad;
+};
+
+/* What the program leaves before every frame it hands over (XDP
+ * metadata): what it knew of the packet's flow (the firewall's CtHint). */
+#define FF_META_MAGIC 0xfa57c7e1u
+#define FF_CT_HINT_NONE 0        /* not looked up: the pipeline decides */
+#define FF_CT_HINT_ABSENT 1      /* no live entry: the pipeline decides */
+#define FF_CT_HINT_ESTABLISHED 2 /* a live entry, advanced by this packet */
+struct ff_meta {
+	__u32 magic;
+	__u32 ct_hint;
+};
 
 /* The firewall's forward chain: fastfwd's compiled classifier
  * (crates/firewall/src/classifier.rs, recursive flow classification) as its
@@ -282,7 +336,8 @@ struct ff_counters {
 	__u64 to_host;          /* host-first traffic passed to the kernel */
 	__u64 exceptions_lost;  /* no AF_XDP socket on the queue: dropped */
 	__u64 tx_redirect_failed;
-	__u64 pad[2];
+	__u64 ct_established;   /* packets of flows found in ct_flows */
+	__u64 meta_failed;      /* handed over without metadata */
 	__u64 exceptions[FF_EXC_SLOTS];
 	__u64 drops[FF_DROP_SLOTS];
 	__u64 punts[FF_PUNT_SLOTS];
@@ -297,7 +352,9 @@ struct ff_counters {
 #define FF_OUT_HOST 5
 struct ff_test_out {
 	__u32 kind;
-	__u32 detail; /* egress port, drop / punt reason, exception cause */
+	__u32 detail;  /* egress port, drop / punt reason, exception cause */
+	__u32 ct_hint; /* exceptions: the hint handed over with the frame */
+	__u32 pad;
 };
 
 #endif

@@ -55,6 +55,9 @@ pub struct Image {
     pub except_all: bool,
     /// The firewall's forward chain, when the program evaluates it.
     pub firewall: Option<FwImage>,
+    /// The rules use connection tracking: its fast path is on, for the
+    /// connection tables of this epoch.
+    pub conntrack_epoch: Option<u32>,
 }
 
 /// The firewall's forward chain as map content.
@@ -78,9 +81,6 @@ impl FwImage {
         room: u32,
     ) -> Result<FwImage, &'static str> {
         use firewall::classifier::FieldExport;
-        if fw.stateful() {
-            return Err("rules use connection tracking");
-        }
         let slots = fw.counter_slots();
         if slots > layout::FW_MAX_SLOTS as usize {
             return Err("more rules than the program counts");
@@ -234,6 +234,35 @@ impl FibImage {
         })
     }
 
+    /// The next-hop id the program finds for IPv4 destination `a` in
+    /// these elements (an IPv4 trie).
+    pub fn lookup4(&self, a: u32) -> Option<u32> {
+        self.walk(
+            a >> (32 - layout::DIRECT4),
+            layout::LEVELS4,
+            layout::DIRECT4,
+            |off| ((u64::from(a) << (32 + off)) >> 58) as u32,
+        )
+    }
+
+    /// The next-hop id the program finds for IPv6 destination `a` (an
+    /// IPv6 trie).
+    pub fn lookup6(&self, a: u128) -> Option<u32> {
+        let (hi, lo) = ((a >> 64) as u64, a as u64);
+        self.walk(
+            (hi >> (64 - layout::DIRECT6)) as u32,
+            layout::LEVELS6,
+            layout::DIRECT6,
+            |off| {
+                if off < 64 {
+                    ((hi << off) >> 58) as u32
+                } else {
+                    ((lo << (off - 64)) >> 58) as u32
+                }
+            },
+        )
+    }
+
     /// The BPF program's walk (`fib4_lookup` / `fib6_lookup`) over these
     /// elements: `stride(off)` gives the 6 bits at `off`.
     fn walk(
@@ -274,7 +303,7 @@ impl Image {
         dp: &Datapath,
         fib4: &Poptrie<u32>,
         fib6: &Poptrie<u128>,
-        firewall: Option<&std::sync::Arc<firewall::Firewall>>,
+        firewall: Option<&firewall::PipelineFirewall>,
         cap: &FibCapacity,
     ) -> Result<Image, CompileError> {
         let fit = |what: &'static str, have: usize, room: u32| {
@@ -361,7 +390,10 @@ impl Image {
             .iter()
             .map(|&a| (a, layout::LOCAL_UNICAST))
             .collect();
-        let fw_image = firewall.map(|f| FwImage::compile(f, cap.firewall));
+        let fw_image = firewall.map(|f| FwImage::compile(f.firewall(), cap.firewall));
+        let conntrack_epoch = firewall
+            .filter(|f| f.firewall().stateful())
+            .map(firewall::PipelineFirewall::epoch);
         Ok(Image {
             ports,
             ifaces,
@@ -375,43 +407,32 @@ impl Image {
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
             except_all: fw_image.as_ref().is_some_and(Result::is_err),
             firewall: fw_image.and_then(Result::ok),
+            conntrack_epoch,
         })
     }
 
     /// The next-hop id the program finds for IPv4 destination `a`.
     pub fn lookup4(&self, a: u32) -> Option<u32> {
-        self.fib4.walk(
-            a >> (32 - layout::DIRECT4),
-            layout::LEVELS4,
-            layout::DIRECT4,
-            |off| ((u64::from(a) << (32 + off)) >> 58) as u32,
-        )
+        self.fib4.lookup4(a)
     }
 
     /// The next-hop id the program finds for IPv6 destination `a`.
     pub fn lookup6(&self, a: u128) -> Option<u32> {
-        let (hi, lo) = ((a >> 64) as u64, a as u64);
-        self.fib6.walk(
-            (hi >> (64 - layout::DIRECT6)) as u32,
-            layout::LEVELS6,
-            layout::DIRECT6,
-            |off| {
-                if off < 64 {
-                    ((hi << off) >> 58) as u32
-                } else {
-                    ((lo << (off - 64)) >> 58) as u32
-                }
-            },
-        )
+        self.fib6.lookup6(a)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use fib::{Lookup, RouteTable};
     use proptest::prelude::*;
     use wire::{Ipv4Cidr, Ipv6Cidr};
+
+    /// The image of a router with no interfaces and no routes.
+    pub(crate) fn empty_image() -> Image {
+        image(&Poptrie::new(), &Poptrie::new())
+    }
 
     fn image(t4: &Poptrie<u32>, t6: &Poptrie<u128>) -> Image {
         let dp = pipeline::TablesBuilder::new()

@@ -37,7 +37,10 @@ pub enum EngineError {
     Compile(#[from] crate::compile::CompileError),
 }
 
-fn bpf_err(what: impl Into<String>, e: &(dyn std::error::Error + 'static)) -> EngineError {
+pub(crate) fn bpf_err(
+    what: impl Into<String>,
+    e: &(dyn std::error::Error + 'static),
+) -> EngineError {
     EngineError::Bpf {
         what: what.into(),
         detail: netio::xdp::chain(e),
@@ -70,8 +73,14 @@ pub enum Outcome {
     /// For the host under this reason.
     Punt(PuntReason),
     /// Handed, unchanged, to the user-space pipeline (cause: index into
-    /// [`layout::EXCEPTIONS`]).
-    Exception(u32),
+    /// [`layout::EXCEPTIONS`]), with what connection tracking found (the
+    /// firewall's `CtHint` code).
+    Exception {
+        /// Why.
+        cause: u32,
+        /// The hint left in the frame's metadata.
+        ct_hint: u8,
+    },
 }
 
 /// Counters summed over CPUs.
@@ -87,6 +96,10 @@ pub struct EngineCounters {
     pub exceptions_lost: u64,
     /// Redirects the devmap refused.
     pub tx_redirect_failed: u64,
+    /// Packets of flows connection tracking's fast path held established.
+    pub ct_established: u64,
+    /// Frames handed over without metadata (the driver refused it).
+    pub meta_failed: u64,
 }
 
 impl EngineCounters {
@@ -126,6 +139,8 @@ impl EngineCounters {
             exceptions,
             exceptions_lost: b[layout::CTR_EXCEPTIONS_LOST],
             tx_redirect_failed: b[layout::CTR_TX_REDIRECT_FAILED],
+            ct_established: b[layout::CTR_CT_ESTABLISHED],
+            meta_failed: b[layout::CTR_META_FAILED],
         }
     }
 
@@ -240,13 +255,21 @@ impl Engine {
         if except_all || self.forced_except_all {
             flags |= layout::CFG_EXCEPT_ALL;
         }
-        if self.shadow[self.active as usize]
-            .as_ref()
-            .is_some_and(|i| i.firewall.is_some())
-        {
+        let img = self.shadow[self.active as usize].as_ref();
+        if img.is_some_and(|i| i.firewall.is_some()) {
             flags |= layout::CFG_FIREWALL;
         }
-        let v = layout::config(self.active, flags, &self.cap, self.generation);
+        let ct_epoch = img.and_then(|i| i.conntrack_epoch);
+        if ct_epoch.is_some() {
+            flags |= layout::CFG_CONNTRACK;
+        }
+        let v = layout::config(
+            self.active,
+            flags,
+            &self.cap,
+            ct_epoch.unwrap_or(0),
+            self.generation,
+        );
         let mut a: Array<_, layout::Config> = self.array("config")?;
         a.set(0, v, 0)
             .map_err(|e| bpf_err("writing map config", &e))
@@ -605,9 +628,103 @@ impl Engine {
         }
     }
 
+    /// Sets the clock the program reads in [`Mode::Test`] (replay's time).
+    pub fn set_test_clock(&mut self, now: u64) -> Result<(), EngineError> {
+        let mut a: Array<_, u64> = self.array("test_clock")?;
+        a.set(0, now, 0)
+            .map_err(|e| bpf_err("writing map test_clock", &e))
+    }
+
+    /// A handle on the fast path's flow table, for a worker to hand it
+    /// the flows it finds established (a descriptor of its own).
+    pub fn flow_table(&self) -> Result<FlowTable, EngineError> {
+        let Some(aya::maps::Map::HashMap(m)) = self.ebpf.map("ct_flows") else {
+            return Err(EngineError::Bpf {
+                what: "map ct_flows".into(),
+                detail: "not a hash in fastfwd_xdp.o".into(),
+            });
+        };
+        let fd = m
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| bpf_err("duplicating map ct_flows", &e))?;
+        let m = MapData::from_fd(fd).map_err(|e| bpf_err("map ct_flows", &e))?;
+        let map = HashMap::try_from(aya::maps::Map::HashMap(m))
+            .map_err(|e| bpf_err("map ct_flows", &e))?;
+        Ok(FlowTable { map })
+    }
+
+    /// The map `name` opened again (a new descriptor), for a reader on
+    /// another thread.
+    fn reopen<V: aya::Pod>(&self, name: &str) -> Result<Array<MapData, V>, EngineError> {
+        let Some(aya::maps::Map::Array(m)) = self.ebpf.map(name) else {
+            return Err(EngineError::Bpf {
+                what: format!("map {name}"),
+                detail: "not an array in fastfwd_xdp.o".into(),
+            });
+        };
+        let fd = m
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| bpf_err(format!("duplicating map {name}"), &e))?;
+        let m = MapData::from_fd(fd).map_err(|e| bpf_err(format!("map {name}"), &e))?;
+        Array::try_from(aya::maps::Map::Array(m)).map_err(|e| bpf_err(format!("map {name}"), &e))
+    }
+
+    /// A reader of the FIB the program reads, for `fib audit` on a thread
+    /// of its own; `None` before the first publish.
+    pub fn map_reader(&self) -> Result<Option<crate::audit::MapReader>, EngineError> {
+        let Some(img) = self.shadow[self.active as usize].as_ref() else {
+            return Ok(None);
+        };
+        let cap = self.cap;
+        let family = |fam: &str, top: u32, nodes: u32, leaves: u32| {
+            Ok::<_, EngineError>(crate::audit::FamilyMaps {
+                top: (self.reopen(&format!("{fam}_top"))?, top),
+                nodes: (self.reopen(&format!("{fam}_nodes"))?, nodes),
+                leaves: (self.reopen(&format!("{fam}_leaves"))?, leaves),
+            })
+        };
+        let sizes = |f: &crate::compile::FibImage| (f.top.len(), f.nodes.len(), f.leaves.len());
+        Ok(Some(crate::audit::MapReader {
+            config: self.reopen("config")?,
+            fib4: family("fib4", layout::TOP4_PAIRS, cap.nodes4, cap.leaf4_pairs())?,
+            fib6: family("fib6", layout::TOP6_PAIRS, cap.nodes6, cap.leaf6_pairs())?,
+            adjacencies: self.reopen("adjacencies")?,
+            hops: self.reopen("hops")?,
+            generation: self.generation,
+            half: self.active,
+            sizes: (
+                [sizes(&img.fib4), sizes(&img.fib6)],
+                img.adjacencies.len(),
+                img.hops.len(),
+            ),
+        }))
+    }
+
     /// The exception path's XSKMAP (key: port * MAX_QUEUES + queue).
     pub fn xsks(&mut self) -> &mut XskMap<MapData> {
         &mut self.xsks
+    }
+
+    /// Counters per CPU (index: CPU number), with `interfaces` interface
+    /// entries each.
+    pub fn counters_per_cpu(&self, interfaces: usize) -> Result<Vec<EngineCounters>, EngineError> {
+        let m = self.ebpf.map("counters").ok_or_else(|| EngineError::Bpf {
+            what: "map counters".into(),
+            detail: "missing".into(),
+        })?;
+        let a: PerCpuArray<_, CounterBlock> =
+            PerCpuArray::try_from(m).map_err(|e| bpf_err("map counters", &e))?;
+        let per_cpu = a
+            .get(&0, 0)
+            .map_err(|e| bpf_err("reading map counters", &e))?;
+        Ok(per_cpu
+            .iter()
+            .map(|block| EngineCounters::from_block(block, interfaces))
+            .collect())
     }
 
     /// Counters summed over CPUs, with `interfaces` interface entries.
@@ -688,7 +805,7 @@ impl Engine {
         let (action, len) = netio::sys::bpf::xdp_test_run(fd.as_fd(), frame, &mut buf)
             .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", &e))?;
         let out: Array<_, layout::TestOut> = self.array("test_out")?;
-        let (kind, detail) = layout::test_out_fields(
+        let (kind, detail, ct_hint) = layout::test_out_fields(
             &out.get(&0, 0)
                 .map_err(|e| bpf_err("reading map test_out", &e))?,
         );
@@ -719,9 +836,72 @@ impl Engine {
                     .map(|&(_, r)| r)
                     .ok_or_else(|| bad("unknown punt reason"))?,
             ),
-            layout::OUT_EXCEPTION => Outcome::Exception(detail),
+            layout::OUT_EXCEPTION => Outcome::Exception {
+                cause: detail,
+                ct_hint: u8::try_from(ct_hint).map_err(|_| bad("unknown hint"))?,
+            },
             _ => return Err(bad("no outcome recorded")),
         })
+    }
+}
+
+/// The fast path's connection table (`ct_flows`), as a worker or the
+/// daemon's sweeper holds it.
+pub struct FlowTable {
+    map: HashMap<MapData, layout::CtKey, layout::CtValue>,
+}
+
+impl std::fmt::Debug for FlowTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowTable").finish()
+    }
+}
+
+impl FlowTable {
+    /// Adds an established flow of connection-table `epoch` (a flow the
+    /// table already holds is left as the program keeps it). True when
+    /// the table holds the flow now; false when it had no room (the flow
+    /// stays with the pipeline).
+    pub fn give(&mut self, f: &firewall::FastFlow, epoch: u32) -> bool {
+        // BPF_NOEXIST.
+        match self
+            .map
+            .insert(layout::ct_key(f), layout::ct_value(f, epoch), 1)
+        {
+            Ok(()) => true,
+            Err(aya::maps::MapError::SyscallError(e)) => {
+                e.io_error.raw_os_error() == Some(libc::EEXIST)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Deletes the entries expired at `now` or of another epoch than
+    /// `epoch` (the program ignores them; this frees their room). Returns
+    /// (entries left, entries deleted).
+    pub fn sweep(&mut self, now: u64, epoch: u32) -> (u64, u64) {
+        let keys: Vec<layout::CtKey> = self.map.keys().filter_map(Result::ok).collect();
+        let (mut left, mut gone) = (0, 0);
+        for k in keys {
+            let stale = match self.map.get(&k, 0) {
+                Ok(v) => {
+                    let (expires, e, _) = layout::ct_value_fields(&v);
+                    expires <= now || e != epoch
+                }
+                Err(_) => continue,
+            };
+            if stale && self.map.remove(&k).is_ok() {
+                gone += 1;
+            } else if !stale {
+                left += 1;
+            }
+        }
+        (left, gone)
+    }
+
+    /// Every entry: (key, value), for tests and audits.
+    pub fn entries(&self) -> Vec<(layout::CtKey, layout::CtValue)> {
+        self.map.iter().filter_map(Result::ok).collect()
     }
 }
 
@@ -741,7 +921,8 @@ fn port_values(i: &Image) -> Vec<layout::PortValue> {
         .collect()
 }
 
-/// Writes the elements of one half that changed (`old`: what it held).
+/// Writes the elements of one half that changed (`old`: the image last
+/// written into it, `None` if none was).
 fn diff_array<V: aya::Pod + PartialEq + Default>(
     e: &mut Engine,
     name: &str,
@@ -753,18 +934,22 @@ fn diff_array<V: aya::Pod + PartialEq + Default>(
     let mut a: Array<_, V> = e.array(name)?;
     let zero = V::default();
     for (i, v) in new.iter().enumerate() {
-        let before = old.and_then(|o| o.get(i)).unwrap_or(&zero);
-        if before != v {
+        // A half never written holds zeros; past the end of what was last
+        // written, a half holds whatever an older, longer image left there
+        // (tails are not cleared), so those elements are always written.
+        let before = match old {
+            None => Some(&zero),
+            Some(o) => o.get(i),
+        };
+        if before != Some(v) {
             a.set(base + i as u32, v, 0)
                 .map_err(|err| bpf_err(format!("writing map {name}[{}]", base + i as u32), &err))?;
         }
     }
-    if clear_tail {
-        if let Some(o) = old {
-            for i in new.len()..o.len() {
-                a.set(base + i as u32, zero, 0)
-                    .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
-            }
+    if clear_tail && let Some(o) = old {
+        for i in new.len()..o.len() {
+            a.set(base + i as u32, zero, 0)
+                .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
         }
     }
     Ok(())

@@ -31,6 +31,7 @@ pub const CFG_HOST_FIRST: u32 = 1;
 pub const CFG_EXCEPT_ALL: u32 = 2;
 pub const CFG_TEST: u32 = 4;
 pub const CFG_FIREWALL: u32 = 8;
+pub const CFG_CONNTRACK: u32 = 16;
 
 pub const NO_IFACE: u16 = 0xffff;
 pub const HOP_GATEWAY: u8 = 1;
@@ -40,11 +41,11 @@ pub const LOCAL_BROADCAST: u32 = 2;
 
 pub const DROP_SLOTS: usize = 48;
 pub const PUNT_SLOTS: usize = 8;
-pub const EXC_SLOTS: usize = 8;
+pub const EXC_SLOTS: usize = 16;
 
 /// Why the program handed a packet to the user-space pipeline (the
 /// `FF_EXC_*` values), with the names `show xdp` prints.
-pub const EXCEPTIONS: [(u32, &str); 8] = [
+pub const EXCEPTIONS: [(u32, &str); 9] = [
     (0, "ttl_expiring"),
     (1, "ipv4_options"),
     (2, "no_route_or_unreachable"),
@@ -53,7 +54,18 @@ pub const EXCEPTIONS: [(u32, &str); 8] = [
     (5, "firewall_rules"),
     (6, "outside_the_maps"),
     (7, "firewall_reject"),
+    (8, "conntrack_unknown_flow"),
 ];
+
+/// Connection tracking's fast path (`FF_CT_*`, `FF_META_*`).
+pub const CT_MAX: u32 = 65536;
+pub const CT_ESTABLISHED: u8 = 2;
+pub const CT_CLOSING: u8 = 3;
+pub const CT_STATE_ESTABLISHED: u32 = 2;
+pub const META_MAGIC: u32 = 0xfa57_c7e1;
+pub const CT_HINT_NONE: u32 = 0;
+pub const CT_HINT_ABSENT: u32 = 1;
+pub const CT_HINT_ESTABLISHED: u32 = 2;
 
 /// The firewall's tables (`FF_FW_*`).
 pub const FW_FIELDS: usize = 9;
@@ -151,7 +163,10 @@ pub const NEIGH_KEY_SIZE: usize = 20;
 pub const MAC_SIZE: usize = 8;
 pub const LOCAL4_KEY_SIZE: usize = 8;
 pub const LOCAL6_KEY_SIZE: usize = 20;
-pub const TEST_OUT_SIZE: usize = 8;
+pub const TEST_OUT_SIZE: usize = 16;
+pub const CT_KEY_SIZE: usize = 40;
+pub const CT_VALUE_SIZE: usize = 32;
+pub const META_SIZE: usize = 8;
 /// `struct ff_counters` in 64-bit words.
 pub const COUNTER_WORDS: usize = 8 + EXC_SLOTS + DROP_SLOTS + PUNT_SLOTS + 5 * MAX_IFACES as usize;
 /// Word offsets inside `struct ff_counters`.
@@ -161,6 +176,8 @@ pub const CTR_FORWARDED_IPV6: usize = 2;
 pub const CTR_TO_HOST: usize = 3;
 pub const CTR_EXCEPTIONS_LOST: usize = 4;
 pub const CTR_TX_REDIRECT_FAILED: usize = 5;
+pub const CTR_CT_ESTABLISHED: usize = 6;
+pub const CTR_META_FAILED: usize = 7;
 pub const CTR_EXCEPTIONS: usize = 8;
 pub const CTR_DROPS: usize = CTR_EXCEPTIONS + EXC_SLOTS;
 pub const CTR_PUNTS: usize = CTR_DROPS + DROP_SLOTS;
@@ -178,6 +195,8 @@ pub type MacValue = [u8; MAC_SIZE];
 pub type Local4Key = [u8; LOCAL4_KEY_SIZE];
 pub type Local6Key = [u8; LOCAL6_KEY_SIZE];
 pub type TestOut = [u8; TEST_OUT_SIZE];
+pub type CtKey = [u8; CT_KEY_SIZE];
+pub type CtValue = [u8; CT_VALUE_SIZE];
 pub type CounterBlock = [u64; COUNTER_WORDS];
 
 /// Capacity of the FIB maps, per half.
@@ -253,7 +272,13 @@ impl FibCapacity {
     }
 }
 
-pub fn config(active: u32, flags: u32, cap: &FibCapacity, generation: u64) -> Config {
+pub fn config(
+    active: u32,
+    flags: u32,
+    cap: &FibCapacity,
+    ct_epoch: u32,
+    generation: u64,
+) -> Config {
     let mut c = [0u8; CONFIG_SIZE];
     c[0..4].copy_from_slice(&active.to_ne_bytes());
     c[4..8].copy_from_slice(&flags.to_ne_bytes());
@@ -262,6 +287,7 @@ pub fn config(active: u32, flags: u32, cap: &FibCapacity, generation: u64) -> Co
     c[16..20].copy_from_slice(&cap.nodes6.to_ne_bytes());
     c[20..24].copy_from_slice(&cap.leaf6_pairs().to_ne_bytes());
     c[24..28].copy_from_slice(&cap.fw_pairs().to_ne_bytes());
+    c[28..32].copy_from_slice(&ct_epoch.to_ne_bytes());
     c[32..40].copy_from_slice(&generation.to_ne_bytes());
     c
 }
@@ -374,12 +400,61 @@ pub fn test_out(kind: u32, detail: u32) -> TestOut {
     v
 }
 
-/// (kind, detail) of a `test_out` value.
-pub fn test_out_fields(v: &TestOut) -> (u32, u32) {
+/// (kind, detail, connection-tracking hint) of a `test_out` value.
+pub fn test_out_fields(v: &TestOut) -> (u32, u32, u32) {
+    let at = |i: usize| u32::from_ne_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
+    (at(0), at(4), at(8))
+}
+
+/// The `ct_flows` key of a flow handed to the fast path.
+pub fn ct_key(f: &firewall::FastFlow) -> CtKey {
+    let mut v = [0u8; CT_KEY_SIZE];
+    v[0..8].copy_from_slice(&((f.a >> 64) as u64).to_ne_bytes());
+    v[8..16].copy_from_slice(&(f.a as u64).to_ne_bytes());
+    v[16..24].copy_from_slice(&((f.b >> 64) as u64).to_ne_bytes());
+    v[24..32].copy_from_slice(&(f.b as u64).to_ne_bytes());
+    v[32..34].copy_from_slice(&f.pa.to_ne_bytes());
+    v[34..36].copy_from_slice(&f.pb.to_ne_bytes());
+    v[36] = f.proto;
+    v[37] = u8::from(f.v6);
+    v
+}
+
+/// The `ct_flows` value of a flow handed to the fast path in `epoch`.
+pub fn ct_value(f: &firewall::FastFlow, epoch: u32) -> CtValue {
+    let mut v = [0u8; CT_VALUE_SIZE];
+    v[0..8].copy_from_slice(&f.expires.to_ne_bytes());
+    v[8..16].copy_from_slice(&f.timeout_open.to_ne_bytes());
+    v[16..24].copy_from_slice(&f.timeout_closing.to_ne_bytes());
+    v[24..28].copy_from_slice(&epoch.to_ne_bytes());
+    v[28] = if f.closing {
+        CT_CLOSING
+    } else {
+        CT_ESTABLISHED
+    };
+    v[29] = u8::from(f.orig_a);
+    v
+}
+
+/// (expires, epoch, closing) of a `ct_flows` value.
+pub fn ct_value_fields(v: &CtValue) -> (u64, u32, bool) {
     (
-        u32::from_ne_bytes([v[0], v[1], v[2], v[3]]),
-        u32::from_ne_bytes([v[4], v[5], v[6], v[7]]),
+        u64::from_ne_bytes(v[0..8].try_into().unwrap_or([0; 8])),
+        u32::from_ne_bytes([v[24], v[25], v[26], v[27]]),
+        v[28] == CT_CLOSING,
     )
+}
+
+/// The connection-tracking hint in the metadata the program left before
+/// a frame it handed over (`struct ff_meta`; 0 without the magic).
+pub fn ct_hint_of_meta(meta: [u8; META_SIZE]) -> u8 {
+    let magic = u32::from_ne_bytes([meta[0], meta[1], meta[2], meta[3]]);
+    let hint = u32::from_ne_bytes([meta[4], meta[5], meta[6], meta[7]]);
+    if magic == META_MAGIC && hint <= CT_HINT_ESTABLISHED {
+        hint as u8
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -429,6 +504,15 @@ mod tests {
             ("FF_CFG_EXCEPT_ALL", CFG_EXCEPT_ALL.into()),
             ("FF_CFG_TEST", CFG_TEST.into()),
             ("FF_CFG_FIREWALL", CFG_FIREWALL.into()),
+            ("FF_CFG_CONNTRACK", CFG_CONNTRACK.into()),
+            ("FF_CT_MAX", CT_MAX.into()),
+            ("FF_CT_ESTABLISHED", CT_ESTABLISHED.into()),
+            ("FF_CT_CLOSING", CT_CLOSING.into()),
+            ("FF_CT_STATE_ESTABLISHED", CT_STATE_ESTABLISHED.into()),
+            ("FF_META_MAGIC", META_MAGIC.into()),
+            ("FF_CT_HINT_NONE", CT_HINT_NONE.into()),
+            ("FF_CT_HINT_ABSENT", CT_HINT_ABSENT.into()),
+            ("FF_CT_HINT_ESTABLISHED", CT_HINT_ESTABLISHED.into()),
             ("FF_FW_FIELDS", FW_FIELDS as u64),
             ("FF_FW_MAX_STEPS", FW_MAX_STEPS as u64),
             ("FF_FW_MAX_COUNTED", FW_MAX_COUNTED as u64),
@@ -473,6 +557,7 @@ mod tests {
             "FF_EXC_ALL",
             "FF_EXC_TABLE",
             "FF_EXC_REJECT",
+            "FF_EXC_CONNTRACK",
         ];
         for (name, (v, _)) in exc.iter().zip(EXCEPTIONS) {
             assert_eq!(d.get(*name), Some(&u64::from(v)), "{name}");
@@ -504,6 +589,9 @@ mod tests {
             ("ff_fw_step", FW_STEP_SIZE),
             ("ff_fw_meta", FW_META_SIZE),
             ("ff_fw_counter", FW_COUNTER_SIZE),
+            ("ff_ct_key", CT_KEY_SIZE),
+            ("ff_ct_value", CT_VALUE_SIZE),
+            ("ff_meta", META_SIZE),
         ] {
             assert_eq!(struct_size(name), size, "sizeof(struct {name})");
         }
@@ -522,6 +610,37 @@ mod tests {
             NODE_SIZE,
             "the trie's nodes are copied as they are"
         );
+    }
+
+    #[test]
+    fn conntrack_codes_are_the_firewall_s() {
+        use firewall::{CtHint, CtState};
+        assert_eq!(CT_STATE_ESTABLISHED, CtState::Established as u32);
+        for h in [CtHint::None, CtHint::Absent, CtHint::Established] {
+            let mut meta = [0u8; META_SIZE];
+            meta[..4].copy_from_slice(&META_MAGIC.to_ne_bytes());
+            meta[4..].copy_from_slice(&u32::from(h.code()).to_ne_bytes());
+            assert_eq!(CtHint::from_code(u32::from(ct_hint_of_meta(meta))), h);
+        }
+        // Without the magic (a frame left no metadata): no hint.
+        assert_eq!(ct_hint_of_meta([0, 0, 0, 0, 2, 0, 0, 0]), 0);
+        let f = firewall::FastFlow {
+            a: 0x0a00_0001,
+            b: 0x0a00_0002,
+            pa: 1000,
+            pb: 80,
+            proto: 6,
+            expires: 77,
+            closing: true,
+            ..Default::default()
+        };
+        assert_eq!(ct_value_fields(&ct_value(&f, 9)), (77, 9, true));
+        let k = ct_key(&f);
+        assert_eq!(
+            u64::from_ne_bytes(k[8..16].try_into().unwrap()),
+            0x0a00_0001
+        );
+        assert_eq!(k[36], 6);
     }
 
     #[test]

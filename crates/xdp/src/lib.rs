@@ -5,6 +5,8 @@
 //! - [`layout`]: the map layout of `bpf/fastfwd_xdp.h`, checked against it;
 //! - [`compile`]: one tables snapshot (pipeline [`pipeline::Tables`] and its
 //!   poptries) into the content of the maps, an [`Image`];
+//! - [`audit`]: the maps read back and compared with a fresh compile
+//!   (`fastfwd fib audit`);
 //! - [`engine`]: loading, hitless publication of images, attaching,
 //!   counters, and `BPF_PROG_TEST_RUN` for replay and tests.
 //!
@@ -13,11 +15,12 @@
 //! pipeline unchanged, so the result for every packet is the pipeline's.
 //! See docs/xdp-engine.md.
 
+pub mod audit;
 pub mod compile;
 pub mod engine;
 pub mod layout;
 pub mod replay;
 
 pub use compile::{CompileError, Image};
-pub use engine::{Engine, EngineCounters, EngineError, Mode, Outcome};
+pub use engine::{Engine, EngineCounters, EngineError, FlowTable, Mode, Outcome};
 pub use layout::FibCapacity;

@@ -4,7 +4,10 @@
 //! - [`run_user`]: the user-space pipeline alone.
 //! - [`run_xdp`]: each frame through the XDP program (`BPF_PROG_TEST_RUN`);
 //!   the exceptions, in their order, through the user-space pipeline as
-//!   one batch with the same `now`, as `fastfwd run` hands them over.
+//!   one batch with the same `now` and the connection-tracking hints the
+//!   program left, as `fastfwd run` hands them over; then the flows the
+//!   pipeline found established go to the program's flow table, as the
+//!   worker loop hands them over after each batch.
 //!
 //! Both give a verdict per frame in input order, then the generated
 //! packets (ICMP errors, fragments, resets) in the order the pipeline made
@@ -54,6 +57,23 @@ where
     F6: Lookup<u128>,
     A: Acl,
 {
+    run_user_hinted(worker, tables, now, port, frames, &[])
+}
+
+/// [`run_user`] with each frame's connection-tracking hint (missing ones: 0).
+pub fn run_user_hinted<F4, F6, A>(
+    worker: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    now: u64,
+    port: PortId,
+    frames: &[&[u8]],
+    ct_hints: &[u8],
+) -> BatchResult
+where
+    F4: Lookup<u32>,
+    F6: Lookup<u128>,
+    A: Acl,
+{
     let mut bufs: Vec<Vec<u8>> = frames
         .iter()
         .map(|d| {
@@ -65,7 +85,10 @@ where
     let mut fr: Vec<Frame<'_>> = bufs
         .iter_mut()
         .zip(frames)
-        .map(|(b, d)| Frame::new(b, HEADROOM, d.len()))
+        .enumerate()
+        .map(|(i, (b, d))| {
+            Frame::new(b, HEADROOM, d.len()).with_ct_hint(ct_hints.get(i).copied().unwrap_or(0))
+        })
         .collect();
     let out = worker.process(tables, now, port, &mut fr);
     let mut result = BatchResult::default();
@@ -104,13 +127,16 @@ where
 {
     let mut result = BatchResult::default();
     let mut exceptions: Vec<&[u8]> = Vec::new();
+    let mut hints = Vec::new();
     let mut slots = Vec::new();
+    engine.set_test_clock(now)?;
     for (i, f) in frames.iter().enumerate() {
         // The kernel runs no program over less than an Ethernet header:
         // such a frame is the pipeline's (which drops it as too short).
         if f.len() < crate::engine::MIN_TEST_FRAME {
             slots.push(i);
             exceptions.push(f);
+            hints.push(0);
             result.frames.push(FrameResult::Consumed);
             continue;
         }
@@ -118,19 +144,25 @@ where
             Outcome::Forward { port, frame } => FrameResult::Forward(port, frame),
             Outcome::Drop(r) => FrameResult::Drop(r),
             Outcome::Punt(r) => FrameResult::Punt(r),
-            Outcome::Exception(_) => {
+            Outcome::Exception { ct_hint, .. } => {
                 slots.push(i);
                 exceptions.push(f);
+                hints.push(ct_hint);
                 FrameResult::Consumed
             }
         });
     }
     if !exceptions.is_empty() {
-        let sub = run_user(worker, tables, now, port, &exceptions);
+        let sub = run_user_hinted(worker, tables, now, port, &exceptions, &hints);
         for (slot, r) in slots.into_iter().zip(sub.frames) {
             result.frames[slot] = r;
         }
         result.generated = sub.generated;
+        if let Some(fw) = firewall::pipeline_acl::worker_state(worker) {
+            let epoch = fw.epoch();
+            let mut table = engine.flow_table()?;
+            fw.hand_over(now, |f| table.give(f, epoch));
+        }
     }
     Ok(result)
 }
