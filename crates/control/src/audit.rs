@@ -8,29 +8,32 @@
 //!   config, control socket): the incremental path checked by the batch one;
 //! - **fib**: the forwarding table the workers read, looked up at the
 //!   first and last address of every installed prefix, against a reference
-//!   FIB built from the installed routes.
+//!   FIB built from the installed routes;
+//! - **xdp** (with the XDP engine): the maps the program reads, element by
+//!   element against a fresh compile of the same tables, and looked up as
+//!   the fib layer is.
 //!
 //! Each layer is compared whole; the result lists every difference.
 
 use crate::router::RouterTables;
-use crate::state::{target_strings, KernelState, RouterState};
+use crate::state::{KernelState, RouterState, target_strings};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::{Lookup, RouteTable};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use wire::Cidr;
 
 /// One difference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Difference {
-    /// `kernel`, `routes` or `fib`.
-    pub layer: &'static str,
+    /// `kernel`, `routes`, `fib` or an engine's name (`xdp`).
+    pub layer: String,
     /// The prefix (kernel: with its metric), or the address looked up.
     pub item: String,
     /// `missing` (wanted, not there), `extra` (there, not wanted) or
     /// `different`.
-    pub kind: &'static str,
+    pub kind: String,
     /// What it should be.
     pub want: String,
     /// What it is.
@@ -38,7 +41,7 @@ pub struct Difference {
 }
 
 /// How much was compared.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checked {
     /// Kernel routes in the fresh dump.
     pub kernel_routes: usize,
@@ -46,11 +49,13 @@ pub struct Checked {
     pub routes: usize,
     /// FIB lookups made.
     pub lookups: usize,
+    /// The engine's own copy, when it has one (the XDP engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineChecked>,
 }
 
 /// What an audit compares, taken from the daemon (cheap clones) and a
 /// fresh kernel dump.
-#[derive(Debug)]
 pub struct AuditInput {
     /// The kernel's routes now.
     pub fresh: KernelState,
@@ -60,6 +65,8 @@ pub struct AuditInput {
     pub installed: BTreeMap<Cidr, Vec<String>>,
     /// The tables the workers read.
     pub tables: Arc<RouterTables>,
+    /// The engine's own copy of the FIB, when it has one.
+    pub engine: Option<EngineAudit>,
 }
 
 /// Compares two maps: keys missing from `have`, extra in it, and values
@@ -74,16 +81,16 @@ fn compare<K: Ord + ToString, V: PartialEq + std::fmt::Debug>(
     for (k, w) in want {
         match have.get(k) {
             None => out.push(Difference {
-                layer,
+                layer: layer.into(),
                 item: k.to_string(),
-                kind: "missing",
+                kind: "missing".into(),
                 want: show(w),
                 have: String::new(),
             }),
             Some(h) if h != w => out.push(Difference {
-                layer,
+                layer: layer.into(),
                 item: k.to_string(),
-                kind: "different",
+                kind: "different".into(),
                 want: show(w),
                 have: show(h),
             }),
@@ -93,9 +100,9 @@ fn compare<K: Ord + ToString, V: PartialEq + std::fmt::Debug>(
     for (k, h) in have {
         if !want.contains_key(k) {
             out.push(Difference {
-                layer,
+                layer: layer.into(),
                 item: k.to_string(),
-                kind: "extra",
+                kind: "extra".into(),
                 want: String::new(),
                 have: show(h),
             });
@@ -135,9 +142,9 @@ pub fn compare_routes(
         Ok(b) => b,
         Err(e) => {
             out.push(Difference {
-                layer: "routes",
+                layer: "routes".into(),
                 item: "build".into(),
-                kind: "different",
+                kind: "different".into(),
                 want: format!("a full build: {e}"),
                 have: format!("{} routes installed", installed.len()),
             });
@@ -166,6 +173,28 @@ pub fn compare_routes(
 pub fn compare_fib(
     installed: &BTreeMap<Cidr, Vec<String>>,
     tables: &RouterTables,
+    out: &mut Vec<Difference>,
+) -> usize {
+    compare_lookups(
+        "fib",
+        installed,
+        tables,
+        |a| tables.fib4.lookup(a),
+        |a| tables.fib6.lookup(a),
+        out,
+    )
+}
+
+/// A FIB (`have4`, `have6`: address -> next-hop id of `tables`) looked up
+/// at the first and last address of every installed prefix, against the
+/// longest installed prefix there; differences under `layer`. Returns the
+/// number of lookups.
+pub fn compare_lookups(
+    layer: &'static str,
+    installed: &BTreeMap<Cidr, Vec<String>>,
+    tables: &RouterTables,
+    have4: impl Fn(u32) -> Option<u32>,
+    have6: impl Fn(u128) -> Option<u32>,
     out: &mut Vec<Difference>,
 ) -> usize {
     // Installed routes as a reference FIB whose next hop is an index into
@@ -202,7 +231,7 @@ pub fn compare_fib(
         lookups += 1;
         if want != have {
             out.push(Difference {
-                layer: "fib",
+                layer: layer.into(),
                 item: addr,
                 kind: if have.is_empty() {
                     "missing"
@@ -210,7 +239,8 @@ pub fn compare_fib(
                     "extra"
                 } else {
                     "different"
-                },
+                }
+                .into(),
                 want: want.join(", "),
                 have: have.join(", "),
             });
@@ -223,7 +253,7 @@ pub fn compare_fib(
                     check(
                         std::net::Ipv4Addr::from(a).to_string(),
                         want(ref4.lookup(a)),
-                        live(tables.fib4.lookup(a)),
+                        live(have4(a)),
                     );
                 }
             }
@@ -232,13 +262,37 @@ pub fn compare_fib(
                     check(
                         std::net::Ipv6Addr::from(a).to_string(),
                         want(ref6.lookup(a)),
-                        live(tables.fib6.lookup(a)),
+                        live(have6(a)),
                     );
                 }
             }
         }
     }
     lookups
+}
+
+/// An engine's own copy of the FIB (the XDP engine's maps), checked on
+/// the audit thread: given the installed routes and the tables, it adds
+/// its differences and says what it compared.
+pub type EngineAudit = Box<
+    dyn FnOnce(&BTreeMap<Cidr, Vec<String>>, &RouterTables, &mut Vec<Difference>) -> EngineChecked
+        + Send,
+>;
+
+/// What an engine's check compared.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineChecked {
+    /// The engine (`xdp`), also the layer of its differences.
+    pub engine: String,
+    /// The generation of its tables that was read.
+    pub generation: u64,
+    /// Map elements compared with a fresh compile.
+    pub elements: usize,
+    /// Lookups made in what was read.
+    pub lookups: usize,
+    /// Why nothing was compared, when nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// The result of an audit: every difference and how much was compared.
@@ -251,6 +305,7 @@ pub fn start(
     state: RouterState,
     installed: (BTreeMap<Cidr, u32>, Vec<Vec<String>>),
     tables: Arc<RouterTables>,
+    engine: Option<EngineAudit>,
 ) -> std::sync::mpsc::Receiver<AuditResult> {
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
@@ -262,11 +317,12 @@ pub fn start(
                     .into_iter()
                     .map(|(p, t)| (p, texts.get(t as usize).cloned().unwrap_or_default()))
                     .collect();
-                audit(&AuditInput {
+                audit(AuditInput {
                     fresh,
                     state,
                     installed,
                     tables,
+                    engine,
                 })
             });
             let _ = tx.send(r);
@@ -285,17 +341,21 @@ pub fn start(
 }
 
 /// Runs every layer.
-pub fn audit(input: &AuditInput) -> (Vec<Difference>, Checked) {
+pub fn audit(input: AuditInput) -> (Vec<Difference>, Checked) {
     let mut out = Vec::new();
     compare_kernel(&input.fresh, &input.state.kernel, &mut out);
     compare_routes(&input.state, &input.installed, &mut out);
     let lookups = compare_fib(&input.installed, &input.tables, &mut out);
+    let engine = input
+        .engine
+        .map(|check| check(&input.installed, &input.tables, &mut out));
     (
         out,
         Checked {
             kernel_routes: input.fresh.routes.len(),
             routes: input.installed.len(),
             lookups,
+            engine,
         },
     )
 }
@@ -345,12 +405,42 @@ via = "198.18.0.108"
             fresh: KernelState::default(),
             state: r.state.clone(),
             installed: installed(&r),
-            tables: t,
+            tables: Arc::clone(&t),
+            // An engine whose copy answers as the live FIB does.
+            engine: Some(Box::new(|inst, tables, out| EngineChecked {
+                engine: "xdp".into(),
+                lookups: compare_lookups(
+                    "xdp",
+                    inst,
+                    tables,
+                    |a| tables.fib4.lookup(a),
+                    |a| tables.fib6.lookup(a),
+                    out,
+                ),
+                ..EngineChecked::default()
+            })),
         };
-        let (d, c) = audit(&input);
+        let (d, c) = audit(input);
         assert!(d.is_empty(), "{d:?}");
         assert_eq!(c.routes, 5, "3 connected + 2 config routes");
         assert_eq!(c.lookups, 10);
+        assert_eq!(c.engine.map(|e| e.lookups), Some(10));
+        // An engine whose copy lost every route: each lookup is missing,
+        // under the engine's layer.
+        let input = AuditInput {
+            fresh: KernelState::default(),
+            state: r.state.clone(),
+            installed: installed(&r),
+            tables: t,
+            engine: Some(Box::new(|inst, tables, out| EngineChecked {
+                engine: "xdp".into(),
+                lookups: compare_lookups("xdp", inst, tables, |_| None, |_| None, out),
+                ..EngineChecked::default()
+            })),
+        };
+        let (d, _) = audit(input);
+        assert_eq!(d.len(), 10, "{d:?}");
+        assert!(d.iter().all(|d| d.layer == "xdp" && d.kind == "missing"));
     }
 
     #[test]
@@ -394,7 +484,10 @@ via = "198.18.0.108"
         inst.insert(p24, vec!["via 198.18.0.1 dev d0".into()]);
         let mut out = Vec::new();
         compare_routes(&r.state, &inst, &mut out);
-        let kinds: Vec<_> = out.iter().map(|d| (d.item.as_str(), d.kind)).collect();
+        let kinds: Vec<_> = out
+            .iter()
+            .map(|d| (d.item.as_str(), d.kind.as_str()))
+            .collect();
         assert!(kinds.contains(&("203.0.113.128/25", "missing")), "{out:?}");
         assert!(kinds.contains(&("203.0.113.0/24", "different")), "{out:?}");
         let mut out = Vec::new();
@@ -416,7 +509,7 @@ via = "198.18.0.108"
         compare_kernel(&fresh, &r.state.kernel, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
-            (out[0].item.as_str(), out[0].kind),
+            (out[0].item.as_str(), out[0].kind.as_str()),
             ("192.0.2.0/24 metric 100", "missing")
         );
     }

@@ -2,7 +2,7 @@
 //! at start, then the RTNLGRP_* broadcasts, applied to a [`KernelState`].
 //! Also asks the kernel to resolve neighbours fastfwd misses.
 
-use crate::netlink::{self, msg, Event};
+use crate::netlink::{self, Event, msg};
 use crate::state::{Change, KernelState};
 use std::collections::BTreeSet;
 use wire::Cidr;
@@ -146,7 +146,7 @@ fn dump_once(
                         return Err(nl_err(
                             "netlink dump",
                             std::io::Error::from_raw_os_error(-e),
-                        ))
+                        ));
                     }
                     Some(ev) => {
                         fresh.apply(&ev);

@@ -1,67 +1,81 @@
 //! rtnetlink messages: building the requests fastfwd sends (dumps, a
-//! neighbour resolution, route changes) and parsing what the kernel sends
-//! back and broadcasts (links, addresses, routes, neighbours).
+//! neighbour resolution, route changes) and turning what the kernel sends
+//! back and broadcasts (links, addresses, routes, neighbours, nexthop
+//! objects) into [`Event`]s.
 //!
-//! Pure byte handling: the socket is [`netio::NetlinkSocket`]. Layouts
-//! follow `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h`,
-//! `linux/if_addr.h` and `linux/neighbour.h`. Malformed input yields no
-//! event rather than a panic.
+//! Links, addresses, routes (multipath and RTA_NH_ID included) and
+//! neighbours are decoded and encoded with `netlink-packet-route`'s types,
+//! the netlink framing and error messages with `netlink-packet-core`'s.
+//! Nexthop objects (`RTM_*NEXTHOP`, `linux/nexthop.h`) have no type in that
+//! crate; their few fields are read here through its attribute iterator.
+//! Pure byte handling: the socket is [`netio::NetlinkSocket`]. Malformed
+//! input yields no event rather than a panic.
 
+use netlink_packet_core::{
+    Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkBuffer,
+    NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteNextHop, RouteProtocol, RouteScope, RouteType,
+    RouteVia,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use pipeline::Discard;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::{Cidr, Ipv4Cidr, Ipv6Cidr};
 
 /// Message types.
 pub mod msg {
-    pub const NLMSG_ERROR: u16 = 2;
-    pub const NLMSG_DONE: u16 = 3;
-    pub const RTM_NEWLINK: u16 = 16;
-    pub const RTM_DELLINK: u16 = 17;
-    pub const RTM_GETLINK: u16 = 18;
-    pub const RTM_NEWADDR: u16 = 20;
-    pub const RTM_DELADDR: u16 = 21;
-    pub const RTM_GETADDR: u16 = 22;
-    pub const RTM_NEWROUTE: u16 = 24;
-    pub const RTM_DELROUTE: u16 = 25;
-    pub const RTM_GETROUTE: u16 = 26;
-    pub const RTM_NEWNEIGH: u16 = 28;
-    pub const RTM_DELNEIGH: u16 = 29;
-    pub const RTM_GETNEIGH: u16 = 30;
+    pub const NLMSG_ERROR: u16 = netlink_packet_core::NLMSG_ERROR;
+    pub const NLMSG_DONE: u16 = netlink_packet_core::NLMSG_DONE;
+    pub const RTM_NEWLINK: u16 = libc::RTM_NEWLINK;
+    pub const RTM_DELLINK: u16 = libc::RTM_DELLINK;
+    pub const RTM_GETLINK: u16 = libc::RTM_GETLINK;
+    pub const RTM_NEWADDR: u16 = libc::RTM_NEWADDR;
+    pub const RTM_DELADDR: u16 = libc::RTM_DELADDR;
+    pub const RTM_GETADDR: u16 = libc::RTM_GETADDR;
+    pub const RTM_NEWROUTE: u16 = libc::RTM_NEWROUTE;
+    pub const RTM_DELROUTE: u16 = libc::RTM_DELROUTE;
+    pub const RTM_GETROUTE: u16 = libc::RTM_GETROUTE;
+    pub const RTM_NEWNEIGH: u16 = libc::RTM_NEWNEIGH;
+    pub const RTM_DELNEIGH: u16 = libc::RTM_DELNEIGH;
+    pub const RTM_GETNEIGH: u16 = libc::RTM_GETNEIGH;
+    // Nexthop objects (linux/rtnetlink.h, since 5.3): in neither libc nor
+    // netlink-packet-route.
     pub const RTM_NEWNEXTHOP: u16 = 104;
     pub const RTM_DELNEXTHOP: u16 = 105;
     pub const RTM_GETNEXTHOP: u16 = 106;
 }
 
-/// Multicast groups fastfwd follows (RTNLGRP_*): LINK, NEIGH,
-/// IPV4_IFADDR, IPV4_ROUTE, IPV6_IFADDR, IPV6_ROUTE, NEXTHOP.
-pub const GROUPS: [u32; 7] = [1, 3, 5, 7, 9, 11, 32];
+/// Multicast groups fastfwd follows.
+pub const GROUPS: [u32; 7] = [
+    libc::RTNLGRP_LINK,
+    libc::RTNLGRP_NEIGH,
+    libc::RTNLGRP_IPV4_IFADDR,
+    libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV6_IFADDR,
+    libc::RTNLGRP_IPV6_ROUTE,
+    libc::RTNLGRP_NEXTHOP,
+];
 
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_DUMP: u16 = 0x300;
-const NLM_F_CREATE: u16 = 0x400;
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
-const RTN_UNICAST: u8 = 1;
-const RTN_BLACKHOLE: u8 = 6;
-const RTN_UNREACHABLE: u8 = 7;
-const RTN_PROHIBIT: u8 = 8;
-const RTN_THROW: u8 = 9;
 /// The main routing table.
-pub const RT_TABLE_MAIN: u32 = 254;
-const RTPROT_STATIC: u8 = 4;
-const NTF_USE: u8 = 0x01;
+pub const RT_TABLE_MAIN: u32 = libc::RT_TABLE_MAIN as u32;
 
 /// Neighbour states (NUD_*).
 pub mod nud {
-    pub const INCOMPLETE: u16 = 0x01;
-    pub const REACHABLE: u16 = 0x02;
-    pub const STALE: u16 = 0x04;
-    pub const DELAY: u16 = 0x08;
-    pub const PROBE: u16 = 0x10;
-    pub const FAILED: u16 = 0x20;
-    pub const NOARP: u16 = 0x40;
-    pub const PERMANENT: u16 = 0x80;
+    pub const INCOMPLETE: u16 = libc::NUD_INCOMPLETE;
+    pub const REACHABLE: u16 = libc::NUD_REACHABLE;
+    pub const STALE: u16 = libc::NUD_STALE;
+    pub const DELAY: u16 = libc::NUD_DELAY;
+    pub const PROBE: u16 = libc::NUD_PROBE;
+    pub const FAILED: u16 = libc::NUD_FAILED;
+    pub const NOARP: u16 = libc::NUD_NOARP;
+    pub const PERMANENT: u16 = libc::NUD_PERMANENT;
     /// States in which the link-layer address is usable.
     pub const VALID: u16 = REACHABLE | STALE | DELAY | PROBE | PERMANENT | NOARP;
 }
@@ -168,7 +182,7 @@ impl Event {
     /// routes are the host's business.
     pub fn is_forwarding_route(&self) -> bool {
         matches!(self, Event::Route { table, kind, .. } if *table == RT_TABLE_MAIN
-            && (*kind == RTN_UNICAST || discard_of(*kind).is_some()))
+            && (*kind == libc::RTN_UNICAST || discard_of(*kind).is_some()))
     }
 
     /// For a discarding route, what it does.
@@ -182,75 +196,30 @@ impl Event {
 
 fn discard_of(kind: u8) -> Option<Discard> {
     match kind {
-        RTN_BLACKHOLE => Some(Discard::Blackhole),
-        RTN_UNREACHABLE => Some(Discard::Unreachable),
-        RTN_PROHIBIT => Some(Discard::Prohibit),
-        RTN_THROW => Some(Discard::Throw),
+        libc::RTN_BLACKHOLE => Some(Discard::Blackhole),
+        libc::RTN_UNREACHABLE => Some(Discard::Unreachable),
+        libc::RTN_PROHIBIT => Some(Discard::Prohibit),
+        libc::RTN_THROW => Some(Discard::Throw),
         _ => None,
     }
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// Splits a datagram into (type, flags, seq, body) messages.
+/// Splits a datagram into (type, flags, seq, body) messages; stops at the
+/// first message whose length does not fit.
 pub fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u16, u32, &[u8])> {
     let mut at = 0usize;
     std::iter::from_fn(move || {
-        let len = u32_at(buf, at)? as usize;
-        if len < 16 || at + len > buf.len() {
-            return None;
-        }
-        let ty = u16_at(buf, at + 4)?;
-        let flags = u16_at(buf, at + 6)?;
-        let seq = u32_at(buf, at + 8)?;
-        let body = &buf[at + 16..at + len];
-        at += align4(len);
-        Some((ty, flags, seq, body))
+        let m = NetlinkBuffer::new_checked(buf.get(at..)?).ok()?;
+        let len = m.length() as usize;
+        let item = (
+            m.message_type(),
+            m.flags(),
+            m.sequence_number(),
+            m.payload(),
+        );
+        at += len.next_multiple_of(4);
+        Some(item)
     })
-}
-
-/// Iterates over the (type, payload) attributes in `b`.
-pub fn attrs(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut at = 0usize;
-    std::iter::from_fn(move || {
-        let len = u16_at(b, at)? as usize;
-        if len < 4 || at + len > b.len() {
-            return None;
-        }
-        let ty = u16_at(b, at + 2)? & 0x3fff;
-        let payload = &b[at + 4..at + len];
-        at += align4(len);
-        Some((ty, payload))
-    })
-}
-
-fn ip_from(family: u8, b: &[u8]) -> Option<IpAddr> {
-    match (family, b.len()) {
-        (AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
-        (AF_INET6, 16) => {
-            let a: [u8; 16] = b.try_into().ok()?;
-            Some(IpAddr::V6(Ipv6Addr::from(a)))
-        }
-        _ => None,
-    }
-}
-
-fn mac_from(b: &[u8]) -> Option<[u8; 6]> {
-    b.try_into().ok()
-}
-
-/// RTA_VIA: a 2-byte family followed by the address.
-fn via_from(b: &[u8]) -> Option<IpAddr> {
-    let family = u16_at(b, 0)?;
-    ip_from(u8::try_from(family).ok()?, b.get(2..)?)
 }
 
 /// Parses one message into an event (`None` for types fastfwd ignores or
@@ -259,314 +228,336 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
     use msg::*;
     match ty {
         NLMSG_DONE => Some(Event::Done),
-        NLMSG_ERROR => Some(Event::Ack(u32_at(body, 0)? as i32)),
-        RTM_NEWLINK | RTM_DELLINK => {
-            let ifindex = u32_at(body, 4)?;
-            let flags = u32_at(body, 8)?;
-            let (mut name, mut mac, mut mtu) = (String::new(), None, None);
-            for (t, p) in attrs(body.get(16..)?) {
-                match t {
-                    1 => mac = mac_from(p),
-                    3 => {
-                        name = String::from_utf8_lossy(p.split(|&c| c == 0).next().unwrap_or(&[]))
-                            .into_owned()
-                    }
-                    4 => mtu = u32_at(p, 0),
-                    _ => {}
-                }
+        // struct nlmsgerr starts with the (negative) errno, 0 for an ack.
+        NLMSG_ERROR => Some(Event::Ack(i32::from_ne_bytes(
+            body.get(..4)?.try_into().ok()?,
+        ))),
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => nexthop(ty == RTM_NEWNEXTHOP, body),
+        _ => {
+            let mut header = NetlinkHeader::default();
+            header.message_type = ty;
+            match RouteNetlinkMessage::deserialize(&header, body).ok()? {
+                RouteNetlinkMessage::NewLink(m) => Some(link(true, m)),
+                RouteNetlinkMessage::DelLink(m) => Some(link(false, m)),
+                RouteNetlinkMessage::NewAddress(m) => address(true, m),
+                RouteNetlinkMessage::DelAddress(m) => address(false, m),
+                RouteNetlinkMessage::NewRoute(m) => route(true, m),
+                RouteNetlinkMessage::DelRoute(m) => route(false, m),
+                RouteNetlinkMessage::NewNeighbour(m) => neighbour(true, m),
+                RouteNetlinkMessage::DelNeighbour(m) => neighbour(false, m),
+                _ => None,
             }
-            Some(Event::Link {
-                add: ty == RTM_NEWLINK,
-                ifindex,
-                name,
-                mac,
-                mtu,
-                up: flags & 1 != 0,
-            })
         }
-        RTM_NEWADDR | RTM_DELADDR => {
-            let family = *body.first()?;
-            let prefix_len = *body.get(1)?;
-            let ifindex = u32_at(body, 4)?;
-            let (mut local, mut address) = (None, None);
-            for (t, p) in attrs(body.get(8..)?) {
-                match t {
-                    1 => address = ip_from(family, p),
-                    2 => local = ip_from(family, p),
-                    _ => {}
-                }
-            }
-            // IFA_LOCAL is the interface's own address on point-to-point
-            // links; otherwise it equals IFA_ADDRESS (IPv6 sends only the latter).
-            let addr = local.or(address)?;
-            Some(Event::Addr {
-                add: ty == RTM_NEWADDR,
-                ifindex,
-                addr,
-                prefix_len,
-            })
+    }
+}
+
+fn link(add: bool, m: LinkMessage) -> Event {
+    let (mut name, mut mac, mut mtu) = (String::new(), None, None);
+    for a in m.attributes {
+        match a {
+            LinkAttribute::IfName(n) => name = n,
+            LinkAttribute::Address(a) => mac = a.try_into().ok(),
+            LinkAttribute::Mtu(v) => mtu = Some(v),
+            _ => {}
         }
-        RTM_NEWROUTE | RTM_DELROUTE => {
-            let family = *body.first()?;
-            let dst_len = *body.get(1)?;
-            let mut table = u32::from(*body.get(4)?);
-            let kind = *body.get(7)?;
-            let (mut dst, mut oif, mut gateway, mut metric, mut nh_id) =
-                (None, None, None, 0, None);
-            let mut hops = Vec::new();
-            for (t, p) in attrs(body.get(12..)?) {
-                match t {
-                    1 => dst = ip_from(family, p),
-                    4 => oif = u32_at(p, 0),
-                    5 => gateway = ip_from(family, p),
-                    6 => metric = u32_at(p, 0).unwrap_or(0),
-                    9 => hops = multipath(family, p),
-                    15 => table = u32_at(p, 0).unwrap_or(table),
-                    18 => gateway = via_from(p),
-                    30 => nh_id = u32_at(p, 0),
-                    _ => {}
-                }
-            }
-            let prefix = match (family, dst) {
-                (AF_INET, None) => Cidr::V4(Ipv4Cidr::new(0, 0)?),
-                (AF_INET6, None) => Cidr::V6(Ipv6Cidr::new(0, 0)?),
-                (_, Some(IpAddr::V4(a))) => Cidr::V4(Ipv4Cidr::new(u32::from(a), dst_len)?),
-                (_, Some(IpAddr::V6(a))) => Cidr::V6(Ipv6Cidr::new(u128::from(a), dst_len)?),
-                _ => return None,
-            };
-            if hops.is_empty() {
-                if let Some(ifindex) = oif {
-                    hops.push(KernelHop { ifindex, gateway });
-                }
-            }
-            Some(Event::Route {
-                add: ty == RTM_NEWROUTE,
-                prefix,
-                table,
-                kind,
-                metric,
-                hops,
-                nh_id,
-            })
+    }
+    Event::Link {
+        add,
+        ifindex: m.header.index,
+        name,
+        mac,
+        mtu,
+        up: m.header.flags.contains(LinkFlags::Up),
+    }
+}
+
+fn address(add: bool, m: AddressMessage) -> Option<Event> {
+    let (mut local, mut address) = (None, None);
+    for a in m.attributes {
+        match a {
+            AddressAttribute::Address(ip) => address = Some(ip),
+            AddressAttribute::Local(ip) => local = Some(ip),
+            _ => {}
         }
-        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => {
-            // struct nhmsg: family, scope, protocol, resvd, flags (u32).
-            let family = *body.first()?;
-            let (mut id, mut oif, mut gateway, mut blackhole) = (None, None, None, false);
-            let mut group = Vec::new();
-            for (t, p) in attrs(body.get(8..)?) {
-                match t {
-                    1 => id = u32_at(p, 0),
-                    // struct nexthop_grp: id (u32), weight - 1 (u8), ...
-                    2 => {
-                        group = p
-                            .chunks_exact(8)
-                            .filter_map(|g| Some((u32_at(g, 0)?, u16::from(g[4]) + 1)))
-                            .collect()
-                    }
-                    4 => blackhole = true,
-                    5 => oif = u32_at(p, 0),
-                    6 => gateway = ip_from(family, p),
-                    _ => {}
-                }
-            }
-            let target = if blackhole {
-                KernelNexthop::Blackhole
-            } else if !group.is_empty() {
-                KernelNexthop::Group(group)
-            } else {
-                KernelNexthop::Via(KernelHop {
-                    ifindex: oif.unwrap_or(0),
-                    gateway,
-                })
-            };
-            Some(Event::Nexthop {
-                add: ty == RTM_NEWNEXTHOP,
-                id: id?,
-                target,
-            })
-        }
-        RTM_NEWNEIGH | RTM_DELNEIGH => {
-            let family = *body.first()?;
-            let ifindex = u32_at(body, 4)?;
-            let state = u16_at(body, 8)?;
-            let (mut ip, mut mac) = (None, None);
-            for (t, p) in attrs(body.get(12..)?) {
-                match t {
-                    1 => ip = ip_from(family, p),
-                    2 => mac = mac_from(p),
-                    _ => {}
-                }
-            }
-            Some(Event::Neigh {
-                add: ty == RTM_NEWNEIGH,
-                ifindex,
-                ip: ip?,
-                mac,
-                state,
-            })
-        }
+    }
+    // IFA_LOCAL is the interface's own address on point-to-point links;
+    // otherwise it equals IFA_ADDRESS (IPv6 sends only the latter).
+    Some(Event::Addr {
+        add,
+        ifindex: m.header.index,
+        addr: local.or(address)?,
+        prefix_len: m.header.prefix_len,
+    })
+}
+
+fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(a) => Some(IpAddr::V4(*a)),
+        RouteAddress::Inet6(a) => Some(IpAddr::V6(*a)),
         _ => None,
     }
 }
 
-/// RTA_MULTIPATH: a list of `struct rtnexthop` each followed by attributes.
-fn multipath(family: u8, b: &[u8]) -> Vec<KernelHop> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while let Some(len) = u16_at(b, at) {
-        let len = len as usize;
-        if len < 8 || at + len > b.len() {
-            break;
-        }
-        let ifindex = u32_at(b, at + 4).unwrap_or(0);
-        let mut gateway = None;
-        for (t, p) in attrs(&b[at + 8..at + len]) {
-            match t {
-                5 => gateway = ip_from(family, p),
-                18 => gateway = via_from(p),
-                _ => {}
+fn via_ip(v: &RouteVia) -> Option<IpAddr> {
+    match v {
+        RouteVia::Inet(a) => Some(IpAddr::V4(*a)),
+        RouteVia::Inet6(a) => Some(IpAddr::V6(*a)),
+        _ => None,
+    }
+}
+
+/// The gateway among a route's (or a multipath member's) attributes:
+/// RTA_GATEWAY, or RTA_VIA for an IPv4 route through an IPv6 neighbour.
+fn gateway_of(attrs: &[RouteAttribute]) -> Option<IpAddr> {
+    attrs.iter().rev().find_map(|a| match a {
+        RouteAttribute::Gateway(g) => route_ip(g),
+        RouteAttribute::Via(v) => via_ip(v),
+        _ => None,
+    })
+}
+
+fn route(add: bool, m: RouteMessage) -> Option<Event> {
+    let h = &m.header;
+    let (mut dst, mut oif, mut metric, mut nh_id) = (None, None, 0, None);
+    let mut table = u32::from(h.table);
+    let mut hops = Vec::new();
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::NhId(id) => nh_id = Some(*id),
+            RouteAttribute::MultiPath(members) => {
+                hops = members
+                    .iter()
+                    .map(|n: &RouteNextHop| KernelHop {
+                        ifindex: n.interface_index,
+                        gateway: gateway_of(&n.attributes),
+                    })
+                    .collect()
             }
+            _ => {}
         }
-        out.push(KernelHop { ifindex, gateway });
-        at += align4(len);
     }
-    out
-}
-
-/// Builds one request message.
-struct Builder {
-    buf: Vec<u8>,
-}
-
-impl Builder {
-    fn new(ty: u16, flags: u16, seq: u32) -> Builder {
-        let mut buf = Vec::with_capacity(64);
-        buf.extend_from_slice(&0u32.to_ne_bytes());
-        buf.extend_from_slice(&ty.to_ne_bytes());
-        buf.extend_from_slice(&(flags | NLM_F_REQUEST).to_ne_bytes());
-        buf.extend_from_slice(&seq.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes());
-        Builder { buf }
-    }
-    fn bytes(&mut self, b: &[u8]) -> &mut Self {
-        self.buf.extend_from_slice(b);
-        self
-    }
-    fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
-        let len = 4 + payload.len();
-        self.buf.extend_from_slice(&(len as u16).to_ne_bytes());
-        self.buf.extend_from_slice(&ty.to_ne_bytes());
-        self.buf.extend_from_slice(payload);
-        while !self.buf.len().is_multiple_of(4) {
-            self.buf.push(0);
-        }
-        self
-    }
-    fn finish(&mut self) -> Vec<u8> {
-        let len = self.buf.len() as u32;
-        self.buf[..4].copy_from_slice(&len.to_ne_bytes());
-        std::mem::take(&mut self.buf)
-    }
-}
-
-fn family_of(ip: IpAddr) -> u8 {
-    if ip.is_ipv4() {
-        AF_INET
-    } else {
-        AF_INET6
-    }
-}
-
-fn ip_bytes(ip: IpAddr) -> Vec<u8> {
-    match ip {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    }
-}
-
-/// A dump request for links, addresses, routes or neighbours (`ty` is the
-/// RTM_GET* type), all families.
-pub fn dump_request(ty: u16, seq: u32) -> Vec<u8> {
-    let mut b = Builder::new(ty, NLM_F_DUMP, seq);
-    match ty {
-        msg::RTM_GETLINK => b.bytes(&[0u8; 16]),
-        msg::RTM_GETADDR => b.bytes(&[0u8; 8]),
-        msg::RTM_GETROUTE => b.bytes(&[0u8; 12]),
-        msg::RTM_GETNEXTHOP => b.bytes(&[0u8; 8]),
-        _ => b.bytes(&[0u8; 12]),
+    let len = h.destination_prefix_length;
+    let prefix = match (h.address_family, dst) {
+        (AddressFamily::Inet, None) => Cidr::V4(Ipv4Cidr::new(0, 0)?),
+        (AddressFamily::Inet6, None) => Cidr::V6(Ipv6Cidr::new(0, 0)?),
+        (AddressFamily::Inet, Some(IpAddr::V4(a))) => Cidr::V4(Ipv4Cidr::new(u32::from(a), len)?),
+        (AddressFamily::Inet6, Some(IpAddr::V6(a))) => Cidr::V6(Ipv6Cidr::new(u128::from(a), len)?),
+        _ => return None,
     };
-    b.finish()
+    if hops.is_empty()
+        && let Some(ifindex) = oif
+    {
+        hops.push(KernelHop {
+            ifindex,
+            gateway: gateway_of(&m.attributes),
+        });
+    }
+    Some(Event::Route {
+        add,
+        prefix,
+        table,
+        kind: u8::from(h.kind),
+        metric,
+        hops,
+        nh_id,
+    })
+}
+
+fn neighbour(add: bool, m: NeighbourMessage) -> Option<Event> {
+    let (mut ip, mut mac) = (None, None);
+    for a in m.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => ip = Some(IpAddr::V4(a)),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(a)) => ip = Some(IpAddr::V6(a)),
+            NeighbourAttribute::LinkLayerAddress(l) => mac = l.try_into().ok(),
+            _ => {}
+        }
+    }
+    Some(Event::Neigh {
+        add,
+        ifindex: m.header.ifindex,
+        ip: ip?,
+        mac,
+        state: u16::from(m.header.state),
+    })
+}
+
+/// RTM_NEWNEXTHOP / RTM_DELNEXTHOP: `struct nhmsg` (family, scope,
+/// protocol, reserved, flags: 8 bytes), then NHA_* attributes.
+fn nexthop(add: bool, body: &[u8]) -> Option<Event> {
+    const NHA_ID: u16 = 1;
+    const NHA_GROUP: u16 = 2;
+    const NHA_BLACKHOLE: u16 = 4;
+    const NHA_OIF: u16 = 5;
+    const NHA_GATEWAY: u16 = 6;
+    let family = *body.first()?;
+    let (mut id, mut oif, mut gateway, mut blackhole) = (None, None, None, false);
+    let mut group = Vec::new();
+    for nla in NlasIterator::new(body.get(8..)?) {
+        let nla = nla.ok()?;
+        let v = nla.value();
+        let u32_of = |b: &[u8]| Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?));
+        match nla.kind() {
+            NHA_ID => id = u32_of(v),
+            // struct nexthop_grp: id (u32), weight - 1 (u8), 3 reserved.
+            NHA_GROUP => {
+                group = v
+                    .chunks_exact(8)
+                    .filter_map(|g| Some((u32_of(g)?, u16::from(g[4]) + 1)))
+                    .collect()
+            }
+            NHA_BLACKHOLE => blackhole = true,
+            NHA_OIF => oif = u32_of(v),
+            NHA_GATEWAY => {
+                gateway = match (i32::from(family), v.len()) {
+                    (libc::AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::new(v[0], v[1], v[2], v[3]))),
+                    (libc::AF_INET6, 16) => {
+                        Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(v).ok()?)))
+                    }
+                    _ => None,
+                }
+            }
+            _ => {}
+        }
+    }
+    let target = if blackhole {
+        KernelNexthop::Blackhole
+    } else if !group.is_empty() {
+        KernelNexthop::Group(group)
+    } else {
+        KernelNexthop::Via(KernelHop {
+            ifindex: oif.unwrap_or(0),
+            gateway,
+        })
+    };
+    Some(Event::Nexthop {
+        add,
+        id: id?,
+        target,
+    })
+}
+
+/// One request: `inner` framed with `flags` (NLM_F_REQUEST added) and `seq`.
+fn request(inner: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = flags | NLM_F_REQUEST;
+    header.sequence_number = seq;
+    let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(inner));
+    m.finalize();
+    let mut buf = vec![0; m.buffer_len()];
+    m.serialize(&mut buf);
+    buf
+}
+
+fn family_of(ip: IpAddr) -> AddressFamily {
+    if ip.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    }
+}
+
+/// A dump request for links, addresses, routes, neighbours or nexthop
+/// objects (`ty` is the RTM_GET* type), all families.
+pub fn dump_request(ty: u16, seq: u32) -> Vec<u8> {
+    let inner = match ty {
+        msg::RTM_GETLINK => RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        msg::RTM_GETADDR => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+        msg::RTM_GETROUTE => RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        msg::RTM_GETNEIGH => RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+        _ => {
+            // RTM_GETNEXTHOP: a zeroed struct nhmsg (all families).
+            let mut header = NetlinkHeader::default();
+            header.length = (header.buffer_len() + 8) as u32;
+            header.message_type = ty;
+            header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+            header.sequence_number = seq;
+            let mut buf = vec![0; header.length as usize];
+            header.emit(&mut buf);
+            return buf;
+        }
+    };
+    request(inner, NLM_F_DUMP, seq)
 }
 
 /// Asks the kernel to resolve `ip` on `ifindex` (ARP or ND) as if a packet
 /// were waiting for it: RTM_NEWNEIGH with NTF_USE creates the entry if
 /// needed and starts resolution without setting any address.
 pub fn resolve_request(ifindex: u32, ip: IpAddr, seq: u32) -> Vec<u8> {
-    let mut b = Builder::new(msg::RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_ACK, seq);
-    let mut nd = [0u8; 12];
-    nd[0] = family_of(ip);
-    nd[4..8].copy_from_slice(&ifindex.to_ne_bytes());
-    nd[8..10].copy_from_slice(&nud::INCOMPLETE.to_ne_bytes());
-    nd[10] = NTF_USE;
-    b.bytes(&nd).attr(1, &ip_bytes(ip));
-    b.finish()
+    let mut m = NeighbourMessage::default();
+    m.header.family = family_of(ip);
+    m.header.ifindex = ifindex;
+    m.header.state = NeighbourState::Incomplete;
+    m.header.flags = NeighbourFlags::Use;
+    m.attributes
+        .push(NeighbourAttribute::Destination(NeighbourAddress::from(ip)));
+    request(
+        RouteNetlinkMessage::NewNeighbour(m),
+        NLM_F_CREATE | NLM_F_ACK,
+        seq,
+    )
 }
 
-/// Adds (`add`) or deletes a static unicast route in the main table.
+/// Adds (or replaces, `add`) or deletes a static unicast route in the main
+/// table.
 pub fn route_request(add: bool, prefix: Cidr, hops: &[KernelHop], seq: u32) -> Vec<u8> {
-    let (ty, flags) = if add {
-        (msg::RTM_NEWROUTE, NLM_F_CREATE | NLM_F_ACK | 0x100)
-    } else {
-        (msg::RTM_DELROUTE, NLM_F_ACK)
+    let mut m = RouteMessage::default();
+    let dst = match prefix {
+        Cidr::V4(p) => {
+            m.header.address_family = AddressFamily::Inet;
+            RouteAddress::Inet(p.network())
+        }
+        Cidr::V6(p) => {
+            m.header.address_family = AddressFamily::Inet6;
+            RouteAddress::Inet6(p.network())
+        }
     };
-    let (family, dst): (u8, Vec<u8>) = match prefix {
-        Cidr::V4(p) => (AF_INET, p.network().octets().to_vec()),
-        Cidr::V6(p) => (AF_INET6, p.network().octets().to_vec()),
-    };
-    let mut b = Builder::new(ty, flags, seq);
-    b.bytes(&[
-        family,
-        prefix.prefix_len(),
-        0,
-        0,
-        RT_TABLE_MAIN as u8,
-        RTPROT_STATIC,
-        0,
-        RTN_UNICAST,
-        0,
-        0,
-        0,
-        0,
-    ]);
-    b.attr(1, &dst);
+    m.header.destination_prefix_length = prefix.prefix_len();
+    m.header.table = libc::RT_TABLE_MAIN;
+    m.header.protocol = RouteProtocol::Static;
+    m.header.scope = RouteScope::Universe;
+    m.header.kind = RouteType::Unicast;
+    m.attributes.push(RouteAttribute::Destination(dst));
     if let [hop] = hops {
-        b.attr(4, &hop.ifindex.to_ne_bytes());
+        m.attributes.push(RouteAttribute::Oif(hop.ifindex));
         if let Some(g) = hop.gateway {
-            b.attr(5, &ip_bytes(g));
+            m.attributes.push(RouteAttribute::Gateway(g.into()));
         }
     } else if !hops.is_empty() {
-        let mut mp = Vec::new();
-        for h in hops {
-            let gw = h.gateway.map(ip_bytes);
-            let len = 8 + gw.as_ref().map_or(0, |g| 4 + g.len());
-            mp.extend_from_slice(&(len as u16).to_ne_bytes());
-            mp.extend_from_slice(&[0, 0]);
-            mp.extend_from_slice(&h.ifindex.to_ne_bytes());
-            if let Some(g) = gw {
-                mp.extend_from_slice(&((4 + g.len()) as u16).to_ne_bytes());
-                mp.extend_from_slice(&5u16.to_ne_bytes());
-                mp.extend_from_slice(&g);
-            }
-        }
-        b.attr(9, &mp);
+        let members = hops
+            .iter()
+            .map(|h| {
+                let mut n = RouteNextHop::default();
+                n.interface_index = h.ifindex;
+                if let Some(g) = h.gateway {
+                    n.attributes.push(RouteAttribute::Gateway(g.into()));
+                }
+                n
+            })
+            .collect();
+        m.attributes.push(RouteAttribute::MultiPath(members));
     }
-    b.finish()
+    if add {
+        request(
+            RouteNetlinkMessage::NewRoute(m),
+            NLM_F_CREATE | NLM_F_ACK | NLM_F_REPLACE,
+            seq,
+        )
+    } else {
+        request(RouteNetlinkMessage::DelRoute(m), NLM_F_ACK, seq)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libc::{RTN_BLACKHOLE, RTN_PROHIBIT, RTN_THROW, RTN_UNICAST, RTN_UNREACHABLE};
+    const AF_INET: u8 = libc::AF_INET as u8;
+    const AF_INET6: u8 = libc::AF_INET6 as u8;
 
     fn attr(ty: u16, p: &[u8]) -> Vec<u8> {
         let mut v = ((4 + p.len()) as u16).to_ne_bytes().to_vec();
@@ -832,5 +823,72 @@ mod tests {
             panic!()
         };
         assert_eq!((p, h), (prefix, hops.to_vec()));
+    }
+
+    #[test]
+    fn dump_requests_ask_for_every_family() {
+        for (ty, body_len) in [
+            (msg::RTM_GETLINK, 16),
+            (msg::RTM_GETADDR, 8),
+            (msg::RTM_GETROUTE, 12),
+            (msg::RTM_GETNEIGH, 12),
+            (msg::RTM_GETNEXTHOP, 8),
+        ] {
+            let req = dump_request(ty, 41);
+            let all: Vec<_> = messages(&req).collect();
+            assert_eq!(all.len(), 1, "type {ty}");
+            let (t, flags, seq, body) = all[0];
+            assert_eq!((t, seq), (ty, 41));
+            assert_eq!(flags, NLM_F_REQUEST | NLM_F_DUMP, "type {ty}");
+            assert_eq!(body.len(), body_len, "type {ty}");
+            // Family 0 (AF_UNSPEC) and no filter: everything.
+            assert!(body.iter().all(|&b| b == 0), "type {ty}: {body:?}");
+        }
+    }
+
+    #[test]
+    fn resolve_request_parses_back() {
+        for ip in ["198.19.0.7", "2001:db8::7"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let req = resolve_request(5, ip, 9);
+            let (ty, flags, seq, body) = messages(&req).next().unwrap();
+            assert_eq!(seq, 9);
+            assert_eq!(flags, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK);
+            // ndm_flags carries NTF_USE: resolve as if a packet waited.
+            assert_eq!(body[10], libc::NTF_USE);
+            assert_eq!(
+                parse(ty, body),
+                Some(Event::Neigh {
+                    add: true,
+                    ifindex: 5,
+                    ip,
+                    mac: None,
+                    state: nud::INCOMPLETE
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn an_ipv4_route_through_an_ipv6_neighbour_keeps_its_gateway() {
+        // RTA_VIA (RFC 5549 style): family AF_INET6, then the address.
+        let gw: Ipv6Addr = "fe80::2".parse().unwrap();
+        let mut via = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        via.extend_from_slice(&gw.octets());
+        let mut body = vec![AF_INET, 24, 0, 0, 254, 4, 0, RTN_UNICAST, 0, 0, 0, 0];
+        body.extend(attr(1, &[10, 2, 3, 0]));
+        body.extend(attr(4, &6u32.to_ne_bytes()));
+        body.extend(attr(18, &via));
+        let Some(Event::Route { prefix, hops, .. }) = parse(msg::RTM_NEWROUTE, &body) else {
+            panic!()
+        };
+        assert_eq!(prefix.to_string(), "10.2.3.0/24");
+        assert_eq!(
+            hops,
+            vec![KernelHop {
+                ifindex: 6,
+                gateway: Some(IpAddr::V6(gw))
+            }]
+        );
     }
 }

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 /// Default path of the control socket.
 pub const DEFAULT_SOCKET: &str = "/run/fastfwd.sock";
 
+/// The protocol's version, carried by every reply. A client refuses a
+/// reply of another version rather than guess at its fields; it changes
+/// whenever a reply type below changes incompatibly.
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// A request to the daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -64,6 +69,49 @@ pub enum Request {
     /// Every counter in the OpenMetrics text format (the result is one
     /// string).
     ShowMetrics,
+    /// Per worker and pipeline stage: calls, packets, vector size, time
+    /// per packet, since the start or the last `clear_runtime`; the XDP
+    /// program's counters and exception rate.
+    ShowRuntime,
+    /// Starts `show_runtime`'s figures again from zero.
+    ClearRuntime,
+    /// Records the path through the stages of the next `count` packets
+    /// that match `filter` (all without one), on every worker or on
+    /// `worker`; replaces a trace in progress and its records.
+    TraceAdd {
+        /// Packets to record, per worker (at most 10,000).
+        count: usize,
+        /// A filter (`docs/operations.md`, "Filters").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filter: Option<String>,
+        /// Only this worker.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<usize>,
+    },
+    /// The packets traced so far.
+    TraceShow,
+    /// Stops tracing and forgets the records.
+    TraceClear,
+    /// Copies the next `count` frames (per worker) seen at `point` (`rx`,
+    /// `tx`, `drop` or `punt`) on `interface` (a port; all without one)
+    /// that match `filter`, into bounded per-worker buffers that
+    /// `capture_read` empties; replaces a capture in progress.
+    CaptureStart {
+        /// `rx`, `tx`, `drop` or `punt`.
+        point: String,
+        /// Frames to copy, per worker (at most 100,000).
+        count: usize,
+        /// Only this port.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interface: Option<String>,
+        /// A filter (`docs/operations.md`, "Filters").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filter: Option<String>,
+    },
+    /// The frames captured since the last read (taken out).
+    CaptureRead,
+    /// Stops capturing.
+    CaptureStop,
     /// Compares the running tables with the kernel and a fresh build
     /// (`fastfwd fib audit`); streamed: one difference per line, then a
     /// summary.
@@ -94,6 +142,10 @@ pub struct HopSpec {
 /// then `{"end":N}` with the number of values sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
+    /// [`PROTOCOL_VERSION`] of the daemon that answered (0: a daemon from
+    /// before versions).
+    #[serde(default)]
+    pub version: u32,
     /// Whether the request succeeded.
     pub ok: bool,
     /// The values follow, one per line, until `{"end":N}`.
@@ -112,6 +164,7 @@ impl Response {
     pub fn ok(result: impl Serialize) -> Response {
         match serde_json::to_value(result) {
             Ok(v) => Response {
+                version: PROTOCOL_VERSION,
                 ok: true,
                 stream: false,
                 result: Some(v),
@@ -124,11 +177,442 @@ impl Response {
     /// A failure.
     pub fn err(msg: impl Into<String>) -> Response {
         Response {
+            version: PROTOCOL_VERSION,
             ok: false,
             stream: false,
             result: None,
             error: Some(msg.into()),
         }
+    }
+}
+
+/// The reply types: what `result` holds for each request. The daemon
+/// builds these and the client reads these; nothing on either side looks
+/// fields up by name.
+pub mod reply {
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    pub use crate::state::{NeighbourView, Origin, RouteView};
+    pub use firewall::{ConntrackStats, FirewallSummary};
+
+    /// `show_interfaces`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Interfaces {
+        /// `user` or `xdp`.
+        pub engine: String,
+        /// The XDP program's own counters, with the XDP engine.
+        pub xdp: Option<XdpProgram>,
+        /// `afxdp` or `packet`: the user-space backend.
+        pub backend: String,
+        /// Seconds since the daemon started.
+        pub uptime_s: f64,
+        /// Every logical interface (VLANs included).
+        pub interfaces: Vec<Interface>,
+    }
+
+    /// One logical interface's counters (`show_interfaces`).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Interface {
+        /// Name in the config.
+        pub name: String,
+        /// The kernel interface it is on.
+        pub port: String,
+        /// Its MAC address.
+        pub mac: String,
+        /// Its MTU.
+        pub mtu: u16,
+        /// Frames received.
+        pub rx_packets: u64,
+        /// Bytes received.
+        pub rx_bytes: u64,
+        /// Frames received and dropped (every drop reason).
+        pub rx_errors: u64,
+        /// Frames forwarded out of it.
+        pub tx_packets: u64,
+        /// Bytes forwarded out of it.
+        pub tx_bytes: u64,
+        /// Frames that found its port's TX ring full (untagged interface only).
+        pub tx_drops: u64,
+        /// Frames its port's RX ring had no room for, or too large for a
+        /// buffer: lost before the pipeline (untagged interface only).
+        pub rx_ring_drops: u64,
+    }
+
+    /// What the XDP program finished itself and handed on.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct XdpProgram {
+        /// Frames it decided (forwarded or dropped).
+        pub finished: u64,
+        /// Frames it forwarded.
+        pub forwarded: u64,
+        /// Frames it passed to the host's stack.
+        pub to_host: u64,
+        /// Frames handed to the pipeline, by exception.
+        pub exceptions: BTreeMap<String, u64>,
+        /// Exceptions lost (no AF_XDP socket, or its ring full).
+        pub exceptions_lost: u64,
+        /// Redirects the kernel refused.
+        pub tx_redirect_failed: u64,
+        /// Packets of flows its connection table held (stateful rules).
+        pub ct_established: u64,
+        /// Frames handed over without their metadata (the driver refused).
+        pub meta_failed: u64,
+    }
+
+    /// `show_workers`: one per worker, and one for the XDP program.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Worker {
+        /// Worker number.
+        pub id: usize,
+        /// CPU it is pinned to.
+        pub core: usize,
+        /// Backend (`afxdp`, `packet`, `xdp-program`, ...).
+        pub backend: String,
+        /// Its ports.
+        pub ports: Vec<Port>,
+        /// Loop rounds that found frames.
+        pub busy_rounds: u64,
+        /// Times it slept in poll(2).
+        pub sleeps: u64,
+        /// Frames held while their neighbour was being resolved.
+        pub held: u64,
+        /// Held frames dropped after waiting too long.
+        pub held_expired: u64,
+        /// Frames for the host that reached fastfwd instead.
+        pub punts_discarded: u64,
+        /// Neighbour misses not reported (queue to the control thread full).
+        pub misses_lost: u64,
+        /// The XDP program's counters (its entry only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub xdp: Option<XdpProgram>,
+    }
+
+    /// One port of a worker (a socket per port, or per queue of a port):
+    /// its name and the counters it keeps itself (`rx_packets`,
+    /// `rx_bytes`, `tx_packets`, `tx_bytes`, `tx_dropped`, `rx_dropped`,
+    /// `rx_oversize`, flattened beside the name).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Port {
+        /// Kernel interface name.
+        pub port: String,
+        /// Its counters.
+        #[serde(flatten)]
+        pub counters: netio::PortStats,
+    }
+
+    /// A counter under a named reason (`show_drops`).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ReasonCount {
+        /// The reason's stable name.
+        pub reason: String,
+        /// Packets.
+        pub count: u64,
+        /// What it means.
+        pub description: String,
+    }
+
+    /// An ICMP error not sent, under its cause (`show_drops`).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct CauseCount {
+        /// The cause's stable name.
+        pub cause: String,
+        /// Errors not sent.
+        pub count: u64,
+        /// What it means.
+        pub description: String,
+    }
+
+    /// `show_drops`: every drop and punt reason, and the counters of the
+    /// paths around the pipeline.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Drops {
+        /// Drops by reason (every reason, zeros included).
+        pub drops: Vec<ReasonCount>,
+        /// Punts to the host by reason.
+        pub punts: Vec<ReasonCount>,
+        /// ICMP errors not sent, by cause.
+        pub icmp_suppressed: Vec<CauseCount>,
+        /// ICMP errors over the rate limit.
+        pub icmp_rate_limited: u64,
+        /// Frames whose neighbour stayed unresolved too long.
+        pub held_expired: u64,
+        /// Frames for the host that reached fastfwd instead.
+        pub punts_discarded: u64,
+        /// Neighbour resolutions asked of the kernel.
+        pub neighbour_requests: u64,
+        /// Neighbour resolutions not asked, over the cap.
+        pub neighbour_requests_capped: u64,
+        /// Frames that found a TX ring full.
+        pub tx_ring_full: u64,
+        /// Frames the kernel dropped before fastfwd saw them.
+        pub rx_ring_full: u64,
+        /// Frames larger than a frame buffer, dropped on receive.
+        pub rx_oversize: u64,
+    }
+
+    /// `show_firewall`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Firewall {
+        /// The rules with their counters; `None` without rules.
+        pub firewall: Option<FirewallSummary>,
+        /// The connection table, when a rule is stateful.
+        pub conntrack: Option<ConntrackStats>,
+        /// Rejects rate-limited into drops.
+        pub rejects_rate_limited: u64,
+        /// The XDP engine's share of connection tracking (stateful rules
+        /// with `--engine xdp`), else `None`.
+        pub fast_path: Option<ConntrackFastPath>,
+    }
+
+    /// Connection tracking split between the XDP program and the workers.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ConntrackFastPath {
+        /// Established flows the workers handed to the program.
+        pub handoffs: u64,
+        /// Flows the program's table had no room for.
+        pub refused: u64,
+        /// Packets of flows the program held, finished by it.
+        pub program_packets: u64,
+        /// Packets of flows the program held, handed to the workers for
+        /// another reason (neighbour miss, MTU, reject).
+        pub worker_packets: u64,
+    }
+
+    /// `config_check` and `config_reload`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ConfigFile {
+        /// The file checked or applied.
+        pub file: String,
+        /// `config_check`: it is valid (an invalid one is an error reply).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub valid: Option<bool>,
+        /// `config_reload`: it was applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub applied: Option<bool>,
+    }
+
+    pub use crate::audit::{Checked, Difference, EngineChecked};
+
+    /// One line of the `fib_audit` stream: differences, then the summary
+    /// (or an error).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(untagged)]
+    pub enum AuditLine {
+        /// The last line.
+        Summary {
+            /// What was found and compared.
+            summary: AuditSummary,
+        },
+        /// The audit could not run.
+        Error {
+            /// Why.
+            error: String,
+        },
+        /// One difference.
+        Difference(Difference),
+    }
+
+    /// The audit's last line.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct AuditSummary {
+        /// Differences found (the lines before).
+        pub differences: usize,
+        /// How much was compared.
+        pub checked: Checked,
+    }
+
+    /// `show_runtime`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Runtime {
+        /// Seconds the figures cover (since the start or `clear_runtime`).
+        pub seconds: f64,
+        /// Every worker's stages.
+        pub workers: Vec<WorkerRuntime>,
+        /// The XDP program, with the XDP engine.
+        pub xdp: Option<XdpRuntime>,
+    }
+
+    /// One worker's stages (`show_runtime`).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct WorkerRuntime {
+        /// Worker number.
+        pub id: usize,
+        /// CPU it is pinned to.
+        pub core: usize,
+        /// Backend.
+        pub backend: String,
+        /// The pipeline's stages, in the order they run.
+        pub stages: Vec<StageRuntime>,
+    }
+
+    /// One stage of one worker (`show_runtime`).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct StageRuntime {
+        /// `input`, `lookup`, `next_hop`, `acl`, `forward`.
+        pub stage: String,
+        /// Chunks it ran over (each at most 64 packets).
+        pub calls: u64,
+        /// Packets it handled.
+        pub packets: u64,
+        /// Packets in the chunks that were timed (one in
+        /// `pipeline::runtime::TIMED_EVERY`).
+        pub timed_packets: u64,
+        /// Nanoseconds the timed chunks took.
+        pub ns: u64,
+        /// Packets per call.
+        pub vectors_per_call: f64,
+        /// Nanoseconds per packet (`ns` over `timed_packets`).
+        pub ns_per_packet: f64,
+    }
+
+    /// The XDP program over the same interval (`show_runtime`).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct XdpRuntime {
+        /// Its counters.
+        pub program: XdpProgram,
+        /// Frames it handed to the pipeline (every exception).
+        pub exceptions: u64,
+        /// Exceptions over every frame it saw.
+        pub exception_ratio: f64,
+        /// The same per CPU (the program runs on the CPU of each receive
+        /// queue's interrupt or NAPI thread).
+        pub per_cpu: Vec<XdpCpu>,
+    }
+
+    /// The XDP program on one CPU (`show_runtime`).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct XdpCpu {
+        /// CPU number.
+        pub cpu: usize,
+        /// Frames it decided there.
+        pub finished: u64,
+        /// Frames it forwarded there.
+        pub forwarded: u64,
+        /// Frames it handed to the pipeline there.
+        pub exceptions: u64,
+        /// Exceptions over every frame it saw there.
+        pub exception_ratio: f64,
+    }
+
+    /// `clear_runtime`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Cleared {
+        /// The figures start again from zero.
+        pub cleared: bool,
+    }
+
+    /// `trace_add`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct TraceArmed {
+        /// Workers that trace.
+        pub workers: Vec<usize>,
+        /// Packets each records at most.
+        pub count: usize,
+        /// The filter, as given.
+        pub filter: Option<String>,
+    }
+
+    /// `trace_show`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Trace {
+        /// Packets still to record (summed over the tracing workers).
+        pub remaining: usize,
+        /// The packets recorded, per worker in order.
+        pub packets: Vec<TracePacket>,
+    }
+
+    /// One traced packet: what each stage decided, up to the one that
+    /// finished it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct TracePacket {
+        /// The worker that handled it.
+        pub worker: usize,
+        /// Its order among the worker's traced packets.
+        pub seq: u64,
+        /// Receiving port.
+        pub port: String,
+        /// Frame length as received.
+        pub length: u16,
+        /// Its headers, decoded (`IPv4 a > b UDP 1 > 2`).
+        pub summary: String,
+        /// The stages it went through, in order.
+        pub stages: Vec<TraceStep>,
+        /// The route it matched, with its next hops (when looked up).
+        pub route: Option<String>,
+        /// The hop chosen: `d1 via 198.19.0.108`, `d1 on-link`.
+        pub next_hop: Option<String>,
+        /// The firewall rule that decided it (when the ACL ran).
+        pub rule: Option<TraceRule>,
+        /// What became of it: `forward`, `drop`, `punt` or `consumed`.
+        pub verdict: String,
+        /// Egress interface (forward) or reason (drop, punt).
+        pub detail: Option<String>,
+    }
+
+    /// One stage's decision about a traced packet.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct TraceStep {
+        /// `input`, `lookup`, `next_hop`, `acl` or `forward`.
+        pub stage: String,
+        /// What it decided, in words.
+        pub decision: String,
+    }
+
+    /// The rule behind an ACL decision.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct TraceRule {
+        /// Counter slot (rules in order, then the chains' policies).
+        pub slot: u32,
+        /// Config line of the rule (none for a policy).
+        pub line: Option<usize>,
+        /// The rule's text, or `policy accept` / `policy drop`.
+        pub text: String,
+        /// `accept`, `drop`, `reject`, `reject-tcp-reset`.
+        pub action: String,
+    }
+
+    /// `capture_start`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct CaptureStarted {
+        /// Workers that capture.
+        pub workers: Vec<usize>,
+        /// The ports by number, as `CapturedFrame::port` names them.
+        pub ports: Vec<String>,
+    }
+
+    /// `capture_read`: what the workers copied since the last read.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Captured {
+        /// The frames, per worker in order.
+        pub frames: Vec<CapturedFrame>,
+        /// Frames that matched but found the buffers full (not copied).
+        pub lost: u64,
+        /// Frames the workers will still copy.
+        pub remaining: usize,
+    }
+
+    /// One captured frame.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct CapturedFrame {
+        /// The port it was received on (`rx`, `drop`, `punt`) or sent
+        /// from (`tx`), an index into `CaptureStarted::ports`.
+        pub port: u16,
+        /// The port's name.
+        pub interface: String,
+        /// When (ns since the Unix epoch, from the worker's round clock).
+        pub time_ns: u64,
+        /// The frame, as hex.
+        pub data: String,
+        /// `drop`: the drop reason; `punt`: the punt reason.
+        pub reason: Option<String>,
+    }
+
+    /// `route_add`, `route_del`, `neighbor_add`, `neighbor_del`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Applied {
+        /// The change is in the tables.
+        pub applied: bool,
     }
 }
 
@@ -179,11 +663,59 @@ mod tests {
     fn responses_carry_result_or_error() {
         assert_eq!(
             serde_json::to_string(&Response::ok(3)).unwrap(),
-            r#"{"ok":true,"result":3}"#
+            r#"{"version":1,"ok":true,"result":3}"#
         );
         assert_eq!(
             serde_json::to_string(&Response::err("no")).unwrap(),
-            r#"{"ok":false,"error":"no"}"#
+            r#"{"version":1,"ok":false,"error":"no"}"#
         );
+    }
+
+    #[test]
+    fn audit_lines_read_back_as_the_variant_sent() {
+        use reply::{AuditLine, AuditSummary, Checked, Difference, EngineChecked};
+        let lines = [
+            AuditLine::Difference(Difference {
+                layer: "fib".into(),
+                item: "10.0.0.1".into(),
+                kind: "missing".into(),
+                want: "via 198.19.0.108 dev d1".into(),
+                have: String::new(),
+            }),
+            AuditLine::Error {
+                error: "dumping the kernel's routes: EPERM".into(),
+            },
+            AuditLine::Summary {
+                summary: AuditSummary {
+                    differences: 1,
+                    checked: Checked {
+                        kernel_routes: 3,
+                        routes: 9,
+                        lookups: 18,
+                        engine: Some(EngineChecked {
+                            engine: "xdp".into(),
+                            generation: 4,
+                            elements: 100,
+                            lookups: 18,
+                            skipped: None,
+                        }),
+                    },
+                },
+            },
+        ];
+        for l in lines {
+            let text = serde_json::to_string(&l).unwrap();
+            assert_eq!(
+                serde_json::from_str::<AuditLine>(&text).unwrap(),
+                l,
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            serde_json::from_str::<AuditLine>(
+                r#"{"summary":{"differences":0,"checked":{"kernel_routes":1,"routes":2,"lookups":3}}}"#
+            ),
+            Ok(AuditLine::Summary { .. })
+        ));
     }
 }

@@ -29,6 +29,8 @@ pub struct ResolveLimiter {
     last: Option<Instant>,
     /// Misses not asked about because of the global caps.
     pub capped: u64,
+    /// Requests made (each one the kernel's ARP / ND work).
+    pub requested: u64,
 }
 
 impl Default for ResolveLimiter {
@@ -38,6 +40,7 @@ impl Default for ResolveLimiter {
             tokens: f64::from(BURST),
             last: None,
             capped: 0,
+            requested: 0,
         }
     }
 }
@@ -70,6 +73,7 @@ impl ResolveLimiter {
         }
         self.tokens -= 1.0;
         self.asked.insert(key, now);
+        self.requested += 1;
         true
     }
 
@@ -131,5 +135,6 @@ mod tests {
             "the cap still lets work through: {asked}"
         );
         assert_eq!(l.capped, 200_000 - asked);
+        assert_eq!(l.requested, asked);
     }
 }

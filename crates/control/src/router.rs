@@ -11,9 +11,9 @@
 //! needs a new set publishes the tables holding it before the FIB entry
 //! that points at it.
 
+use crate::ControlError;
 use crate::snapshot::Snapshot;
 use crate::state::{Origin, ResolvedRoute, RouteEntry, RouteView, RouterState};
-use crate::ControlError;
 use fib::shared::{FibReader, FibWriter};
 use pipeline::{
     Interface, InterfaceId, NextHop, NextHopId, RouteTarget, Tables, TablesBuilder, Vlan,
@@ -49,6 +49,9 @@ pub struct Router {
     /// Keys the firewall's connection-table hash (random per daemon, so
     /// nobody outside can aim flows at one bucket).
     conntrack_seed: u64,
+    /// The connection tables' epoch, and the rule set it was last given
+    /// to: it changes whenever the tables cannot carry over.
+    conntrack_epoch: (u32, Option<std::sync::Arc<firewall::Firewall>>),
 }
 
 impl Router {
@@ -72,6 +75,7 @@ impl Router {
             local_addrs: Vec::new(),
             warnings: Vec::new(),
             conntrack_seed: random_seed(),
+            conntrack_epoch: (0, None),
         };
         let tables = r.build_all()?;
         Ok((r, tables))
@@ -157,10 +161,36 @@ impl Router {
         }
         // The same compiled rule set (one `Arc`) in every snapshot until the
         // config changes, so workers keep their counters and connections.
-        let acl = self.state.config.firewall.as_ref().map(|f| {
-            firewall::PipelineFirewall::new(std::sync::Arc::clone(&f.compiled), self.conntrack_seed)
-        });
+        let fw = self
+            .state
+            .config
+            .firewall
+            .as_ref()
+            .map(|f| std::sync::Arc::clone(&f.compiled));
+        let epoch = self.conntrack_epoch_for(fw.as_ref());
+        let acl = fw.map(|f| firewall::PipelineFirewall::with_epoch(f, self.conntrack_seed, epoch));
         b.build_with_acl(r4, r6, acl)
+    }
+
+    /// The connection tables' epoch for rule set `fw`: the last one's when
+    /// the tables carry over (both rule sets track connections with the
+    /// same settings), a new one otherwise. Workers start new tables on a
+    /// new epoch, and the XDP engine's fast path forgets the old flows.
+    fn conntrack_epoch_for(&mut self, fw: Option<&std::sync::Arc<firewall::Firewall>>) -> u32 {
+        let (epoch, last) = &self.conntrack_epoch;
+        let same = match (last, fw) {
+            (Some(a), Some(b)) => {
+                std::sync::Arc::ptr_eq(a, b)
+                    || (a.stateful()
+                        && b.stateful()
+                        && a.conntrack_config() == b.conntrack_config())
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        let epoch = if same { *epoch } else { epoch.wrapping_add(1) };
+        self.conntrack_epoch = (epoch, fw.cloned());
+        epoch
     }
 
     /// Neighbours changed: republish the tables around the same FIBs.
@@ -223,11 +253,41 @@ impl Router {
             .map(|h| (Origin::Kernel, RouteTarget::Forward(h)))
     }
 
+    /// Whether `p` is the subnet of one of the interfaces' addresses.
+    fn is_connected_subnet(&self, p: Cidr) -> bool {
+        self.ifaces.iter().any(|i| match p {
+            Cidr::V4(q) => i
+                .ipv4
+                .iter()
+                .any(|a| wire::Ipv4Cidr::new(u32::from(a.addr), a.prefix_len) == Some(q)),
+            Cidr::V6(q) => i
+                .ipv6
+                .iter()
+                .any(|a| wire::Ipv6Cidr::new(u128::from(a.addr), a.prefix_len) == Some(q)),
+        })
+    }
+
     /// Re-decides the routes of `prefixes` and publishes the changes.
     pub fn update_routes(&mut self, prefixes: &[Cidr], snap: &Snapshot) {
+        // A connected subnet is decided with the interfaces' addresses (a
+        // full build); a kernel route to one changes nothing, a control or
+        // config route to one overrides it or, gone, gives it back.
+        let overridden = |r: &Router, p: &Cidr| {
+            r.state.api_routes.contains_key(p)
+                || r.state.config.routes.iter().any(|c| c.prefix == *p)
+        };
+        if prefixes.iter().any(|p| {
+            self.is_connected_subnet(*p)
+                && (overridden(self, p)
+                    || !matches!(self.routes.get(p), Some((Origin::Connected, _))))
+        }) {
+            if let Err(e) = self.rebuild_all(snap) {
+                self.warnings.push(format!("rebuild: {e}"));
+            }
+            return;
+        }
         let mut new_sets = false;
         for &p in prefixes {
-            // Connected subnets change only with addresses (a full rebuild).
             if matches!(self.routes.get(&p), Some((Origin::Connected, _))) {
                 continue;
             }
@@ -238,7 +298,18 @@ impl Router {
                         None => {
                             if matches!(&target, RouteTarget::Forward(h) if h.len() > pipeline::MAX_ECMP)
                             {
+                                // As the full build: the prefix has no
+                                // route (not the one it had).
                                 self.warnings.push(format!("route {p}: too many next hops"));
+                                self.routes.remove(&p);
+                                match p {
+                                    Cidr::V4(q) => {
+                                        self.fib4.remove(&q);
+                                    }
+                                    Cidr::V6(q) => {
+                                        self.fib6.remove(&q);
+                                    }
+                                }
                                 continue;
                             }
                             let id = self.sets.len() as NextHopId;
@@ -466,6 +537,72 @@ addresses = ["198.19.0.10/24"]
         let t = snap.load();
         let id = t.fib4.lookup(addr)?;
         t.next_hops(id).map(<[NextHop]>::to_vec)
+    }
+
+    /// The installed routes as `show route` lists them.
+    fn views(r: &Router) -> Vec<(String, String, Vec<String>)> {
+        r.route_views()
+            .into_iter()
+            .map(|v| (v.prefix, format!("{:?}", v.origin), v.next_hops))
+            .collect()
+    }
+
+    /// What a full build of the same state installs.
+    fn rebuilt(r: &Router) -> Vec<(String, String, Vec<String>)> {
+        let (fresh, _) = Router::new(r.state.clone()).unwrap();
+        views(&fresh)
+    }
+
+    fn api(hops: &[(&str, &str)]) -> crate::state::ApiRoute {
+        crate::state::ApiRoute {
+            next_hops: hops
+                .iter()
+                .map(|&(dev, via)| config::NextHop {
+                    interface: dev.into(),
+                    via: Some(via.parse().unwrap()),
+                })
+                .collect(),
+        }
+    }
+
+    /// Found by the control_request fuzz target: a control-socket route to
+    /// a connected subnet, and one with more next hops than the ECMP width,
+    /// each left the incremental routes different from a full build.
+    #[test]
+    fn control_routes_to_connected_subnets_and_too_wide_sets_update_as_a_build() {
+        let (mut r, snap) = router();
+        let connected: Cidr = "198.18.0.0/24".parse().unwrap();
+        r.state
+            .api_routes
+            .insert(connected, api(&[("d1", "198.19.0.20")]));
+        r.update_routes(&[connected], &snap);
+        assert_eq!(views(&r), rebuilt(&r));
+        assert!(
+            views(&r)
+                .iter()
+                .any(|(p, o, _)| p == "198.18.0.0/24" && o == "Api")
+        );
+        r.state.api_routes.remove(&connected);
+        r.update_routes(&[connected], &snap);
+        assert_eq!(views(&r), rebuilt(&r));
+        assert!(
+            views(&r)
+                .iter()
+                .any(|(p, o, _)| p == "198.18.0.0/24" && o == "Connected")
+        );
+
+        let p: Cidr = "203.0.113.0/24".parse().unwrap();
+        r.state.api_routes.insert(p, api(&[("d1", "198.19.0.20")]));
+        r.update_routes(&[p], &snap);
+        let wide: Vec<(String, String)> = (0..=pipeline::MAX_ECMP)
+            .map(|i| ("d1".to_string(), format!("198.19.0.{}", 20 + i)))
+            .collect();
+        let wide: Vec<(&str, &str)> = wide.iter().map(|(d, v)| (d.as_str(), v.as_str())).collect();
+        r.state.api_routes.insert(p, api(&wide));
+        r.update_routes(&[p], &snap);
+        assert_eq!(views(&r), rebuilt(&r));
+        assert!(!views(&r).iter().any(|(q, _, _)| q == "203.0.113.0/24"));
+        assert_eq!(hops_of(&snap, 0xcb00_7105), None, "203.0.113.5 unrouted");
     }
 
     #[test]

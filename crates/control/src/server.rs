@@ -11,8 +11,8 @@
 //! bytes or sends a huge request costs the others nothing measurable and
 //! never stalls netlink processing, neighbour resolution or SIGTERM.
 
-use crate::protocol::{Request, Response};
 use crate::ControlError;
+use crate::protocol::{Request, Response};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
@@ -254,7 +254,9 @@ impl ControlServer {
                 let mut out = Vec::new();
                 push_response(
                     &mut out,
-                    &Response::err("permission denied: the control socket is for root, fastfwd's user and its control group"),
+                    &Response::err(
+                        "permission denied: the control socket is for root, fastfwd's user and its control group",
+                    ),
                 );
                 // Best effort, without waiting: the client may be gone.
                 let _ = stream.set_nonblocking(true);
@@ -460,6 +462,13 @@ pub fn request_each(
     let bad =
         |e: serde_json::Error| ControlError::Socket(format!("bad response from the daemon: {e}"));
     let resp: Response = serde_json::from_str(&answer).map_err(bad)?;
+    if resp.version != crate::protocol::PROTOCOL_VERSION {
+        return Err(ControlError::Socket(format!(
+            "the daemon speaks control protocol version {}, this client version {}: use the fastfwd binary the daemon runs",
+            resp.version,
+            crate::protocol::PROTOCOL_VERSION
+        )));
+    }
     if !resp.stream {
         return Ok(resp);
     }

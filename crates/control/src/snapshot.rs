@@ -4,8 +4,8 @@
 
 use crate::router::RouterTables;
 use arc_swap::ArcSwap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The current tables and a generation number bumped on every swap.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ mod tests {
         let empty = || pipeline::TablesBuilder::new().build_with_acl(r4.clone(), r6.clone(), None);
         let s = Snapshot::new(empty());
         let g = s.load();
-        let gen = s.generation();
+        let generation = s.generation();
         let mut b = pipeline::TablesBuilder::new();
         b.add_interface(pipeline::Interface {
             name: "d0".into(),
@@ -71,6 +71,6 @@ mod tests {
             "old reader still sees its snapshot"
         );
         assert_eq!(s.load().interfaces().len(), 1);
-        assert_eq!(s.generation(), gen + 1);
+        assert_eq!(s.generation(), generation + 1);
     }
 }

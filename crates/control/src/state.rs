@@ -8,12 +8,12 @@
 //! then config, then kernel. Kernel routes are used only when every next
 //! hop leaves through an interface fastfwd forwards on.
 
-use crate::netlink::{nud, Event, KernelHop, KernelNexthop};
+use crate::netlink::{Event, KernelHop, KernelNexthop, nud};
 use config::Config;
-use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::RouteTable;
+use fib::poptrie::{Poptrie4, Poptrie6};
 use pipeline::{Discard, InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -258,7 +258,7 @@ impl KernelState {
 }
 
 /// Where a route or neighbour came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// The connected subnet of an interface address.
@@ -271,8 +271,20 @@ pub enum Origin {
     Api,
 }
 
+impl Origin {
+    /// The name the protocol and `show` use (`proto NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Connected => "connected",
+            Origin::Kernel => "kernel",
+            Origin::Config => "config",
+            Origin::Api => "api",
+        }
+    }
+}
+
 /// A route as `show route` prints it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteView {
     /// Destination.
     pub prefix: String,
@@ -327,7 +339,7 @@ impl<F4, F6> Built<F4, F6> {
 }
 
 /// A neighbour as `show neighbors` prints it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeighbourView {
     /// Interface name.
     pub interface: String,
@@ -898,13 +910,15 @@ via = "198.19.0.108"
         let d1 = &b.tables.interfaces()[1];
         assert_eq!(d1.mac.0, [2, 0, 0, 0, 0, 0x66], "the kernel's MAC wins");
         assert_eq!(d1.ipv6.len(), 1, "kernel IPv6 address merged");
-        assert!(b
-            .local_addrs
-            .contains(&(1, "2001:2:0:8000::10".parse().unwrap())));
-        assert!(b
-            .warnings
-            .iter()
-            .any(|w| w.contains("differs from the kernel's")));
+        assert!(
+            b.local_addrs
+                .contains(&(1, "2001:2:0:8000::10".parse().unwrap()))
+        );
+        assert!(
+            b.warnings
+                .iter()
+                .any(|w| w.contains("differs from the kernel's"))
+        );
         assert_eq!(
             route(&b, "2001:2:0:8000::/64").unwrap().origin,
             Origin::Connected

@@ -5,9 +5,9 @@
 
 use config::Config;
 use control::RouterState;
+use fib::Lookup;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
-use fib::Lookup;
 use proptest::prelude::*;
 use std::net::IpAddr;
 
@@ -56,12 +56,13 @@ fn builds_interfaces_routes_and_neighbours() {
     let nh = t.fib4.lookup(u32::from_be_bytes([10, 100, 0, 77])).unwrap();
     let hops = t.next_hops(nh).unwrap();
     assert_eq!((hops[0].interface, hops[0].gateway), (2, None));
-    assert!(t
-        .fib6
-        .lookup(u128::from(
-            "2001:2::99".parse::<std::net::Ipv6Addr>().unwrap()
-        ))
-        .is_some());
+    assert!(
+        t.fib6
+            .lookup(u128::from(
+                "2001:2::99".parse::<std::net::Ipv6Addr>().unwrap()
+            ))
+            .is_some()
+    );
     assert!(t.fib4.lookup(u32::from_be_bytes([8, 8, 8, 8])).is_none());
     let ip: IpAddr = "198.18.0.108".parse().unwrap();
     assert_eq!(t.neighbour(0, ip), Some(wire::MacAddr([2, 0, 0, 0, 0, 8])));

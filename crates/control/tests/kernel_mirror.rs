@@ -4,9 +4,9 @@
 //! request makes the kernel find a neighbour's MAC (ARP and ND) with no
 //! static entry. Needs root; skips with a message otherwise.
 
+use control::KernelState;
 use control::kernel::KernelLink;
 use control::state::KernelRoute;
-use control::KernelState;
 use pipeline::Discard;
 use std::net::IpAddr;
 use std::process::Command;
@@ -459,9 +459,13 @@ fn routes_changing_while_broadcasts_are_lost_end_in_the_kernels_state() {
     let t = std::thread::spawn(move || {
         let (mut link, mut st) = follow_with_a_small_buffer(&nsb);
         let ns = nsb.clone();
+        let (first_done, first) = std::sync::mpsc::channel();
         let writer = std::thread::spawn(move || {
-            for _ in 0..3 {
+            for round in 0..3 {
                 ok(&["ip", "-n", &ns, "-batch", adds2.to_str().unwrap()]);
+                if round == 0 {
+                    let _ = first_done.send(());
+                }
                 ok(&["ip", "-n", &ns, "-batch", churn2.to_str().unwrap()]);
                 // Back to the start for the next round: the odd routes of
                 // the first batch and the second batch's additions go.
@@ -487,6 +491,10 @@ fn routes_changing_while_broadcasts_are_lost_end_in_the_kernels_state() {
             ok(&["ip", "-n", &ns, "-batch", adds2.to_str().unwrap()]);
             ok(&["ip", "-n", &ns, "-batch", churn2.to_str().unwrap()]);
         });
+        // Nothing read until the first 6,000 additions are made: their
+        // broadcasts overflow the 16 KiB buffer whatever the scheduling,
+        // and the rest change while the mirror re-reads.
+        first.recv_timeout(Duration::from_secs(30)).unwrap();
         let end = Instant::now() + Duration::from_secs(60);
         while Instant::now() < end && (!writer.is_finished() || link.resyncing()) {
             let _ = netio::sys::os::poll_readable(&[link.events_fd()], 5);

@@ -6,24 +6,25 @@
 //! control socket without letting any client stall it, and sums the
 //! workers' counters for `show`. See docs/router.md.
 
+use crate::IoBackend;
 use crate::ports::{Attach, PortChange};
 use crate::worker::{FirewallReport, Shared, WorkerReport};
-use crate::IoBackend;
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
+use control::Router;
 use control::kernel::{Delta, KernelLink};
-use control::protocol::{HopSpec, Request, Response};
+use control::protocol::{HopSpec, Request, Response, reply};
 use control::server::{ControlServer, Handler, Reply, StreamCursor, StreamStep};
 use control::snapshot::Snapshot;
 use control::state::{ApiRoute, RouterState};
-use control::Router;
 use netio::sys::os;
 use netio::xdp::XdpProgram;
 use pipeline::{Counters, PuntReason};
+use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
@@ -98,12 +99,36 @@ pub(crate) struct Daemon {
     /// Route changes applied (prefixes re-decided) and full rebuilds.
     pub(crate) route_updates: u64,
     pub(crate) rebuilds: u64,
+    /// What `clear_runtime` saw: when, each worker's stages, the XDP
+    /// program's counters; `show_runtime` reports the difference.
+    pub(crate) runtime_base: RuntimeBase,
+}
+
+/// The readings `show_runtime` subtracts.
+#[derive(Debug)]
+pub(crate) struct RuntimeBase {
+    pub(crate) at: Instant,
+    pub(crate) workers: Vec<(usize, pipeline::RuntimeStats)>,
+    pub(crate) xdp: Option<reply::XdpProgram>,
+    /// The XDP program's (finished, forwarded, exceptions) per CPU.
+    pub(crate) xdp_cpus: Vec<(u64, u64, u64)>,
+}
+
+impl Default for RuntimeBase {
+    fn default() -> Self {
+        RuntimeBase {
+            at: Instant::now(),
+            workers: Vec::new(),
+            xdp: None,
+            xdp_cpus: Vec::new(),
+        }
+    }
 }
 
 /// A FIB audit: running, then its lines being streamed.
 pub(crate) struct AuditJob {
     result: Receiver<control::audit::AuditResult>,
-    lines: Option<std::vec::IntoIter<serde_json::Value>>,
+    lines: Option<std::vec::IntoIter<reply::AuditLine>>,
 }
 
 /// Audit lines per part of the stream.
@@ -114,7 +139,14 @@ pub(crate) struct XdpEngine {
     pub(crate) engine: xdp_engine::Engine,
     /// (snapshot, IPv4 FIB, IPv6 FIB) generations last compiled.
     pub(crate) synced: Option<(u64, u64, u64)>,
+    /// The fast path's flow table, swept of dead flows every
+    /// [`FLOW_SWEEP`], and when that last happened.
+    pub(crate) sweeper: Option<(xdp_engine::FlowTable, Instant)>,
 }
+
+/// How often the XDP engine's flow table is swept of expired flows (the
+/// program ignores them; sweeping frees their room).
+const FLOW_SWEEP: Duration = Duration::from_secs(10);
 
 impl XdpEngine {
     /// Compiles the current tables into the program's maps if they changed
@@ -129,12 +161,7 @@ impl XdpEngine {
             return;
         }
         self.synced = Some(key);
-        let fw = tables
-            .acl
-            .as_ref()
-            .map(firewall::PipelineFirewall::firewall);
-        let cap = self.engine.capacity();
-        let r = xdp_engine::Image::compile(&tables.datapath(), s4.trie(), s6.trie(), fw, &cap)
+        let r = compile_image(&tables, s4.trie(), s6.trie(), &self.engine.capacity())
             .map_err(xdp_engine::EngineError::from)
             .and_then(|image| self.engine.publish(image));
         if let Err(e) = r {
@@ -144,6 +171,125 @@ impl XdpEngine {
             }
         }
     }
+}
+
+impl XdpEngine {
+    /// Deletes expired flows and flows of an older epoch from the fast
+    /// path's table, at most every [`FLOW_SWEEP`] (off the workers: the
+    /// control thread walks the table with map syscalls).
+    fn sweep_flows(&mut self, snapshot: &Snapshot) {
+        let Some(epoch) = snapshot
+            .load()
+            .acl
+            .as_ref()
+            .filter(|a| a.firewall().stateful())
+            .map(firewall::PipelineFirewall::epoch)
+        else {
+            return;
+        };
+        if self.sweeper.is_none() {
+            match self.engine.flow_table() {
+                Ok(t) => self.sweeper = Some((t, Instant::now())),
+                Err(e) => {
+                    warn!(error = %e, "the XDP engine's flow table cannot be swept");
+                    return;
+                }
+            }
+        }
+        if let Some((table, last)) = self.sweeper.as_mut()
+            && last.elapsed() >= FLOW_SWEEP
+        {
+            *last = Instant::now();
+            let (left, gone) = table.sweep(os::monotonic_ns(), epoch);
+            tracing::debug!(left, gone, "XDP engine flow table swept");
+        }
+    }
+}
+
+impl XdpEngine {
+    /// The XDP layer of a FIB audit of the current tables: the program's
+    /// maps, read back on the audit thread, against a fresh compile of the
+    /// snapshot they were published from, and looked up at every installed
+    /// prefix as the fib layer is.
+    pub(crate) fn audit(&mut self, snapshot: &Snapshot) -> control::audit::EngineAudit {
+        use control::audit::EngineChecked;
+        self.sync(snapshot);
+        let skipped = |why: String| -> control::audit::EngineAudit {
+            Box::new(move |_, _, _| EngineChecked {
+                engine: "xdp".into(),
+                skipped: Some(why),
+                ..EngineChecked::default()
+            })
+        };
+        if self.engine.except_all() {
+            return skipped(
+                "the program hands every transit packet to the pipeline (firewall rules it cannot evaluate, or tables that do not fit its maps)".into(),
+            );
+        }
+        let reader = match self.engine.map_reader() {
+            Ok(Some(r)) => r,
+            Ok(None) => return skipped("nothing published yet".into()),
+            Err(e) => return skipped(format!("opening the maps: {e}")),
+        };
+        let tables = snapshot.load();
+        let (s4, s6) = (
+            Arc::clone(&*tables.fib4.snapshot()),
+            Arc::clone(&*tables.fib6.snapshot()),
+        );
+        let cap = self.engine.capacity();
+        Box::new(move |installed, tables, out| {
+            let mut checked = EngineChecked {
+                engine: "xdp".into(),
+                generation: reader.generation(),
+                ..EngineChecked::default()
+            };
+            let back = match reader.read() {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    checked.skipped = Some("the tables changed while the maps were read".into());
+                    return checked;
+                }
+                Err(e) => {
+                    checked.skipped = Some(format!("reading the maps: {e}"));
+                    return checked;
+                }
+            };
+            match compile_image(tables, s4.trie(), s6.trie(), &cap) {
+                Ok(fresh) => {
+                    let (diffs, n) = xdp_engine::audit::compare(&back, &fresh);
+                    checked.elements = n;
+                    out.extend(diffs.into_iter().map(|d| control::audit::Difference {
+                        layer: "xdp".into(),
+                        item: format!("map {}", d.map),
+                        kind: "different".into(),
+                        want: format!("{} elements as the tables compile", d.want),
+                        have: format!("{} differ, the first at {}", d.differing, d.first),
+                    }));
+                }
+                Err(e) => checked.skipped = Some(format!("compiling the tables: {e}")),
+            }
+            checked.lookups = control::audit::compare_lookups(
+                "xdp",
+                installed,
+                tables,
+                |a| back.fib4.lookup4(a),
+                |a| back.fib6.lookup6(a),
+                out,
+            );
+            checked
+        })
+    }
+}
+
+/// One snapshot of the tables (`fib4`/`fib6`: its tries) as the XDP
+/// program's map content.
+fn compile_image(
+    tables: &control::RouterTables,
+    fib4: &fib::poptrie::Poptrie<u32>,
+    fib6: &fib::poptrie::Poptrie<u128>,
+    cap: &xdp_engine::FibCapacity,
+) -> Result<xdp_engine::Image, xdp_engine::CompileError> {
+    xdp_engine::Image::compile(&tables.datapath(), fib4, fib6, tables.acl.as_ref(), cap)
 }
 
 /// Keeps every program's local-address map equal to all of the router's
@@ -214,10 +360,10 @@ impl Daemon {
                 let Some(ifindex) = self.iface_ifindex(iface) else {
                     continue;
                 };
-                if self.resolver.should_ask(ifindex, ip, now) {
-                    if let Err(e) = self.kernel.resolve(ifindex, ip) {
-                        warn!(error = %e, %ip, ifindex, "neighbour resolution request");
-                    }
+                if self.resolver.should_ask(ifindex, ip, now)
+                    && let Err(e) = self.kernel.resolve(ifindex, ip)
+                {
+                    warn!(error = %e, %ip, ifindex, "neighbour resolution request");
                 }
             }
             self.resolver.expire(now);
@@ -230,10 +376,12 @@ impl Daemon {
     }
 
     /// Gives the XDP program the tables the workers read, if they changed
-    /// (before a control-socket change is acknowledged).
+    /// (before a control-socket change is acknowledged), and sweeps its
+    /// flow table now and then.
     fn sync_xdp(&mut self) {
         if let Some(x) = self.xdp.as_mut() {
             x.sync(&self.shared.snapshot);
+            x.sweep_flows(&self.shared.snapshot);
         }
     }
 
@@ -332,10 +480,12 @@ impl Daemon {
         if self.audit.is_some() {
             return Err("a FIB audit is already running".into());
         }
+        let engine = self.xdp.as_mut().map(|x| x.audit(&self.shared.snapshot));
         let rx = control::audit::start(
             self.router.state.clone(),
             self.router.installed(),
             Arc::clone(&self.shared.snapshot.load()),
+            engine,
         );
         self.audit = Some(AuditJob {
             result: rx,
@@ -352,23 +502,28 @@ impl Daemon {
             return StreamStep::Done;
         };
         if job.lines.is_none() {
-            let values: Vec<serde_json::Value> = match job.result.try_recv() {
+            let values: Vec<reply::AuditLine> = match job.result.try_recv() {
                 Err(std::sync::mpsc::TryRecvError::Empty) => return StreamStep::Pending,
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    vec![serde_json::json!({"error": "the audit thread ended without a result"})]
-                }
-                Ok(Err(e)) => vec![serde_json::json!({"error": e.to_string()})],
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => vec![reply::AuditLine::Error {
+                    error: "the audit thread ended without a result".into(),
+                }],
+                Ok(Err(e)) => vec![reply::AuditLine::Error {
+                    error: e.to_string(),
+                }],
                 Ok(Ok((diffs, checked))) => {
                     if !diffs.is_empty() {
                         warn!(differences = diffs.len(), "FIB audit found differences");
                     }
-                    let n = diffs.len();
+                    let differences = diffs.len();
                     diffs
                         .into_iter()
-                        .filter_map(|d| serde_json::to_value(d).ok())
-                        .chain(std::iter::once(
-                            serde_json::json!({"summary": {"differences": n, "checked": checked}}),
-                        ))
+                        .map(reply::AuditLine::Difference)
+                        .chain(std::iter::once(reply::AuditLine::Summary {
+                            summary: reply::AuditSummary {
+                                differences,
+                                checked,
+                            },
+                        }))
                         .collect()
                 }
             };
@@ -412,17 +567,28 @@ impl Daemon {
             .shared
             .reports
             .iter()
-            .filter_map(|m| m.lock().ok().map(|r| r.clone()))
-            .filter(|r| !r.backend.is_empty())
+            .filter_map(|m| {
+                // Without the trace records (`trace show` reads them).
+                m.lock().ok().map(|mut g| {
+                    let trace = std::mem::take(&mut g.trace);
+                    let r = g.clone();
+                    g.trace = trace;
+                    r
+                })
+            })
+            .filter(|r| !r.view.backend.is_empty())
             .collect();
         // The XDP program counts what it finishes itself, on every CPU.
         if let Some(x) = &self.xdp {
             let n = self.shared.snapshot.load().interfaces().len();
             match x.engine.counters(n) {
                 Ok(c) => reps.push(WorkerReport {
-                    id: reps.len(),
-                    backend: "xdp-program".into(),
-                    xdp: Some(crate::replay::xdp_json(&c)),
+                    view: reply::Worker {
+                        id: reps.len(),
+                        backend: "xdp-program".into(),
+                        xdp: Some(crate::replay::xdp_program(&c)),
+                        ..reply::Worker::default()
+                    },
                     counters: c.counters,
                     ..WorkerReport::default()
                 }),
@@ -435,37 +601,57 @@ impl Daemon {
     pub(crate) fn handle(&mut self, req: Request) -> Response {
         match req {
             Request::ShowInterfaces => Response::ok(self.show_interfaces()),
-            Request::ShowWorkers => Response::ok(self.reports()),
-            Request::ShowDrops => {
-                let total = Counters::sum(self.reports().iter().map(|r| &r.counters));
-                let drops: Vec<_> = pipeline::DropReason::ALL
+            Request::ShowWorkers => Response::ok(
+                self.reports()
                     .iter()
-                    .map(|r| serde_json::json!({"reason": r.name(), "count": total.drop_count(*r), "description": r.description()}))
-                    .collect();
-                let punts: Vec<_> = PuntReason::ALL
-                    .iter()
-                    .map(|r| serde_json::json!({"reason": r.name(), "count": total.punt_count(*r), "description": r.description()}))
-                    .collect();
-                let suppressed: Vec<_> = pipeline::IcmpSuppressed::ALL
-                    .iter()
-                    .map(|c| serde_json::json!({"cause": c.name(), "count": total.icmp_suppressed_by[c.index()], "description": c.description()}))
-                    .collect();
-                let reps = self.reports();
-                Response::ok(serde_json::json!({
-                    "drops": drops,
-                    "punts": punts,
-                    "icmp_suppressed": suppressed,
-                    "icmp_rate_limited": total.icmp_rate_limited,
-                    "held_expired": reps.iter().map(|r| r.held_expired).sum::<u64>(),
-                    "punts_discarded": reps.iter().map(|r| r.punts_discarded).sum::<u64>(),
-                    "neighbour_requests_capped": self.resolver.capped,
-                    "tx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.tx_dropped).sum::<u64>(),
-                    "rx_ring_full": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_dropped).sum::<u64>(),
-                    "rx_oversize": reps.iter().flat_map(|r| r.ports.iter()).map(|p| p.rx_oversize).sum::<u64>(),
-                }))
-            }
+                    .map(|r| r.view.clone())
+                    .collect::<Vec<_>>(),
+            ),
+            Request::ShowDrops => Response::ok(self.show_drops()),
             Request::ShowFirewall => Response::ok(self.show_firewall()),
             Request::ShowMetrics => Response::ok(self.metrics_text()),
+            Request::ShowRuntime => Response::ok(self.show_runtime()),
+            Request::ClearRuntime => {
+                let reps = self.reports();
+                self.runtime_base = RuntimeBase {
+                    at: Instant::now(),
+                    workers: reps
+                        .iter()
+                        .filter(|r| r.view.xdp.is_none())
+                        .map(|r| (r.view.id, r.runtime))
+                        .collect(),
+                    xdp: reps.iter().find_map(|r| r.view.xdp.clone()),
+                    xdp_cpus: self.xdp_per_cpu(),
+                };
+                Response::ok(reply::Cleared { cleared: true })
+            }
+            Request::TraceAdd {
+                count,
+                filter,
+                worker,
+            } => match self.trace_add(count, filter, worker) {
+                Ok(r) => Response::ok(r),
+                Err(e) => Response::err(e),
+            },
+            Request::TraceShow => Response::ok(self.trace_show()),
+            Request::CaptureStart {
+                point,
+                count,
+                interface,
+                filter,
+            } => match self.capture_start(&point, count, interface, filter) {
+                Ok(r) => Response::ok(r),
+                Err(e) => Response::err(e),
+            },
+            Request::CaptureRead => Response::ok(self.capture_read()),
+            Request::CaptureStop => {
+                self.set_capture(None);
+                Response::ok(reply::Cleared { cleared: true })
+            }
+            Request::TraceClear => {
+                self.set_trace(crate::worker::TraceRequest::default());
+                Response::ok(reply::Cleared { cleared: true })
+            }
             // Streamed by the socket's handler (`Handling`); here only when
             // called directly.
             Request::FibAudit => Response::err("a FIB audit is answered as a stream"),
@@ -528,9 +714,11 @@ impl Daemon {
                     .map(PathBuf::from)
                     .unwrap_or_else(|| self.config_path.clone());
                 match self.candidate(&path) {
-                    Ok(_) => Response::ok(
-                        serde_json::json!({"file": path.display().to_string(), "valid": true}),
-                    ),
+                    Ok(_) => Response::ok(reply::ConfigFile {
+                        file: path.display().to_string(),
+                        valid: Some(true),
+                        applied: None,
+                    }),
                     Err(e) => Response::err(e),
                 }
             }
@@ -543,9 +731,11 @@ impl Daemon {
                         self.router.state = next;
                         self.config_path = path.clone();
                         match self.rebuild() {
-                            None => Response::ok(
-                                serde_json::json!({"file": path.display().to_string(), "applied": true}),
-                            ),
+                            None => Response::ok(reply::ConfigFile {
+                                file: path.display().to_string(),
+                                valid: None,
+                                applied: Some(true),
+                            }),
                             Some(e) => Response::err(e),
                         }
                     }
@@ -582,7 +772,7 @@ impl Daemon {
                     None => self.router.refresh_neighbours(&self.shared.snapshot),
                 }
                 self.sync_xdp();
-                Response::ok(serde_json::json!({"applied": true}))
+                Response::ok(reply::Applied { applied: true })
             }
             Err(e) => Response::err(e),
         }
@@ -592,6 +782,13 @@ impl Daemon {
         let p: wire::Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
         if hops.is_empty() {
             return Err("a route needs at least one next hop (via GW and/or dev IFACE)".into());
+        }
+        if hops.len() > pipeline::MAX_ECMP {
+            return Err(format!(
+                "{} next hops: at most {} (the ECMP width)",
+                hops.len(),
+                pipeline::MAX_ECMP
+            ));
         }
         let mut next_hops = Vec::new();
         for h in hops {
@@ -652,12 +849,216 @@ impl Daemon {
         Ok(self.router.longest_match(want).into_iter().collect())
     }
 
+    /// Arms a packet trace on the workers (replacing one in progress).
+    fn trace_add(
+        &mut self,
+        count: usize,
+        filter: Option<String>,
+        worker: Option<usize>,
+    ) -> Result<reply::TraceArmed, String> {
+        if count == 0 || count > pipeline::trace::MAX_TRACE {
+            return Err(format!(
+                "trace add {count}: between 1 and {} packets",
+                pipeline::trace::MAX_TRACE
+            ));
+        }
+        let compiled = match &filter {
+            Some(f) => Some(wire::filter::Filter::parse(f).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let running: Vec<usize> = self.reports().iter().map(|r| r.view.id).collect();
+        let workers: Vec<usize> = match worker {
+            Some(w) if running.contains(&w) => vec![w],
+            Some(w) => return Err(format!("no worker {w} (workers: {running:?})")),
+            None => running,
+        };
+        self.set_trace(crate::worker::TraceRequest {
+            count,
+            filter: compiled,
+            worker,
+        });
+        Ok(reply::TraceArmed {
+            workers,
+            count,
+            filter,
+        })
+    }
+
+    fn set_trace(&mut self, req: crate::worker::TraceRequest) {
+        if let Ok(mut g) = self.shared.trace.lock() {
+            *g = req;
+        }
+        self.shared.trace_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Starts copying frames at `point` (replacing a capture in progress
+    /// and whatever it had not delivered).
+    fn capture_start(
+        &mut self,
+        point: &str,
+        count: usize,
+        interface: Option<String>,
+        filter: Option<String>,
+    ) -> Result<reply::CaptureStarted, String> {
+        use crate::capture::{CapturePoint, CaptureRequest, MAX_CAPTURE};
+        let point = CapturePoint::parse(point)
+            .ok_or_else(|| format!("capture point {point:?}: rx, tx, drop or punt"))?;
+        if count == 0 || count > MAX_CAPTURE {
+            return Err(format!(
+                "capture {count}: between 1 and {MAX_CAPTURE} frames"
+            ));
+        }
+        let ports = self.router.ports().to_vec();
+        let port = match &interface {
+            Some(name) => Some(
+                ports
+                    .iter()
+                    .position(|p| p == name)
+                    .ok_or_else(|| format!("no port {name:?} (ports: {})", ports.join(", ")))?
+                    as u16,
+            ),
+            None => None,
+        };
+        let filter = match &filter {
+            Some(f) => Some(wire::filter::Filter::parse(f).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        // The slots' room: what the client reads every 100 ms at most.
+        let room = count.min(crate::capture::ROUND_FRAMES * 16);
+        for slot in &self.shared.captures {
+            if let Ok(mut g) = slot.lock() {
+                *g = crate::capture::CaptureBuffer::with_room(room);
+            }
+        }
+        self.set_capture(Some(CaptureRequest {
+            point,
+            count,
+            port,
+            filter,
+        }));
+        Ok(reply::CaptureStarted {
+            workers: self.reports().iter().map(|r| r.view.id).collect(),
+            ports,
+        })
+    }
+
+    fn set_capture(&mut self, req: Option<crate::capture::CaptureRequest>) {
+        if let Ok(mut g) = self.shared.capture.lock() {
+            *g = req;
+        }
+        self.shared
+            .capture_generation
+            .fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes what the workers captured since the last read, with
+    /// wall-clock times.
+    fn capture_read(&self) -> reply::Captured {
+        // The workers' round clock is CLOCK_MONOTONIC.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let offset = wall.saturating_sub(os::monotonic_ns());
+        let ports = self.router.ports();
+        let mut out = reply::Captured {
+            frames: Vec::new(),
+            lost: 0,
+            remaining: 0,
+        };
+        for slot in &self.shared.captures {
+            let Ok(mut g) = slot.lock() else { continue };
+            for (f, data) in g.frames() {
+                let mut hex = String::with_capacity(2 * data.len());
+                for b in data {
+                    let _ = write!(hex, "{b:02x}");
+                }
+                out.frames.push(reply::CapturedFrame {
+                    port: f.port,
+                    interface: ports.get(usize::from(f.port)).cloned().unwrap_or_default(),
+                    time_ns: f.time_ns + offset,
+                    data: hex,
+                    reason: f.reason.name().map(str::to_string),
+                });
+            }
+            out.lost += g.lost;
+            g.clear();
+        }
+        // A worker that has not taken the request yet will copy all of it.
+        let generation = self.shared.capture_generation.load(Ordering::Acquire);
+        let asked = self
+            .shared
+            .capture
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref().map(|r| r.count))
+            .unwrap_or(0);
+        out.remaining = self
+            .reports()
+            .iter()
+            .map(|r| {
+                if r.capture_generation == generation {
+                    r.capture_remaining
+                } else {
+                    asked
+                }
+            })
+            .sum();
+        out
+    }
+
+    /// The packets the workers traced for the current `trace add`, in
+    /// words (with the XDP engine: the packets the program handed over).
+    fn trace_show(&self) -> reply::Trace {
+        let generation = self.shared.trace_generation.load(Ordering::Acquire);
+        let tables = self.shared.snapshot.load();
+        let fw = self
+            .router
+            .state
+            .config
+            .firewall
+            .as_ref()
+            .map(|f| &*f.compiled);
+        let route_of = |a: IpAddr| {
+            let host = match a {
+                IpAddr::V4(x) => wire::Cidr::V4(wire::Ipv4Cidr::new(u32::from(x), 32)?),
+                IpAddr::V6(x) => wire::Cidr::V6(wire::Ipv6Cidr::new(u128::from(x), 128)?),
+            };
+            let v = self.router.longest_match(host)?;
+            Some(format!("{} {}", v.prefix, v.next_hops.join(", ")))
+        };
+        let mut packets = Vec::new();
+        let mut remaining = 0;
+        for slot in &self.shared.reports {
+            let Ok(g) = slot.lock() else { continue };
+            if g.trace_generation != generation {
+                continue;
+            }
+            remaining += g.trace_remaining;
+            for r in &g.trace {
+                packets.push(crate::trace::describe(
+                    g.view.id,
+                    r,
+                    &tables,
+                    self.router.ports(),
+                    &route_of,
+                    fw,
+                ));
+            }
+        }
+        reply::Trace { remaining, packets }
+    }
+
     /// The running rule set's counters summed over the workers that use it
     /// (a worker still on an older rule set after a reload is left out
     /// until it picks up the new one).
-    fn show_firewall(&self) -> serde_json::Value {
+    fn show_firewall(&self) -> reply::Firewall {
         let Some(fw) = &self.router.state.config.firewall else {
-            return serde_json::json!({ "firewall": null });
+            return reply::Firewall {
+                firewall: None,
+                conntrack: None,
+                rejects_rate_limited: 0,
+                fast_path: None,
+            };
         };
         let reps = self.reports();
         let current: Vec<&FirewallReport> = reps
@@ -680,11 +1081,28 @@ impl Daemon {
         for c in current.iter().filter_map(|f| f.conntrack.as_ref()) {
             ct.get_or_insert_with(Default::default).accumulate(c);
         }
-        serde_json::json!({
-            "firewall": summary,
-            "conntrack": ct,
-            "rejects_rate_limited": current.iter().map(|f| f.stats.rejects_rate_limited).sum::<u64>(),
-        })
+        let fast_path = match &self.xdp {
+            Some(x) if fw.compiled.stateful() => {
+                let program = x.engine.counters(0).map(|c| c.ct_established).unwrap_or(0);
+                let sum = |f: fn(&firewall::WorkerStats) -> u64| {
+                    current.iter().map(|r| f(&r.stats)).sum::<u64>()
+                };
+                let worker_packets = sum(|s| s.fast_path_established);
+                Some(reply::ConntrackFastPath {
+                    handoffs: sum(|s| s.fast_path_handoffs),
+                    refused: sum(|s| s.fast_path_refused),
+                    program_packets: program.saturating_sub(worker_packets),
+                    worker_packets,
+                })
+            }
+            _ => None,
+        };
+        reply::Firewall {
+            firewall: Some(summary),
+            conntrack: ct,
+            rejects_rate_limited: current.iter().map(|f| f.stats.rejects_rate_limited).sum(),
+            fast_path,
+        }
     }
 
     /// Every counter as OpenMetrics text (see [`crate::metrics`]).
@@ -776,8 +1194,8 @@ impl Daemon {
             total.forwarded_ipv6,
         );
         for r in &reps {
-            let w = r.id.to_string();
-            let engine = if r.backend == "xdp-program" {
+            let w = r.view.id.to_string();
+            let engine = if r.view.backend == "xdp-program" {
                 "xdp-program"
             } else {
                 "pipeline"
@@ -793,97 +1211,91 @@ impl Daemon {
                 "worker_busy_rounds",
                 "Worker loop rounds that found frames.",
                 &l,
-                r.busy_rounds,
+                r.view.busy_rounds,
             );
             m.counter(
                 "worker_sleeps",
                 "Times a worker slept in poll(2).",
                 &l,
-                r.sleeps,
+                r.view.sleeps,
             );
             m.counter(
                 "worker_held_expired",
                 "Frames dropped after waiting 1 s for their neighbour.",
                 &l,
-                r.held_expired,
+                r.view.held_expired,
             );
-            for p in &r.ports {
+            for p in &r.view.ports {
                 let l = [("worker", w.as_str()), ("port", p.port.as_str())];
                 m.counter(
                     "port_rx_ring_full",
                     "Frames the kernel dropped before fastfwd saw them.",
                     &l,
-                    p.rx_dropped,
+                    p.counters.rx_dropped,
                 );
                 m.counter(
                     "port_tx_ring_full",
                     "Frames that found the TX ring full.",
                     &l,
-                    p.tx_dropped,
+                    p.counters.tx_dropped,
                 );
                 m.counter(
                     "port_rx_oversize",
                     "Frames larger than a frame buffer, dropped on receive.",
                     &l,
-                    p.rx_oversize,
+                    p.counters.rx_oversize,
                 );
             }
-            if let Some(x) = r
-                .xdp
-                .as_ref()
-                .and_then(|x| x.get("exceptions"))
-                .and_then(|e| e.as_object())
-            {
-                for (cause, n) in x {
+            if let Some(x) = &r.view.xdp {
+                for (cause, n) in &x.exceptions {
                     m.counter(
                         "xdp_exceptions",
                         "Packets the XDP program handed to the pipeline, by cause.",
                         &[("cause", cause.as_str())],
-                        n.as_u64().unwrap_or(0),
+                        *n,
                     );
                 }
             }
         }
         let fw = self.show_firewall();
-        for chain in fw["firewall"]["chains"].as_array().into_iter().flatten() {
-            let name = chain["chain"].as_str().unwrap_or("");
-            for rule in chain["rules"].as_array().into_iter().flatten() {
-                let line = rule["line"].to_string();
+        for chain in fw.firewall.iter().flat_map(|f| &f.chains) {
+            let name = chain.chain.name();
+            for rule in &chain.rules {
+                let line = rule.line.to_string();
                 let l = [("chain", name), ("line", line.as_str())];
                 m.counter(
                     "firewall_rule_packets",
                     "Packets that matched a firewall rule (by its config line).",
                     &l,
-                    rule["packets"].as_u64().unwrap_or(0),
+                    rule.packets,
                 );
                 m.counter(
                     "firewall_rule_bytes",
                     "Bytes that matched a firewall rule.",
                     &l,
-                    rule["bytes"].as_u64().unwrap_or(0),
+                    rule.bytes,
                 );
             }
         }
-        if let Some(ct) = fw["conntrack"].as_object() {
-            let g = |k: &str| ct.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        if let Some(ct) = &fw.conntrack {
             m.gauge(
                 "conntrack_entries",
                 "Connection-table slots in use.",
                 &[],
-                g("occupancy"),
+                ct.occupancy,
             );
             m.gauge(
                 "conntrack_capacity",
                 "Connection-table slots.",
                 &[],
-                g("capacity"),
+                ct.capacity,
             );
-            m.counter("conntrack_inserts", "Connections added.", &[], g("inserts"));
+            m.counter("conntrack_inserts", "Connections added.", &[], ct.inserts);
             m.counter(
                 "conntrack_evictions",
                 "Connections evicted to make room.",
                 &[],
-                g("evictions"),
+                ct.evictions,
             );
         }
         let (v4, v6) = self.router.route_counts();
@@ -918,6 +1330,12 @@ impl Daemon {
             self.kernel.resyncs(),
         );
         m.counter(
+            "neighbour_requests",
+            "Neighbour resolutions asked of the kernel (ARP / ND requests it sends).",
+            &[],
+            self.resolver.requested,
+        );
+        m.counter(
             "neighbour_requests_capped",
             "Neighbour resolutions not asked, over the cap.",
             &[],
@@ -926,11 +1344,11 @@ impl Daemon {
         m.encode()
     }
 
-    fn show_interfaces(&self) -> serde_json::Value {
+    fn show_interfaces(&self) -> reply::Interfaces {
         let reps = self.reports();
         let total = Counters::sum(reps.iter().map(|r| &r.counters));
         let tables = self.shared.snapshot.load();
-        let ifaces: Vec<_> = tables
+        let interfaces = tables
             .interfaces()
             .iter()
             .enumerate()
@@ -942,33 +1360,203 @@ impl Daemon {
                     .get(usize::from(iface.port))
                     .cloned()
                     .unwrap_or_default();
-                let tx_dropped: u64 = reps
-                    .iter()
-                    .flat_map(|r| r.ports.iter())
-                    .filter(|p| p.port == port && iface.vlan == pipeline::Vlan::Untagged)
-                    .map(|p| p.tx_dropped)
-                    .sum();
-                serde_json::json!({
-                    "name": iface.name,
-                    "port": port,
-                    "mac": iface.mac.to_string(),
-                    "mtu": iface.mtu,
-                    "rx_packets": c.rx_packets,
-                    "rx_bytes": c.rx_bytes,
-                    "rx_errors": c.rx_dropped,
-                    "tx_packets": c.tx_packets,
-                    "tx_bytes": c.tx_bytes,
-                    "tx_drops": tx_dropped,
-                })
+                let of_port = |f: fn(&netio::PortStats) -> u64| -> u64 {
+                    reps.iter()
+                        .flat_map(|r| r.view.ports.iter())
+                        .filter(|p| p.port == port && iface.vlan == pipeline::Vlan::Untagged)
+                        .map(|p| f(&p.counters))
+                        .sum()
+                };
+                let tx_drops = of_port(|c| c.tx_dropped);
+                let rx_ring_drops = of_port(|c| c.rx_dropped + c.rx_oversize);
+                reply::Interface {
+                    name: iface.name.clone(),
+                    port,
+                    mac: iface.mac.to_string(),
+                    mtu: iface.mtu,
+                    rx_packets: c.rx_packets,
+                    rx_bytes: c.rx_bytes,
+                    rx_errors: c.rx_dropped,
+                    tx_packets: c.tx_packets,
+                    tx_bytes: c.tx_bytes,
+                    tx_drops,
+                    rx_ring_drops,
+                }
             })
             .collect();
-        serde_json::json!({
-            "engine": if self.xdp.is_some() { "xdp" } else { "user" },
-            "xdp": reps.iter().find_map(|r| r.xdp.clone()),
-            "backend": match self.backend { IoBackend::AfXdp => "afxdp", IoBackend::Packet => "packet" },
-            "uptime_s": self.started.elapsed().as_secs_f64(),
-            "interfaces": ifaces,
-        })
+        reply::Interfaces {
+            engine: if self.xdp.is_some() { "xdp" } else { "user" }.into(),
+            xdp: reps.iter().find_map(|r| r.view.xdp.clone()),
+            backend: match self.backend {
+                IoBackend::AfXdp => "afxdp",
+                IoBackend::Packet => "packet",
+            }
+            .into(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            interfaces,
+        }
+    }
+
+    fn show_runtime(&self) -> reply::Runtime {
+        let reps = self.reports();
+        let base = &self.runtime_base;
+        let workers = reps
+            .iter()
+            .filter(|r| r.view.xdp.is_none())
+            .map(|r| {
+                let since = base
+                    .workers
+                    .iter()
+                    .find(|(id, _)| *id == r.view.id)
+                    .map_or(r.runtime, |(_, b)| r.runtime.since(b));
+                reply::WorkerRuntime {
+                    id: r.view.id,
+                    core: r.view.core,
+                    backend: r.view.backend.clone(),
+                    stages: pipeline::Stage::ALL
+                        .iter()
+                        .map(|st| {
+                            let c = since.stages[st.index()];
+                            let per =
+                                |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                            reply::StageRuntime {
+                                stage: st.name().into(),
+                                calls: c.calls,
+                                packets: c.packets,
+                                timed_packets: c.timed_packets,
+                                ns: c.ns,
+                                vectors_per_call: per(c.packets, c.calls),
+                                ns_per_packet: c.ns_per_packet(),
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let xdp = reps.iter().find_map(|r| r.view.xdp.clone()).map(|now| {
+            let program = match &base.xdp {
+                None => now,
+                Some(b) => reply::XdpProgram {
+                    finished: now.finished.saturating_sub(b.finished),
+                    forwarded: now.forwarded.saturating_sub(b.forwarded),
+                    to_host: now.to_host.saturating_sub(b.to_host),
+                    exceptions: now
+                        .exceptions
+                        .iter()
+                        .map(|(k, v)| {
+                            let was = b.exceptions.get(k).copied().unwrap_or(0);
+                            (k.clone(), v.saturating_sub(was))
+                        })
+                        .collect(),
+                    exceptions_lost: now.exceptions_lost.saturating_sub(b.exceptions_lost),
+                    tx_redirect_failed: now.tx_redirect_failed.saturating_sub(b.tx_redirect_failed),
+                    ct_established: now.ct_established.saturating_sub(b.ct_established),
+                    meta_failed: now.meta_failed.saturating_sub(b.meta_failed),
+                },
+            };
+            let exceptions: u64 = program.exceptions.values().sum();
+            let seen = program.finished + exceptions;
+            let ratio = |e: u64, seen: u64| {
+                if seen == 0 {
+                    0.0
+                } else {
+                    e as f64 / seen as f64
+                }
+            };
+            let per_cpu = self
+                .xdp_per_cpu()
+                .iter()
+                .enumerate()
+                .map(|(cpu, &(f, fw, e))| {
+                    let (bf, bfw, be) = base.xdp_cpus.get(cpu).copied().unwrap_or_default();
+                    let (f, e) = (f.saturating_sub(bf), e.saturating_sub(be));
+                    reply::XdpCpu {
+                        cpu,
+                        finished: f,
+                        forwarded: fw.saturating_sub(bfw),
+                        exceptions: e,
+                        exception_ratio: ratio(e, f + e),
+                    }
+                })
+                .collect();
+            reply::XdpRuntime {
+                per_cpu,
+                exception_ratio: if seen == 0 {
+                    0.0
+                } else {
+                    exceptions as f64 / seen as f64
+                },
+                exceptions,
+                program,
+            }
+        });
+        reply::Runtime {
+            seconds: base.at.elapsed().as_secs_f64(),
+            workers,
+            xdp,
+        }
+    }
+
+    /// The XDP program's (finished, forwarded, exceptions) per CPU, as
+    /// counted since it was loaded; empty without the XDP engine.
+    fn xdp_per_cpu(&self) -> Vec<(u64, u64, u64)> {
+        let Some(x) = &self.xdp else {
+            return Vec::new();
+        };
+        x.engine
+            .counters_per_cpu(0)
+            .map(|v| {
+                v.iter()
+                    .map(|c| {
+                        (
+                            c.counters.rx_frames,
+                            c.counters.forwarded_ipv4 + c.counters.forwarded_ipv6,
+                            c.total_exceptions(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn show_drops(&self) -> reply::Drops {
+        let reps = self.reports();
+        let total = Counters::sum(reps.iter().map(|r| &r.counters));
+        let ports = || reps.iter().flat_map(|r| r.view.ports.iter());
+        reply::Drops {
+            drops: pipeline::DropReason::ALL
+                .iter()
+                .map(|r| reply::ReasonCount {
+                    reason: r.name().into(),
+                    count: total.drop_count(*r),
+                    description: r.description().into(),
+                })
+                .collect(),
+            punts: PuntReason::ALL
+                .iter()
+                .map(|r| reply::ReasonCount {
+                    reason: r.name().into(),
+                    count: total.punt_count(*r),
+                    description: r.description().into(),
+                })
+                .collect(),
+            icmp_suppressed: pipeline::IcmpSuppressed::ALL
+                .iter()
+                .map(|c| reply::CauseCount {
+                    cause: c.name().into(),
+                    count: total.icmp_suppressed_by[c.index()],
+                    description: c.description().into(),
+                })
+                .collect(),
+            icmp_rate_limited: total.icmp_rate_limited,
+            held_expired: reps.iter().map(|r| r.view.held_expired).sum(),
+            punts_discarded: reps.iter().map(|r| r.view.punts_discarded).sum(),
+            neighbour_requests: self.resolver.requested,
+            neighbour_requests_capped: self.resolver.capped,
+            tx_ring_full: ports().map(|p| p.counters.tx_dropped).sum(),
+            rx_ring_full: ports().map(|p| p.counters.rx_dropped).sum(),
+            rx_oversize: ports().map(|p| p.counters.rx_oversize).sum(),
+        }
     }
 }
 
@@ -1007,7 +1595,374 @@ mod tests {
             audit: None,
             route_updates: 0,
             rebuilds: 0,
+            runtime_base: RuntimeBase::default(),
         }
+    }
+
+    /// Every reply type, as the daemon sends it, against its golden file
+    /// in `crates/router/tests/golden/` (`FASTFWD_BLESS=1` rewrites them):
+    /// a change to a reply's shape shows up as a diff there, and the
+    /// client's types must read each file back.
+    #[test]
+    fn every_reply_matches_its_golden_file() {
+        let dir = tmp("golden");
+        let mut d = daemon(&dir);
+        let path = dir.join("router.toml");
+        std::fs::write(
+            &path,
+            format!("{CFG}\n[firewall]\nrules = \"\"\"\nchain forward {{\n    udp dport 9 counter drop\n    accept\n}}\n\"\"\"\n"),
+        )
+        .unwrap();
+        let cfg = config::Config::load(&path).unwrap();
+        let (router, tables) = Router::new(RouterState::new(cfg)).unwrap();
+        d.router = router;
+        d.shared = Arc::new(Shared::new(Snapshot::new(tables), 1));
+        // One worker's report with counts in it.
+        {
+            let mut r = d.shared.reports[0].lock().unwrap();
+            r.view.id = 0;
+            r.view.core = 1;
+            r.view.backend = "afxdp".into();
+            r.view.busy_rounds = 7;
+            r.view.ports = vec![crate::worker::PortCounters {
+                port: "d0".into(),
+                counters: netio::PortStats {
+                    rx_packets: 5,
+                    rx_bytes: 320,
+                    tx_packets: 4,
+                    tx_bytes: 256,
+                    ..Default::default()
+                },
+            }];
+            r.counters = Counters::new(2);
+            r.counters.interfaces[0].rx_packets = 5;
+            r.counters.interfaces[0].rx_bytes = 320;
+            r.counters.interfaces[1].tx_packets = 4;
+            r.counters.interfaces[1].tx_bytes = 256;
+            r.counters.drops[pipeline::DropReason::TtlExpired.index()] = 3;
+            r.runtime.stages[pipeline::Stage::Input.index()] = pipeline::StageCounters {
+                calls: 2,
+                packets: 70,
+                timed_packets: 64,
+                ns: 1280,
+            };
+            // A packet the worker traced for the trace `trace_add` arms
+            // below (generation 1): forwarded to 203.0.113.9 by rule 0.
+            let mut head = [0u8; pipeline::trace::TRACE_HEAD];
+            let frame = [
+                &[2, 0, 0, 0, 0, 0x10, 2, 0, 0, 0, 0, 8, 8, 0][..],
+                &[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 108],
+                &[203, 0, 113, 9, 0x9c, 0x40, 0x23, 0x28, 0, 8, 0, 0],
+            ]
+            .concat();
+            head[..frame.len()].copy_from_slice(&frame);
+            r.trace = vec![pipeline::TraceRecord {
+                seq: 0,
+                port: 0,
+                len: 60,
+                head,
+                head_len: frame.len() as u16,
+                in_if: Some(0),
+                destination: Some("203.0.113.9".parse().unwrap()),
+                next_hop_set: Some(Some(1)),
+                hop: Some((1, Some("198.19.0.108".parse().unwrap()))),
+                acl: Some((pipeline::AclAction::Accept, Some(1))),
+                decided_by: pipeline::Stage::Forward,
+                verdict: pipeline::Verdict::Forward {
+                    interface: 1,
+                    port: 1,
+                },
+            }];
+            r.trace_generation = 1;
+            r.trace_remaining = 4;
+        }
+        // A frame a capture at `drop` copied (read before any capture
+        // starts, which would empty the slot).
+        {
+            let mut c = d.shared.captures[0].lock().unwrap();
+            *c = crate::capture::CaptureBuffer::with_room(4);
+            c.push(
+                0,
+                0,
+                &[2, 0, 0, 0, 0, 0x10, 2, 0, 0, 0, 0, 8, 0x88, 0xcc],
+                crate::capture::Reason::Drop(pipeline::DropReason::UnknownEthertype),
+            );
+        }
+        let hop = |via: &str| HopSpec {
+            via: Some(via.into()),
+            dev: None,
+        };
+        let cases = [
+            ("show_interfaces", Request::ShowInterfaces),
+            ("show_workers", Request::ShowWorkers),
+            ("show_drops", Request::ShowDrops),
+            ("show_firewall", Request::ShowFirewall),
+            ("show_route", Request::ShowRoute { prefix: None }),
+            (
+                "show_route_match",
+                Request::ShowRoute {
+                    prefix: Some("203.0.113.9".into()),
+                },
+            ),
+            ("show_neighbors", Request::ShowNeighbors),
+            (
+                "route_add",
+                Request::RouteAdd {
+                    prefix: "198.51.100.0/24".into(),
+                    next_hops: vec![hop("198.19.0.108")],
+                },
+            ),
+            (
+                "route_del",
+                Request::RouteDel {
+                    prefix: "198.51.100.0/24".into(),
+                },
+            ),
+            (
+                "route_del_error",
+                Request::RouteDel {
+                    prefix: "198.51.100.0/24".into(),
+                },
+            ),
+            (
+                "neighbor_add",
+                Request::NeighborAdd {
+                    dev: "d0".into(),
+                    ip: "198.18.0.99".into(),
+                    mac: "02:00:00:00:00:99".into(),
+                },
+            ),
+            (
+                "neighbor_del",
+                Request::NeighborDel {
+                    dev: "d0".into(),
+                    ip: "198.18.0.99".into(),
+                },
+            ),
+            ("config_check", Request::ConfigCheck { path: None }),
+            ("config_reload", Request::ConfigReload { path: None }),
+            ("show_metrics", Request::ShowMetrics),
+            ("show_runtime", Request::ShowRuntime),
+            ("clear_runtime", Request::ClearRuntime),
+            (
+                "trace_add",
+                Request::TraceAdd {
+                    count: 5,
+                    filter: Some("udp and dst port 9000".into()),
+                    worker: None,
+                },
+            ),
+            ("trace_show", Request::TraceShow),
+            ("trace_clear", Request::TraceClear),
+            ("capture_read", Request::CaptureRead),
+            (
+                "capture_start",
+                Request::CaptureStart {
+                    point: "drop".into(),
+                    count: 10,
+                    interface: Some("d0".into()),
+                    filter: Some("not ip".into()),
+                },
+            ),
+            ("capture_stop", Request::CaptureStop),
+            (
+                "capture_start_error",
+                Request::CaptureStart {
+                    point: "rx".into(),
+                    count: 10,
+                    interface: Some("d9".into()),
+                    filter: None,
+                },
+            ),
+            (
+                "trace_add_error",
+                Request::TraceAdd {
+                    count: 5,
+                    filter: Some("udp and".into()),
+                    worker: None,
+                },
+            ),
+        ];
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let bless = std::env::var_os("FASTFWD_BLESS").is_some();
+        let mut wrong = Vec::new();
+        // Every request has a golden case: this match has no catch-all, so
+        // a new request does not compile until it is given a name here,
+        // and the assertion below fails until a case of that name exists.
+        fn golden_name(r: &Request) -> &'static str {
+            match r {
+                Request::ShowInterfaces => "show_interfaces",
+                Request::ShowWorkers => "show_workers",
+                Request::ShowDrops => "show_drops",
+                Request::ShowFirewall => "show_firewall",
+                Request::ShowRoute { .. } => "show_route",
+                Request::ShowNeighbors => "show_neighbors",
+                Request::RouteAdd { .. } => "route_add",
+                Request::RouteDel { .. } => "route_del",
+                Request::NeighborAdd { .. } => "neighbor_add",
+                Request::NeighborDel { .. } => "neighbor_del",
+                Request::ConfigCheck { .. } => "config_check",
+                Request::ConfigReload { .. } => "config_reload",
+                Request::ShowMetrics => "show_metrics",
+                Request::ShowRuntime => "show_runtime",
+                Request::ClearRuntime => "clear_runtime",
+                Request::TraceAdd { .. } => "trace_add",
+                Request::TraceShow => "trace_show",
+                Request::TraceClear => "trace_clear",
+                Request::CaptureStart { .. } => "capture_start",
+                Request::CaptureRead => "capture_read",
+                Request::CaptureStop => "capture_stop",
+                // A stream of the kernel's and the tables' differences, which
+                // depend on the machine: its lines are the reply types
+                // `reply::AuditLine`, read back by the namespace tests.
+                Request::FibAudit => "fib_audit",
+            }
+        }
+        for (name, req) in &cases {
+            let want = golden_name(req);
+            assert!(name.starts_with(want), "case {name} for a {want} request");
+        }
+        const ALL: [&str; 22] = [
+            "show_interfaces",
+            "show_workers",
+            "show_drops",
+            "show_firewall",
+            "show_route",
+            "show_neighbors",
+            "route_add",
+            "route_del",
+            "neighbor_add",
+            "neighbor_del",
+            "config_check",
+            "config_reload",
+            "show_metrics",
+            "show_runtime",
+            "clear_runtime",
+            "trace_add",
+            "trace_show",
+            "trace_clear",
+            "capture_start",
+            "capture_read",
+            "capture_stop",
+            "fib_audit",
+        ];
+        for want in ALL.iter().filter(|w| **w != "fib_audit") {
+            assert!(
+                cases.iter().any(|(n, _)| n == want),
+                "no golden case for {want}"
+            );
+        }
+        for (name, req) in cases {
+            let resp = d.handle(req.clone());
+            assert_eq!(resp.version, control::protocol::PROTOCOL_VERSION);
+            let mut v = serde_json::to_value(&resp).unwrap();
+            // The metrics text's samples come in no fixed order within a
+            // family: sorted here so the file compares.
+            if let Some(serde_json::Value::String(text)) = v.pointer_mut("/result")
+                && name == "show_metrics"
+            {
+                let mut lines: Vec<&str> = text.lines().collect();
+                lines.sort_unstable();
+                *text = lines.join("\n");
+            }
+            // What varies from run to run: the uptime and the temporary
+            // directory.
+            for t in ["/result/uptime_s", "/result/seconds"] {
+                if let Some(u) = v.pointer_mut(t) {
+                    *u = serde_json::json!(0.0);
+                }
+            }
+            if let Some(u) = v.pointer_mut("/result/frames/0/time_ns") {
+                *u = serde_json::json!(0);
+            }
+            let text = serde_json::to_string_pretty(&v)
+                .unwrap()
+                .replace(&dir.display().to_string(), "DIR")
+                + "\n";
+            let file = golden.join(format!("{name}.json"));
+            if bless {
+                std::fs::create_dir_all(&golden).unwrap();
+                std::fs::write(&file, &text).unwrap();
+            } else if std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
+                wrong.push(format!("{name}:\n{text}"));
+            }
+            // The client's types read the reply back.
+            let result = resp.result.clone().unwrap_or_default();
+            let read = match &req {
+                Request::ShowInterfaces => {
+                    serde_json::from_value::<reply::Interfaces>(result).map(drop)
+                }
+                Request::ShowWorkers => {
+                    serde_json::from_value::<Vec<reply::Worker>>(result).map(drop)
+                }
+                Request::ShowDrops => serde_json::from_value::<reply::Drops>(result).map(drop),
+                Request::ShowFirewall => {
+                    serde_json::from_value::<reply::Firewall>(result).map(drop)
+                }
+                Request::ShowRoute { .. } => {
+                    serde_json::from_value::<Vec<reply::RouteView>>(result).map(drop)
+                }
+                Request::ShowNeighbors => {
+                    serde_json::from_value::<Vec<reply::NeighbourView>>(result).map(drop)
+                }
+                Request::ConfigCheck { .. } | Request::ConfigReload { .. } => {
+                    serde_json::from_value::<reply::ConfigFile>(result).map(drop)
+                }
+                Request::ShowMetrics => serde_json::from_value::<String>(result).map(drop),
+                Request::ShowRuntime => serde_json::from_value::<reply::Runtime>(result).map(drop),
+                Request::ClearRuntime | Request::TraceClear => {
+                    serde_json::from_value::<reply::Cleared>(result).map(drop)
+                }
+                Request::TraceAdd { .. } if resp.ok => {
+                    serde_json::from_value::<reply::TraceArmed>(result).map(drop)
+                }
+                Request::TraceShow => serde_json::from_value::<reply::Trace>(result).map(drop),
+                Request::CaptureStart { .. } if resp.ok => {
+                    serde_json::from_value::<reply::CaptureStarted>(result).map(drop)
+                }
+                Request::CaptureRead => serde_json::from_value::<reply::Captured>(result).map(drop),
+                Request::CaptureStop => serde_json::from_value::<reply::Cleared>(result).map(drop),
+                _ if !resp.ok => Ok(()),
+                _ => serde_json::from_value::<reply::Applied>(result).map(drop),
+            };
+            assert!(read.is_ok(), "{name}: {read:?}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        // docs/control-protocol.md names every field of every reply.
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/control-protocol.md"),
+        )
+        .unwrap();
+        fn keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        out.insert(k.clone());
+                        keys(v, out);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+                _ => {}
+            }
+        }
+        let mut all = std::collections::BTreeSet::new();
+        for e in std::fs::read_dir(&golden).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            keys(&serde_json::from_str(&text).unwrap(), &mut all);
+        }
+        let undocumented: Vec<&String> = all
+            .iter()
+            .filter(|k| !doc.contains(&format!("\"{k}\"")))
+            .collect();
+        assert!(
+            undocumented.is_empty(),
+            "fields of the replies that docs/control-protocol.md does not name: {undocumented:?}"
+        );
+        assert!(
+            wrong.is_empty(),
+            "replies differ from crates/router/tests/golden (FASTFWD_BLESS=1 rewrites them after a deliberate change):\n{}",
+            wrong.join("\n")
+        );
     }
 
     fn hop(via: Option<&str>, dev: Option<&str>) -> HopSpec {
@@ -1021,6 +1976,27 @@ mod tests {
         let d = std::env::temp_dir().join(format!("fastfwd-daemon-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn route_add_refuses_more_next_hops_than_the_ecmp_width() {
+        let dir = tmp("wide");
+        let mut d = daemon(&dir);
+        let gws: Vec<String> = (0..=pipeline::MAX_ECMP)
+            .map(|i| format!("198.19.0.{}", 20 + i))
+            .collect();
+        let r = d.handle(Request::RouteAdd {
+            prefix: "198.51.100.0/24".into(),
+            next_hops: gws.iter().map(|g| hop(Some(g), None)).collect(),
+        });
+        assert!(!r.ok);
+        assert!(
+            r.error.as_deref().is_some_and(|e| e.contains("ECMP width")),
+            "{:?}",
+            r.error
+        );
+        assert!(d.router.state.api_routes.is_empty());
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
@@ -1109,7 +2085,7 @@ mod tests {
     fn bad_requests_are_refused_and_change_nothing() {
         let dir = tmp("bad");
         let mut d = daemon(&dir);
-        let gen = d.shared.snapshot.generation();
+        let generation = d.shared.snapshot.generation();
         for (req, says) in [
             (
                 Request::RouteAdd {
@@ -1161,7 +2137,7 @@ mod tests {
         }
         assert_eq!(
             d.shared.snapshot.generation(),
-            gen,
+            generation,
             "a refused request published tables"
         );
         assert!(d.router.state.api_routes.is_empty() && d.router.state.api_neighbours.is_empty());

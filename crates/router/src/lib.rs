@@ -6,21 +6,26 @@
 //!   typed request handler behind the control socket;
 //! - [`run`]: starting, privileges, stopping;
 //! - [`replay`]: the same pipeline and XDP engine over pcap files, with the
-//!   tables built by the same builder (`control::RouterState::build_over`).
+//!   tables built by the same builder (`control::RouterState::build_over`);
+//! - [`trace`]: packet traces in words (`trace show`, `replay --trace`);
+//! - [`capture`]: copies of the frames at one point of the fast path
+//!   (`fastfwd capture`).
 //!
 //! The tables come from `control` (kernel mirror + config + control socket,
 //! one source of truth); the per-packet work is `pipeline`'s and
 //! `xdp_engine`'s. See docs/router.md.
 
+pub mod capture;
 mod daemon;
 pub mod memport;
 pub mod metrics;
 pub mod ports;
 pub mod replay;
 mod start;
+pub mod trace;
 pub mod worker;
 
-pub use start::{run, Engine, IoBackend, RunOptions, XdpAttach};
+pub use start::{Engine, IoBackend, RunOptions, XdpAttach, run};
 
 /// The config the unit tests of the worker loop and the request handler
 /// run on: the lab's dut, one static route through the sink and its

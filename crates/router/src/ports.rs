@@ -5,7 +5,7 @@
 //! worker with several queues of one interface serves them as one
 //! [`QueueSet`]), so no queue's transit traffic is left to the kernel.
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use netio::packet::{PacketConfig, PacketPort};
 use netio::xdp::{SocketConfig, XdpPort, XdpProgram};
 use netio::{Port, QueueSet};
@@ -94,6 +94,7 @@ pub(crate) fn engine_exceptions(
             engine.xsks(),
             key,
             SocketConfig::default(),
+            Some(xdp_engine::layout::ct_hint_of_meta),
         )?))
     })
 }

@@ -10,12 +10,12 @@
 //! and fragments), `DIR/punt.pcap` (frames for the host), `DIR/drop.pcap`
 //! (dropped frames as received), and a [`Report`] of the counters.
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{Context, anyhow, bail};
 use config::{Config, ConfigAcl};
 use control::state::RouterState;
+use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
-use fib::RouteTable;
 use netio::pcap;
 use pipeline::{Counters, DropReason, PortId, PuntReason, Tables, Worker, WorkerConfig};
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use xdp_engine::replay::{run_user, run_xdp, BatchResult, FrameResult};
+use xdp_engine::replay::{BatchResult, FrameResult, run_user, run_xdp};
 
 /// The output file of a port.
 fn port_name(ports: &[String], port: PortId) -> String {
@@ -46,6 +46,9 @@ pub struct Report {
     pub firewall: Option<firewall::FirewallSummary>,
     /// With `--engine xdp`: what the program finished and handed on.
     pub xdp: Option<xdp_engine::EngineCounters>,
+    /// With a tracer: the traced packets, stage by stage (with `--engine
+    /// xdp`, among the frames the program handed to the pipeline).
+    pub trace: Vec<control::protocol::reply::TracePacket>,
 }
 
 /// One input stream, with its next record read ahead.
@@ -105,10 +108,10 @@ fn resolve_port(cfg: &Config, ports: &[String], name: &str) -> anyhow::Result<Po
         return Ok(i as PortId);
     }
     if let Some(i) = cfg.interface(name) {
-        if i.vlan.is_none() {
-            if let Some(p) = ports.iter().position(|p| *p == i.port) {
-                return Ok(p as PortId);
-            }
+        if i.vlan.is_none()
+            && let Some(p) = ports.iter().position(|p| *p == i.port)
+        {
+            return Ok(p as PortId);
         }
         bail!(
             "{name} is a VLAN sub-interface; give its port {:?} (frames carry their tags)",
@@ -167,6 +170,7 @@ where
 
 /// Runs `engine` over `inputs` (port or interface name, pcap file), writing
 /// the output pcaps into `out`.
+#[allow(clippy::too_many_arguments)]
 pub fn replay(
     cfg: &Config,
     inputs: &[(String, PathBuf)],
@@ -174,29 +178,33 @@ pub fn replay(
     batch: usize,
     fib: FibKind,
     engine: ReplayEngine,
+    tracer: Option<pipeline::Tracer>,
 ) -> anyhow::Result<Report> {
     let worker_cfg = WorkerConfig {
         max_batch: batch,
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(worker_cfg);
+    worker.set_tracer(tracer);
     match (engine, fib) {
         (ReplayEngine::User, FibKind::Fast) => {
             let (t, ports) = tables(cfg, Poptrie4::new(), Poptrie6::new())?;
             let report = replay_with(cfg, &ports, inputs, out, batch, &mut |port, now, frames| {
                 Ok(run_user(&mut worker, &t, now, port, frames))
             })?;
-            Ok(finish(report, &t, &worker, None, None))
+            Ok(finish((cfg, &ports), report, &t, &worker, None, None))
         }
         (ReplayEngine::User, FibKind::Reference) => {
             let (t, ports) = tables(cfg, ReferenceFib4::new(), ReferenceFib6::new())?;
             let report = replay_with(cfg, &ports, inputs, out, batch, &mut |port, now, frames| {
                 Ok(run_user(&mut worker, &t, now, port, frames))
             })?;
-            Ok(finish(report, &t, &worker, None, None))
+            Ok(finish((cfg, &ports), report, &t, &worker, None, None))
         }
         (ReplayEngine::Xdp, FibKind::Reference) => {
-            bail!("--engine xdp walks the fast FIB in BPF maps; --fib reference is for the user-space engine")
+            bail!(
+                "--engine xdp walks the fast FIB in BPF maps; --fib reference is for the user-space engine"
+            )
         }
         (ReplayEngine::Xdp, FibKind::Fast) => {
             let (t, ports) = tables(cfg, Poptrie4::new(), Poptrie6::new())?;
@@ -204,12 +212,11 @@ pub fn replay(
             let (n6, l6) = (t.fib6.layout().nodes.len(), t.fib6.layout().leaves.len());
             let cap = xdp_engine::FibCapacity::for_sizes(n4, l4, n6, l6);
             let mut engine = xdp_engine::Engine::load(xdp_engine::Mode::Test, cap)?;
-            let fw = t.acl.as_ref().map(firewall::PipelineFirewall::firewall);
             engine.publish(xdp_engine::Image::compile(
                 &t.datapath(),
                 &t.fib4,
                 &t.fib6,
-                fw,
+                t.acl.as_ref(),
                 &cap,
             )?)?;
             let report = replay_with(cfg, &ports, inputs, out, batch, &mut |port, now, frames| {
@@ -220,7 +227,14 @@ pub fn replay(
                 Some(acl) => engine.firewall_counters(acl.firewall())?,
                 None => None,
             };
-            Ok(finish(report, &t, &worker, Some(counters), rules))
+            Ok(finish(
+                (cfg, &ports),
+                report,
+                &t,
+                &worker,
+                Some(counters),
+                rules,
+            ))
         }
     }
 }
@@ -293,12 +307,34 @@ fn replay_with(
 /// The report of a finished replay: the worker's counters, plus the XDP
 /// program's for what it finished.
 fn finish<F4, F6>(
+    (cfg, ports): (&Config, &[String]),
     outputs: BTreeMap<String, u64>,
     tables: &Tables<F4, F6, ConfigAcl>,
     worker: &Worker,
     xdp: Option<xdp_engine::EngineCounters>,
     xdp_rules: Option<firewall::RuleCounters>,
 ) -> Report {
+    let records = worker.tracer().map_or(&[][..], pipeline::Tracer::records);
+    let mut trace = Vec::new();
+    if !records.is_empty() {
+        // The routes the traced packets matched, from the same state.
+        let router = control::Router::new(RouterState::new(cfg.clone()))
+            .ok()
+            .map(|(r, _)| r);
+        let route_of = |a: std::net::IpAddr| {
+            let host = match a {
+                std::net::IpAddr::V4(x) => wire::Cidr::V4(wire::Ipv4Cidr::new(u32::from(x), 32)?),
+                std::net::IpAddr::V6(x) => wire::Cidr::V6(wire::Ipv6Cidr::new(u128::from(x), 128)?),
+            };
+            let v = router.as_ref()?.longest_match(host)?;
+            Some(format!("{} {}", v.prefix, v.next_hops.join(", ")))
+        };
+        let fw = cfg.firewall.as_ref().map(|f| &*f.compiled);
+        trace = records
+            .iter()
+            .map(|r| crate::trace::describe(0, r, tables, ports, &route_of, fw))
+            .collect();
+    }
     let firewall = tables.acl.as_ref().map(|acl| {
         let state = worker
             .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
@@ -319,6 +355,7 @@ fn finish<F4, F6>(
         outputs,
         firewall,
         xdp,
+        trace,
     }
 }
 
@@ -377,7 +414,16 @@ impl Report {
             );
         }
         if let (Some(x), Some(obj)) = (&self.xdp, v.as_object_mut()) {
-            obj.insert("xdp".into(), xdp_json(x));
+            obj.insert(
+                "xdp".into(),
+                serde_json::to_value(xdp_program(x)).unwrap_or_default(),
+            );
+        }
+        if let (false, Some(obj)) = (self.trace.is_empty(), v.as_object_mut()) {
+            obj.insert(
+                "trace".into(),
+                serde_json::to_value(&self.trace).unwrap_or_default(),
+            );
         }
         v
     }
@@ -468,19 +514,20 @@ impl Report {
     }
 }
 
-/// The XDP program's own counters as JSON: frames it finished, exceptions
-/// by cause.
-pub fn xdp_json(x: &xdp_engine::EngineCounters) -> serde_json::Value {
-    let exceptions: serde_json::Map<String, serde_json::Value> = xdp_engine::layout::EXCEPTIONS
-        .iter()
-        .map(|&(i, name)| (name.to_string(), x.exceptions[i as usize].into()))
-        .collect();
-    serde_json::json!({
-        "finished": x.counters.rx_frames,
-        "forwarded": x.counters.forwarded_ipv4 + x.counters.forwarded_ipv6,
-        "to_host": x.to_host,
-        "exceptions": exceptions,
-        "exceptions_lost": x.exceptions_lost,
-        "tx_redirect_failed": x.tx_redirect_failed,
-    })
+/// The XDP program's own counters as the control protocol reports them:
+/// frames it finished, exceptions by cause.
+pub fn xdp_program(x: &xdp_engine::EngineCounters) -> control::protocol::reply::XdpProgram {
+    control::protocol::reply::XdpProgram {
+        finished: x.counters.rx_frames,
+        forwarded: x.counters.forwarded_ipv4 + x.counters.forwarded_ipv6,
+        to_host: x.to_host,
+        exceptions: xdp_engine::layout::EXCEPTIONS
+            .iter()
+            .map(|&(i, name)| (name.to_string(), x.exceptions[i as usize]))
+            .collect(),
+        exceptions_lost: x.exceptions_lost,
+        tx_redirect_failed: x.tx_redirect_failed,
+        ct_established: x.ct_established,
+        meta_failed: x.meta_failed,
+    }
 }

@@ -2,22 +2,22 @@
 //! opened and spread over the workers, privileges dropped, the threads
 //! started and joined.
 
-use crate::daemon::{set_local_addrs, Daemon, XdpEngine};
+use crate::daemon::{Daemon, XdpEngine, set_local_addrs};
 use crate::ports::{Attach, PerWorker};
 use crate::worker::{Shared, WorkerLoop, WorkerSetup};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
+use control::Router;
 use control::kernel::KernelLink;
 use control::server::{Access, ControlServer};
 use control::snapshot::Snapshot;
 use control::state::RouterState;
-use control::Router;
 use netio::sys::os;
 use netio::xdp::{XdpMode, XdpProgram};
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, sync_channel};
-use std::sync::Arc;
 use std::time::Instant;
 use tracing::{info, warn};
 
@@ -116,11 +116,15 @@ fn refuse_kernel_forwarding() -> Result<()> {
 /// the control loop on this thread; detaches everything on the way out.
 pub fn run(args: RunOptions) -> Result<()> {
     if !os::is_root() {
-        bail!("fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces");
+        bail!(
+            "fastfwd run needs root (CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) to attach to interfaces"
+        );
     }
     let config = config::Config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.engine == Engine::Xdp && args.backend == IoBackend::Packet {
-        bail!("--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend afxdp (the default)");
+        bail!(
+            "--engine xdp hands its exceptions to the pipeline over AF_XDP sockets: use it with --backend afxdp (the default)"
+        );
     }
     if args.backend == IoBackend::Packet {
         refuse_kernel_forwarding()?;
@@ -138,10 +142,13 @@ pub fn run(args: RunOptions) -> Result<()> {
         Some(g) => Some(os::lookup_group(g).with_context(|| format!("--control-group {g}"))?),
         None => None,
     };
-    if let Some(a) = args.metrics {
-        if !crate::metrics::is_local(&a) && !args.metrics_public {
-            bail!("--metrics {a}: not a loopback address; the metrics would be readable from the network (add --metrics-public if that is meant)");
-        }
+    if let Some(a) = args.metrics
+        && !crate::metrics::is_local(&a)
+        && !args.metrics_public
+    {
+        bail!(
+            "--metrics {a}: not a loopback address; the metrics would be readable from the network (add --metrics-public if that is meant)"
+        );
     }
     let mut kernel = KernelLink::open().context("opening netlink")?;
     let mut state = RouterState::new(config);
@@ -193,19 +200,16 @@ pub fn run(args: RunOptions) -> Result<()> {
         let mut x = XdpEngine {
             engine,
             synced: None,
+            sweeper: None,
         };
         // The tables first, so the program forwards from its first packet.
-        let fw = first_tables
-            .acl
-            .as_ref()
-            .map(firewall::PipelineFirewall::firewall);
         let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
         let cap = x.engine.capacity();
         x.engine.publish(xdp_engine::Image::compile(
             &first_tables.datapath(),
             s4.trie(),
             s6.trie(),
-            fw,
+            first_tables.acl.as_ref(),
             &cap,
         )?)?;
         drop((s4, s6));
@@ -261,6 +265,10 @@ pub fn run(args: RunOptions) -> Result<()> {
         }
         let (changes_tx, changes_rx) = channel();
         to_workers.push(changes_tx);
+        let flow_table = match xdp.as_ref() {
+            Some(x) => Some(x.engine.flow_table()?),
+            None => None,
+        };
         let setup = WorkerSetup {
             id: w,
             core: Some(core),
@@ -270,6 +278,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             misses: miss_tx.clone(),
             punt_to_kernel_copy: args.backend == IoBackend::Packet,
             port_changes: Some(changes_rx),
+            flow_table,
         };
         let worker = WorkerLoop::new(setup, &shared);
         let sh = shared.clone();
@@ -307,6 +316,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         audit: None,
         route_updates: 0,
         rebuilds: 0,
+        runtime_base: Default::default(),
     };
     let metrics_thread = match &metrics_server {
         Some(srv) => {

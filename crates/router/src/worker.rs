@@ -12,17 +12,16 @@
 //! packet: the clock is read once per round, the report is published under
 //! its mutex about every [`REPORT_NS`].
 
+use crate::capture::{CapturePoint, Reason};
 use crate::ports::PortChange;
 use control::snapshot::Snapshot;
 use netio::sys::os;
 use netio::{FrameBatch, Port};
 use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
-use serde::Serialize;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// How long a frame may wait for its neighbour to be resolved.
 pub const HOLD_NS: u64 = 1_000_000_000;
@@ -34,59 +33,39 @@ const SLEEP_MS: i32 = 100;
 pub const REPORT_NS: u64 = 100_000_000;
 
 /// Port counters as the control socket reports them.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PortCounters {
-    /// Port (kernel interface) name.
-    pub port: String,
-    /// Frames received from the kernel.
-    pub rx_packets: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Frames handed to the kernel for sending.
-    pub tx_packets: u64,
-    /// Bytes handed to the kernel.
-    pub tx_bytes: u64,
-    /// Frames that found the TX ring full.
-    pub tx_dropped: u64,
-    /// Frames the kernel dropped before fastfwd saw them.
-    pub rx_dropped: u64,
-    /// Frames larger than a batch slot, dropped on receive.
-    pub rx_oversize: u64,
-}
+pub use control::protocol::reply::Port as PortCounters;
 
 /// What a worker publishes about itself (about every 100 ms).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct WorkerReport {
-    /// Worker number.
-    pub id: usize,
-    /// CPU it is pinned to.
-    pub core: usize,
-    /// Backend.
-    pub backend: String,
-    /// Its ports (socket per port, or per queue of a port).
-    pub ports: Vec<PortCounters>,
+    /// What `show workers` says of it.
+    pub view: control::protocol::reply::Worker,
     /// Pipeline counters.
-    #[serde(skip)]
     pub counters: Counters,
-    /// Loop rounds that found frames.
-    pub busy_rounds: u64,
-    /// Times it went to sleep in poll(2).
-    pub sleeps: u64,
-    /// Frames held while their neighbour was being resolved.
-    pub held: u64,
-    /// Held frames dropped after waiting too long.
-    pub held_expired: u64,
-    /// Frames for the host that reached fastfwd instead (dropped; the
-    /// kernel has or gets its own copy).
-    pub punts_discarded: u64,
-    /// Neighbour misses not reported because the queue to the control thread was full.
-    pub misses_lost: u64,
+    /// Per-stage calls, packets and time.
+    pub runtime: pipeline::RuntimeStats,
     /// The firewall's per-worker state, when the config has rules.
-    #[serde(skip)]
     pub firewall: Option<FirewallReport>,
-    /// For the XDP program's report: what it finished and handed on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub xdp: Option<serde_json::Value>,
+    /// Packets traced for the trace of this generation (oldest first), and
+    /// how many more the worker will trace.
+    pub trace: Vec<pipeline::TraceRecord>,
+    pub trace_generation: u64,
+    pub trace_remaining: usize,
+    /// Frames the capture in progress will still copy, for the capture
+    /// request of this generation.
+    pub capture_remaining: usize,
+    pub capture_generation: u64,
+}
+
+/// The packet trace asked over the control socket (`trace add`).
+#[derive(Debug, Clone, Default)]
+pub struct TraceRequest {
+    /// Packets to trace per worker (0: none).
+    pub count: usize,
+    /// Only packets that match.
+    pub filter: Option<wire::filter::Filter>,
+    /// Only this worker (all without one).
+    pub worker: Option<usize>,
 }
 
 /// A worker's firewall counters, for the rule set they belong to.
@@ -114,6 +93,15 @@ pub struct Shared {
     pub worker_failed: AtomicBool,
     /// Each worker's last report, by worker number.
     pub reports: Vec<Mutex<WorkerReport>>,
+    /// The packet trace asked for, and its generation (bumped by every
+    /// `trace add` and `trace clear`; workers look at it once a round).
+    pub trace: Mutex<TraceRequest>,
+    pub trace_generation: AtomicU64,
+    /// The capture asked for and its generation, as the trace's.
+    pub capture: Mutex<Option<crate::capture::CaptureRequest>>,
+    pub capture_generation: AtomicU64,
+    /// What each worker captured, until `capture_read` takes it.
+    pub captures: Vec<Mutex<crate::capture::CaptureBuffer>>,
 }
 
 impl Shared {
@@ -125,6 +113,13 @@ impl Shared {
             worker_failed: AtomicBool::new(false),
             reports: (0..workers)
                 .map(|_| Mutex::new(WorkerReport::default()))
+                .collect(),
+            trace: Mutex::new(TraceRequest::default()),
+            trace_generation: AtomicU64::new(0),
+            capture: Mutex::new(None),
+            capture_generation: AtomicU64::new(0),
+            captures: (0..workers)
+                .map(|_| Mutex::new(crate::capture::CaptureBuffer::default()))
                 .collect(),
         }
     }
@@ -150,6 +145,9 @@ pub struct WorkerSetup {
     /// New sockets for a port whose interface was re-created (or None to
     /// close a port whose interface is gone), checked once per round.
     pub port_changes: Option<Receiver<PortChange>>,
+    /// The XDP engine's flow table: flows the firewall finds established
+    /// on frames the program handed over go there, once per round.
+    pub flow_table: Option<xdp_engine::FlowTable>,
 }
 
 impl std::fmt::Debug for WorkerSetup {
@@ -174,6 +172,11 @@ pub struct WorkerLoop {
     recent: [(u16, IpAddr, u64); 16],
     recent_at: usize,
     seen_gen: u64,
+    /// The trace request generation last applied.
+    seen_trace: u64,
+    /// The capture in progress, and the generation it came from.
+    capture: Option<crate::capture::WorkerCapture>,
+    seen_capture: u64,
     /// Test hook: `FASTFWD_TEST_WORKER_PANIC` makes a worker panic on its
     /// first frames (read once at start, never per packet).
     panic_hook: bool,
@@ -194,22 +197,28 @@ impl WorkerLoop {
     pub fn new(setup: WorkerSetup, shared: &Shared) -> WorkerLoop {
         let n = setup.ports.len();
         let report = WorkerReport {
-            id: setup.id,
-            core: setup.core.unwrap_or(0),
-            backend: setup
-                .ports
-                .iter()
-                .flatten()
-                .next()
-                .map(|p| p.backend().to_string())
-                .unwrap_or_default(),
+            view: control::protocol::reply::Worker {
+                id: setup.id,
+                core: setup.core.unwrap_or(0),
+                backend: setup
+                    .ports
+                    .iter()
+                    .flatten()
+                    .next()
+                    .map(|p| p.backend().to_string())
+                    .unwrap_or_default(),
+                ..Default::default()
+            },
             ..WorkerReport::default()
         };
+        let mut worker = Worker::new(WorkerConfig {
+            max_batch: netio::BATCH,
+            ..WorkerConfig::default()
+        });
+        // `show runtime`: one clock read per stage of one chunk in eight.
+        worker.set_stage_clock(Some(os::monotonic_ns));
         WorkerLoop {
-            worker: Worker::new(WorkerConfig {
-                max_batch: netio::BATCH,
-                ..WorkerConfig::default()
-            }),
+            worker,
             batch: FrameBatch::new(),
             held: (0..n).map(|_| FrameBatch::new()).collect(),
             held_since: vec![0; n],
@@ -217,6 +226,9 @@ impl WorkerLoop {
             recent: [(u16::MAX, IpAddr::from([0u8; 4]), 0); 16],
             recent_at: 0,
             seen_gen: shared.snapshot.generation(),
+            seen_trace: 0,
+            capture: None,
+            seen_capture: 0,
             panic_hook: std::env::var_os("FASTFWD_TEST_WORKER_PANIC").is_some(),
             ports_changed: false,
             setup,
@@ -228,13 +240,15 @@ impl WorkerLoop {
     /// table change or expired, TX flushed. Returns the frames handled.
     pub fn round(&mut self, shared: &Shared, now: u64) -> usize {
         self.take_port_changes();
+        self.take_trace_request(shared);
+        self.take_capture_request(shared);
         let tables = shared.snapshot.load();
-        let gen = shared.snapshot.generation();
+        let generation = shared.snapshot.generation();
         let ports = &mut self.setup.ports;
         let mut got = 0usize;
         for rx in 0..ports.len() {
             // Frames waiting for a neighbour go again after a table change.
-            let retry_held = gen != self.seen_gen && !self.held[rx].is_empty();
+            let retry_held = generation != self.seen_gen && !self.held[rx].is_empty();
             if retry_held {
                 std::mem::swap(&mut self.batch, &mut self.held[rx]);
                 self.held[rx].clear();
@@ -247,6 +261,13 @@ impl WorkerLoop {
                     continue;
                 }
             }
+            if let Some(c) = self.capture.as_mut()
+                && c.point == CapturePoint::Rx
+            {
+                for i in 0..self.batch.len() {
+                    c.offer(rx as u16, now, self.batch.frame(i), Reason::None);
+                }
+            }
             got += self.batch.len();
             if self.panic_hook {
                 panic!("worker {}: FASTFWD_TEST_WORKER_PANIC is set", self.setup.id);
@@ -256,6 +277,9 @@ impl WorkerLoop {
                 worker.process(&tables, now, rx as u16, frames);
             });
             let out = self.worker.output();
+            if let Some(c) = self.capture.as_mut() {
+                capture_outcome(c, out, &self.batch, rx as u16, now);
+            }
             for (p, idx) in out.tx_batches() {
                 if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
                     for &i in idx {
@@ -274,14 +298,17 @@ impl WorkerLoop {
                         if self.held[rx].is_empty() {
                             self.held_since[rx] = now;
                         }
-                        if self.held[rx].push(self.batch.frame(i)) {
-                            self.report.held += 1;
+                        // With its hint: the XDP program has already
+                        // advanced the flow of a frame it handed over.
+                        let hint = self.batch.ct_hint(i);
+                        if self.held[rx].push_hinted(self.batch.frame(i), hint) {
+                            self.report.view.held += 1;
                         } else {
-                            self.report.held_expired += 1;
+                            self.report.view.held_expired += 1;
                         }
                     }
                     Verdict::Punt(_) if !self.setup.punt_to_kernel_copy => {
-                        self.report.punts_discarded += 1
+                        self.report.view.punts_discarded += 1
                     }
                     _ => {}
                 }
@@ -295,15 +322,15 @@ impl WorkerLoop {
                     self.recent[self.recent_at] = (iface, ip, now);
                     self.recent_at = (self.recent_at + 1) % self.recent.len();
                     if let Err(TrySendError::Full(_)) = self.setup.misses.try_send((iface, ip)) {
-                        self.report.misses_lost += 1;
+                        self.report.view.misses_lost += 1;
                     }
                 }
             }
         }
-        self.seen_gen = gen;
+        self.seen_gen = generation;
         for (rx, h) in self.held.iter_mut().enumerate() {
             if !h.is_empty() && now.saturating_sub(self.held_since[rx]) > HOLD_NS {
-                self.report.held_expired += h.len() as u64;
+                self.report.view.held_expired += h.len() as u64;
                 h.clear();
             }
         }
@@ -312,10 +339,68 @@ impl WorkerLoop {
         for p in ports.iter_mut().flatten() {
             p.flush();
         }
+        self.hand_flows_over(now);
+        self.move_captured(shared);
         if got > 0 {
-            self.report.busy_rounds += 1;
+            self.report.view.busy_rounds += 1;
         }
         got
+    }
+
+    /// Starts or stops capturing when the control loop asked (as traces).
+    fn take_capture_request(&mut self, shared: &Shared) {
+        let generation = shared.capture_generation.load(Ordering::Acquire);
+        if generation == self.seen_capture {
+            return;
+        }
+        self.seen_capture = generation;
+        let req = shared.capture.lock().ok().and_then(|r| r.clone());
+        self.capture = req
+            .filter(|r| r.count > 0)
+            .map(|r| crate::capture::WorkerCapture::new(&r));
+    }
+
+    /// Moves this round's captured frames to the worker's slot, if the
+    /// control loop is not reading it (else they wait for the next round).
+    fn move_captured(&mut self, shared: &Shared) {
+        let Some(c) = self.capture.as_mut() else {
+            return;
+        };
+        if c.buffer.is_empty() && c.buffer.lost == 0 {
+            return;
+        }
+        if let Some(slot) = shared.captures.get(self.setup.id)
+            && let Ok(mut g) = slot.try_lock()
+        {
+            c.buffer.move_into(&mut g);
+        }
+    }
+
+    /// Starts or stops tracing when the control loop asked (one atomic
+    /// load a round; the request is read under its lock only when it
+    /// changed).
+    fn take_trace_request(&mut self, shared: &Shared) {
+        let generation = shared.trace_generation.load(Ordering::Acquire);
+        if generation == self.seen_trace {
+            return;
+        }
+        self.seen_trace = generation;
+        let req = shared.trace.lock().map(|r| r.clone()).unwrap_or_default();
+        let mine = req.count > 0 && req.worker.is_none_or(|w| w == self.setup.id);
+        self.worker
+            .set_tracer(mine.then(|| pipeline::Tracer::new(req.count, req.filter)));
+    }
+
+    /// Gives the XDP engine's fast path the flows this round's firewall
+    /// found established (one map update per new flow, none per packet).
+    fn hand_flows_over(&mut self, now: u64) {
+        let Some(table) = self.setup.flow_table.as_mut() else {
+            return;
+        };
+        if let Some(fw) = firewall::pipeline_acl::worker_state(&mut self.worker) {
+            let epoch = fw.epoch();
+            fw.hand_over(now, |f| table.give(f, epoch));
+        }
     }
 
     /// Puts in the sockets the control loop opened for a re-created
@@ -351,6 +436,7 @@ impl WorkerLoop {
     pub fn publish(&mut self, shared: &Shared) {
         let report = &mut self.report;
         report.counters = self.worker.counters().clone();
+        report.runtime = *self.worker.runtime();
         report.firewall = self
             .worker
             .acl_state::<<config::ConfigAcl as pipeline::Acl>::State>()
@@ -361,7 +447,7 @@ impl WorkerLoop {
                 stats: fw.stats(),
                 conntrack: fw.conntrack_stats(),
             });
-        report.ports = self
+        report.view.ports = self
             .setup
             .ports
             .iter()
@@ -370,20 +456,27 @@ impl WorkerLoop {
                 let s = p.as_ref()?.stats();
                 Some(PortCounters {
                     port: name.clone(),
-                    rx_packets: s.rx_packets,
-                    rx_bytes: s.rx_bytes,
-                    tx_packets: s.tx_packets,
-                    tx_bytes: s.tx_bytes,
-                    tx_dropped: s.tx_dropped,
-                    rx_dropped: s.rx_dropped,
-                    rx_oversize: s.rx_oversize,
+                    counters: s,
                 })
             })
             .collect();
-        if let Some(slot) = shared.reports.get(report.id) {
-            if let Ok(mut g) = slot.lock() {
-                *g = report.clone();
+        let traced = self.worker.take_trace();
+        report.trace_remaining = self.worker.tracer().map_or(0, |t| t.remaining());
+        report.capture_remaining = self.capture.as_ref().map_or(0, |c| c.remaining());
+        report.capture_generation = self.seen_capture;
+        if let Some(slot) = shared.reports.get(report.view.id)
+            && let Ok(mut g) = slot.lock()
+        {
+            // The trace records accumulate in the slot (not copied each
+            // time); a new trace generation starts them again.
+            let mut trace = std::mem::take(&mut g.trace);
+            if g.trace_generation != self.seen_trace {
+                trace.clear();
             }
+            trace.extend(traced);
+            *g = report.clone();
+            g.trace = trace;
+            g.trace_generation = self.seen_trace;
         }
     }
 
@@ -391,17 +484,18 @@ impl WorkerLoop {
     /// poll(2) when idle unless busy polling.
     pub fn run(mut self, shared: Arc<Shared>) {
         let _flag = PanicFlag(Arc::clone(&shared));
-        if let Some(core) = self.setup.core {
-            if let Err(e) = os::pin_current_thread(core) {
-                tracing::warn!(worker = self.setup.id, cpu = core, error = %e, "cannot pin to the CPU");
-            }
+        if let Some(core) = self.setup.core
+            && let Err(e) = os::pin_current_thread(core)
+        {
+            tracing::warn!(worker = self.setup.id, cpu = core, error = %e, "cannot pin to the CPU");
         }
         let mut fds = self.poll_fds();
-        let start = Instant::now();
         let mut last_report = 0u64;
         let mut idle_rounds = 0u32;
         while !shared.stop.load(Ordering::Relaxed) {
-            let now = start.elapsed().as_nanos() as u64;
+            // CLOCK_MONOTONIC, the clock the XDP program reads too (its
+            // connection table's expiry times are the firewall's).
+            let now = os::monotonic_ns();
             let got = self.round(&shared, now);
             if std::mem::take(&mut self.ports_changed) {
                 fds = self.poll_fds();
@@ -416,7 +510,7 @@ impl WorkerLoop {
                 self.publish(&shared);
             }
             if !self.setup.busy_poll && idle_rounds > SPIN_ROUNDS && !self.holds_frames() {
-                self.report.sleeps += 1;
+                self.report.view.sleeps += 1;
                 // Counters are current whenever the worker sleeps.
                 if now.saturating_sub(last_report) > 10_000_000 {
                     last_report = now;
@@ -426,6 +520,40 @@ impl WorkerLoop {
             }
         }
         self.publish(&shared);
+    }
+}
+
+/// Offers the capture the frames of one processed batch that its point
+/// takes: transmitted (forwarded and generated), dropped or punted.
+fn capture_outcome(
+    c: &mut crate::capture::WorkerCapture,
+    out: &pipeline::BatchOutput,
+    batch: &FrameBatch,
+    rx: u16,
+    now: u64,
+) {
+    match c.point {
+        CapturePoint::Rx => {}
+        CapturePoint::Tx => {
+            for (p, idx) in out.tx_batches() {
+                for &i in idx {
+                    c.offer(p, now, batch.frame(usize::from(i)), Reason::None);
+                }
+            }
+            for (p, _iface, bytes) in out.generated() {
+                c.offer(p, now, bytes, Reason::None);
+            }
+        }
+        CapturePoint::Drop | CapturePoint::Punt => {
+            for (i, v) in out.verdicts().iter().enumerate() {
+                let reason = match (c.point, *v) {
+                    (CapturePoint::Drop, Verdict::Drop(d)) => Reason::Drop(d),
+                    (CapturePoint::Punt, Verdict::Punt(p)) => Reason::Punt(p),
+                    _ => continue,
+                };
+                c.offer(rx, now, batch.frame(i), reason);
+            }
+        }
     }
 }
 
@@ -444,9 +572,10 @@ impl Drop for PanicFlag {
 mod tests {
     use super::*;
     use crate::memport::{MemoryPort, MemoryWire};
-    use control::state::RouterState;
     use control::Router;
-    use std::sync::mpsc::{sync_channel, Receiver};
+    use control::state::RouterState;
+    use std::sync::mpsc::{Receiver, sync_channel};
+    use std::time::Instant;
 
     use crate::TEST_CONFIG as CFG;
 
@@ -475,6 +604,7 @@ mod tests {
                 misses: tx,
                 punt_to_kernel_copy: false,
                 port_changes: None,
+                flow_table: None,
             },
             &shared,
         );
@@ -531,11 +661,17 @@ mod tests {
         }
         r.worker.publish(&r.shared);
         let rep = r.shared.reports[0].lock().unwrap().clone();
-        assert_eq!(rep.backend, "memory");
+        assert_eq!(rep.view.backend, "memory");
         assert_eq!(rep.counters.forwarded_ipv4, 3);
-        assert_eq!(rep.busy_rounds, 1);
-        assert_eq!(rep.ports.len(), 2);
-        assert_eq!((rep.ports[0].rx_packets, rep.ports[1].tx_packets), (3, 3));
+        assert_eq!(rep.view.busy_rounds, 1);
+        assert_eq!(rep.view.ports.len(), 2);
+        assert_eq!(
+            (
+                rep.view.ports[0].counters.rx_packets,
+                rep.view.ports[1].counters.tx_packets
+            ),
+            (3, 3)
+        );
     }
 
     #[test]
@@ -568,7 +704,7 @@ mod tests {
         assert!(!r.worker.holds_frames());
         r.worker.publish(&r.shared);
         let rep = r.shared.reports[0].lock().unwrap().clone();
-        assert_eq!((rep.held, rep.held_expired), (1, 0));
+        assert_eq!((rep.view.held, rep.view.held_expired), (1, 0));
     }
 
     #[test]
@@ -587,7 +723,7 @@ mod tests {
         assert!(!r.worker.holds_frames());
         assert!(sent(&r.wires[1]).is_empty());
         r.worker.publish(&r.shared);
-        assert_eq!(r.shared.reports[0].lock().unwrap().held_expired, 1);
+        assert_eq!(r.shared.reports[0].lock().unwrap().view.held_expired, 1);
     }
 
     #[test]
