@@ -32,6 +32,12 @@ enum Command {
     Run(cmd::run::Args),
     /// Ask the running router: interfaces, workers, drops, routes, neighbours.
     Show(cmd::show::Args),
+    /// Reset the running router's figures (`clear runtime`).
+    Clear(cmd::show::ClearArgs),
+    /// Trace the next packets through the running router's stages.
+    Trace(cmd::trace::Args),
+    /// Write frames of the running router's fast path to a pcapng file.
+    Capture(cmd::capture::Args),
     /// Add or delete a route in the running router.
     Route(cmd::route::Args),
     /// Add or delete a static neighbour in the running router.
@@ -54,6 +60,9 @@ fn main() -> std::process::ExitCode {
         Command::Lab(c) => cmd::lab::run(c),
         Command::Run(a) => cmd::run::run(a),
         Command::Show(a) => cmd::show::run(a),
+        Command::Clear(a) => cmd::show::clear(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Capture(a) => cmd::capture::run(a),
         Command::Route(a) => cmd::route::run(a),
         Command::Neighbor(a) => cmd::neighbor::run(a),
         Command::Config(a) => cmd::config::run(a),

@@ -1,6 +1,7 @@
 //! `fastfwd lab churn` in the lab's namespaces with real BIRD: 5,000 IPv4
 //! and 5,000 IPv6 prefixes of the full table announced over eBGP from
-//! sink's BIRD to dut's, withdrawn and reinstalled three times while 10 kpps flow
+//! sink's BIRD to dut's, withdrawn and reinstalled three times, then 1,000 IPv4
+//! and 200 IPv6 prefixes more flapped every second for 10 s, while 10 kpps flow
 //! to the lab's own prefixes, for each fastfwd engine and the kernel. Every
 //! state must reach dut's kernel and fastfwd's FIB, `fastfwd fib audit`
 //! must find nothing after each, and no packet may be lost. (The full
@@ -32,6 +33,7 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
             "churnt",
             "--json",
         ])
+        .args(["--flap", "10", "--flap-prefixes", "1000"])
         .args(["--settle-timeout", "60", "--table-file", table, "-o"])
         .arg(&out)
         .output()
@@ -63,11 +65,22 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
         assert_eq!(r["received"], r["sent"], "{name}");
         let cycles = r["cycles"].as_array().expect("cycles");
         assert_eq!(cycles.len(), 3, "{name}");
-        let states = std::iter::once(&r["initial"]).chain(
-            cycles
-                .iter()
-                .flat_map(|c| [&c["withdraw"], &c["reinstall"]]),
-        );
+        let flap = &r["flap"];
+        assert_eq!(flap["prefixes"], serde_json::json!([1000, 200]), "{name}");
+        assert!(flap["changes"].as_u64().unwrap_or(0) >= 9, "{name}: {flap}");
+        if fastfwd {
+            assert!(
+                flap["rss_kib"].as_array().is_some_and(|v| v.len() >= 2),
+                "{name}: {flap}"
+            );
+        }
+        let states = std::iter::once(&r["initial"])
+            .chain(
+                cycles
+                    .iter()
+                    .flat_map(|c| [&c["withdraw"], &c["reinstall"]]),
+            )
+            .chain(std::iter::once(&flap["after"]));
         for s in states {
             assert!(
                 s["kernel_s"].is_number(),

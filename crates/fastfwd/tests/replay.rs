@@ -2367,3 +2367,138 @@ fn replay_reads_pcapng_input() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `replay --trace` over the whole corpus: one record per frame, in
+/// order, whose verdict and reason are the case's, each naming the stages
+/// it went through, the last being the one that decided: forwarded and
+/// fragmented frames every stage up to forward, drops with their reason
+/// at the stage that found it.
+#[test]
+fn a_trace_of_the_corpus_names_the_stages_and_reasons() {
+    let cases = build_cases();
+    let dir = tmpdir("trace");
+    let input = dir.join("input.pcap");
+    write_pcap(
+        &input,
+        &cases.iter().map(|c| c.frame.clone()).collect::<Vec<_>>(),
+    );
+    let res = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
+        .args(["replay", "--config"])
+        .arg(fixture())
+        .arg("--in")
+        .arg(format!("d0={}", input.display()))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .args(["--json", "--trace"])
+        .output()
+        .unwrap();
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    let trace = json["trace"].as_array().expect("a trace in the report");
+    assert_eq!(trace.len(), cases.len());
+    let stage_names = |p: &serde_json::Value| -> Vec<String> {
+        p["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["stage"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (i, (c, p)) in cases.iter().zip(trace).enumerate() {
+        assert_eq!(p["seq"], i as u64, "{}", c.name);
+        assert_eq!(p["length"], c.frame.len() as u64, "{}", c.name);
+        let stages = stage_names(p);
+        let (verdict, detail) = (p["verdict"].as_str().unwrap(), p["detail"].as_str());
+        match &c.expect {
+            Expect::Forward { .. } => {
+                assert_eq!(verdict, "forward", "{}: {p}", c.name);
+                assert_eq!(
+                    stages.first().map(String::as_str),
+                    Some("input"),
+                    "{}",
+                    c.name
+                );
+                assert!(
+                    stages.ends_with(&["lookup".into(), "next_hop".into(), "forward".into()]),
+                    "{}: {stages:?}",
+                    c.name
+                );
+                assert!(
+                    p["route"].is_string() && p["next_hop"].is_string(),
+                    "{}: {p}",
+                    c.name
+                );
+            }
+            Expect::Fragments { .. } => {
+                assert_eq!(verdict, "consumed", "{}: {p}", c.name);
+                assert_eq!(
+                    stages.last().map(String::as_str),
+                    Some("forward"),
+                    "{}",
+                    c.name
+                );
+            }
+            Expect::IcmpError { reason, .. }
+            | Expect::Drop(reason)
+            | Expect::DropSuppressed(reason) => {
+                assert_eq!(
+                    (verdict, detail),
+                    ("drop", Some(*reason)),
+                    "{}: {p}",
+                    c.name
+                );
+                let last = p["stages"].as_array().unwrap().last().unwrap();
+                assert!(
+                    last["decision"].as_str().unwrap().contains(reason),
+                    "{}: the deciding stage names {reason}: {p}",
+                    c.name
+                );
+            }
+            Expect::Punt(reason) => {
+                assert_eq!(
+                    (verdict, detail),
+                    ("punt", Some(*reason)),
+                    "{}: {p}",
+                    c.name
+                );
+                // For the host at input; a neighbour miss once forwarding.
+                let want: &[&str] = if *reason == "neighbour_miss" {
+                    &["input", "lookup", "next_hop", "forward"]
+                } else {
+                    &["input"]
+                };
+                assert_eq!(stages, want, "{}", c.name);
+            }
+        }
+    }
+    // The text form, and a filter.
+    let res = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
+        .args(["replay", "--config"])
+        .arg(fixture())
+        .arg("--in")
+        .arg(format!("d0={}", input.display()))
+        .arg("--out")
+        .arg(dir.join("out2"))
+        .args([
+            "--trace",
+            "2",
+            "--trace-filter",
+            "udp and dst net 198.19.0.0/16",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&res.stdout).into_owned();
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let traced = text.lines().filter(|l| l.starts_with("packet ")).count();
+    assert_eq!(traced, 2, "{text}");
+    assert!(text.contains("  input ") && text.contains("UDP"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,10 +13,10 @@ use config::Config;
 use etherparse::{
     Ethernet2Header, Icmpv4Slice, Icmpv6Slice, Ipv4Header, Ipv6Header, SingleVlanHeader,
 };
+use fib::Lookup;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
-use fib::Lookup;
-use pipeline::{Frame, Tables, Verdict, Worker, WorkerConfig, HEADROOM};
+use pipeline::{Frame, HEADROOM, Tables, Verdict, Worker, WorkerConfig};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -125,7 +125,7 @@ fn model_v4(dst: [u8; 4], ttl: u8, len: usize, df: bool) -> Outcome {
             return Outcome::Error {
                 reason: "no_route",
                 icmp: (3, 0, [0; 4]),
-            }
+            };
         }
     };
     if len > mtu && df {
@@ -161,7 +161,7 @@ fn model_v6(dst: [u8; 16], hop: u8, len: usize) -> Outcome {
             return Outcome::Error {
                 reason: "no_route",
                 icmp: (1, 0, [0; 4]),
-            }
+            };
         }
     };
     if len > mtu {

@@ -4,7 +4,7 @@
 
 mod router_common;
 
-use router_common::{sh, within, Lab};
+use router_common::{Lab, sh, within};
 use std::process::Command;
 use std::time::Duration;
 
@@ -139,7 +139,7 @@ fn a_worker_panic_stops_the_daemon_non_zero_with_xdp_detached() {
         "attached"
     );
     // Transit traffic reaches the worker, which panics.
-    let _ = lab.ping(&lab.gen, router_common::SINK4, 2);
+    let _ = lab.ping(&lab.generator, router_common::SINK4, 2);
     let mut status = None;
     within(Duration::from_secs(5), || {
         status = child.try_wait().unwrap();

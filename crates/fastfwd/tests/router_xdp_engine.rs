@@ -57,3 +57,8 @@ fn xdp_engine_fib_audit_finds_no_difference() {
 fn xdp_engine_serves_prometheus_metrics() {
     router_common::metrics_scenario(XDP_ENGINE, "em");
 }
+
+#[test]
+fn xdp_engine_forwards_with_the_full_table_loaded() {
+    router_common::full_table_scenario(XDP_ENGINE, "et");
+}

@@ -17,15 +17,15 @@ use crate::equilibrium::{
     self, EquilibriumConfig, LatencySummary, TrialOutcome, TrialRunner, TrialSpec,
 };
 use crate::flows::FlowSet;
-use crate::gen::{self, FrameBuilder, GenConfig, GenReport};
+use crate::generator::{self, FrameBuilder, GenConfig, GenReport};
 use crate::recv::{NetDevReader, Receiver, RecvConfig, RecvReport};
 use crate::report::{
-    self, falls_past_peak, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord,
-    VersionInfo,
+    self, CorePlacement, HostInfo, LabRun, LoadPoint, RunConfig, RunRecord, VersionInfo,
+    falls_past_peak,
 };
 use crate::sys;
 use crate::topo::{
-    FibLoad, FirewallPreset, TopoConfig, TopoError, TopoGuard, Topology, DUT_IN_MAC, GEN_MAC,
+    DUT_IN_MAC, FibLoad, FirewallPreset, GEN_MAC, TopoConfig, TopoError, TopoGuard, Topology,
 };
 use crate::xdp::{LiveGenerator, XdpReceiver};
 use serde::Serialize;
@@ -42,7 +42,7 @@ pub enum LabError {
     Topo(#[from] TopoError),
     /// The generator failed.
     #[error("generator: {0}")]
-    Gen(#[from] gen::GenError),
+    Gen(#[from] generator::GenError),
     /// The receiver failed.
     #[error("receiver: {0}")]
     Recv(#[from] crate::recv::RecvError),
@@ -68,8 +68,8 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> 
 }
 
 /// Makes Ctrl-C and SIGTERM stop the lab cleanly (namespaces removed).
-pub fn install_interrupt_handler() {
-    sys::install_interrupt_handler();
+pub fn install_interrupt_handler() -> Result<(), LabError> {
+    sys::install_interrupt_handler().map_err(io_err("installing the SIGINT/SIGTERM handlers"))
 }
 
 /// The flag Ctrl-C and SIGTERM set, for loops that take a stop flag.
@@ -209,7 +209,8 @@ pub struct TrialDetail {
     /// Frame length without FCS.
     pub frame_len: u16,
     /// The generator's report.
-    pub gen: GenReport,
+    #[serde(rename = "gen")]
+    pub generator: GenReport,
     /// The receiver's report.
     pub recv: RecvReport,
     /// dut d0 received packets, per whole second of the generator's run.
@@ -383,7 +384,7 @@ impl LabRunner {
                                 Some(g) => g.run(&gcfg, gen_stop)?,
                                 None => unreachable!("loaded above"),
                             },
-                            InputMode::Packet => gen::run(&gcfg, gen_stop)?,
+                            InputMode::Packet => generator::run(&gcfg, gen_stop)?,
                         };
                         Ok((rep, live))
                     },
@@ -436,7 +437,7 @@ impl LabRunner {
         let d = TrialDetail {
             offered_pps: offered_pps.map_or(0, |r| r as u64),
             frame_len,
-            gen: gen_rep,
+            generator: gen_rep,
             recv: recv_rep,
             dut_in_per_second: ins,
             dut_out_per_second: outs,
@@ -472,8 +473,8 @@ impl TrialDetail {
     /// dut forwarded (nearly) everything it attempted, so the dut's own
     /// limit was not reached.
     pub fn generator_limited(&self, warmup_s: u32, tol: f64) -> bool {
-        self.gen.limited(tol)
-            && self.forwarding_pps(warmup_s) as f64 >= self.gen.attempted_pps * (1.0 - tol)
+        self.generator.limited(tol)
+            && self.forwarding_pps(warmup_s) as f64 >= self.generator.attempted_pps * (1.0 - tol)
     }
 
     /// One line: offered, sent, forwarded, lost, latency, cores.
@@ -492,12 +493,20 @@ impl TrialDetail {
             .collect();
         format!(
             "  offered {:>8} pps  sent {:>8.0} pps  fwd {:>8} pps  lost {:>8} ({:.2}%)  backpressure {:>7}  latency med/p99.9 {}  cores busy {}",
-            if self.offered_pps == 0 { "max".to_string() } else { self.offered_pps.to_string() },
-            self.gen.sent_pps,
+            if self.offered_pps == 0 {
+                "max".to_string()
+            } else {
+                self.offered_pps.to_string()
+            },
+            self.generator.sent_pps,
             self.forwarding_pps(0),
             self.lost,
-            if self.gen.attempted > 0 { self.lost as f64 * 100.0 / self.gen.attempted as f64 } else { 0.0 },
-            self.gen.backpressure,
+            if self.generator.attempted > 0 {
+                self.lost as f64 * 100.0 / self.generator.attempted as f64
+            } else {
+                0.0
+            },
+            self.generator.backpressure,
             lat,
             cores.join(" ")
         )
@@ -517,13 +526,13 @@ impl TrialDetail {
     /// The searches' view of this trial.
     pub fn outcome(&self, warmup_s: u32) -> TrialOutcome {
         TrialOutcome {
-            attempted: self.gen.attempted,
-            sent: self.gen.sent,
-            generator_pps: self.gen.attempted_pps as u64,
+            attempted: self.generator.attempted,
+            sent: self.generator.sent,
+            generator_pps: self.generator.attempted_pps as u64,
             rx_per_second: self.measured_rates(warmup_s),
             received: self.recv.received,
             lost: self.lost,
-            duration_s: self.gen.elapsed_s,
+            duration_s: self.generator.elapsed_s,
             latency: self.latency_summary(),
         }
     }
@@ -567,6 +576,11 @@ pub trait Contender {
     fn control_socket(&self) -> Option<PathBuf> {
         None
     }
+    /// One flow in N sent with TTL / hop limit 1 during its trials (the
+    /// exception path's cost), whatever the run's traffic says.
+    fn expiring_every(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Requests per control-latency measurement.
@@ -603,7 +617,9 @@ pub fn control_round_trips(
             .read_line(&mut line)
             .map_err(io_err("control reply"))?;
         trips.push(t.elapsed().as_secs_f64() * 1e6);
-        if !line.starts_with("{\"ok\":true") {
+        let ok = serde_json::from_str::<serde_json::Value>(&line)
+            .is_ok_and(|v| v["ok"] == serde_json::Value::Bool(true));
+        if !ok {
             return Err(LabError::Other(format!("control reply: {}", line.trim())));
         }
     }
@@ -673,6 +689,8 @@ pub struct FastfwdForwarding {
     /// Firewall rules in fastfwd's own language, the same work as a
     /// kernel preset.
     pub firewall: FirewallPreset,
+    /// One flow in N with TTL 1 (ICMP time exceeded from the pipeline).
+    pub expiring_every: Option<u64>,
     child: Option<std::process::Child>,
 }
 
@@ -685,8 +703,15 @@ impl FastfwdForwarding {
             cores: cores.into(),
             dir,
             firewall: FirewallPreset::None,
+            expiring_every: None,
             child: None,
         }
+    }
+
+    /// The same contender sent one flow in `n` with TTL 1.
+    pub fn with_expiring_every(mut self, n: u64) -> Self {
+        self.expiring_every = Some(n.max(1));
+        self
     }
 
     /// The same contender with `firewall`'s rules in its config.
@@ -775,10 +800,17 @@ fn mac_str(m: [u8; 6]) -> String {
 
 impl Contender for FastfwdForwarding {
     fn name(&self) -> String {
-        match self.firewall {
+        let base = match self.firewall {
             FirewallPreset::None => format!("fastfwd-{}", self.backend),
             f => format!("fastfwd-{}+fw-{}", self.backend, f.label()),
+        };
+        match self.expiring_every {
+            Some(n) => format!("{base}+ttl1-1in{n}"),
+            None => base,
         }
+    }
+    fn expiring_every(&self) -> Option<u64> {
+        self.expiring_every
     }
     fn description(&self) -> String {
         let io = match self.backend.as_str() {
@@ -798,8 +830,14 @@ impl Contender for FastfwdForwarding {
         } else {
             format!("--backend {}", self.backend)
         };
+        let expiring = match self.expiring_every {
+            Some(n) => format!(
+                ", one flow in {n} sent with TTL 1 (ICMP time exceeded from the exception path)"
+            ),
+            None => String::new(),
+        };
         format!(
-            "fastfwd run {how} ({io}), worker on core {}, kernel forwarding off{rules}",
+            "fastfwd run {how} ({io}), worker on core {}, kernel forwarding off{rules}{expiring}",
             self.cores
         )
     }
@@ -809,6 +847,10 @@ impl Contender for FastfwdForwarding {
             ("backend".into(), self.backend.clone()),
             ("cores".into(), self.cores.clone()),
             ("firewall".into(), self.firewall.label()),
+            (
+                "ttl_expiring_every".into(),
+                self.expiring_every.map_or("none".into(), |n| n.to_string()),
+            ),
         ])
     }
     fn filters(&self) -> bool {
@@ -880,15 +922,15 @@ impl Contender for FastfwdForwarding {
             if self.socket().exists() && self.control_ok() {
                 return Ok(());
             }
-            if let Some(c) = &mut self.child {
-                if let Ok(Some(st)) = c.try_wait() {
-                    self.child = None;
-                    let log = std::fs::read_to_string(self.log()).unwrap_or_default();
-                    return Err(LabError::Other(format!(
-                        "fastfwd run exited ({st}): {}",
-                        log.trim()
-                    )));
-                }
+            if let Some(c) = &mut self.child
+                && let Ok(Some(st)) = c.try_wait()
+            {
+                self.child = None;
+                let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+                return Err(LabError::Other(format!(
+                    "fastfwd run exited ({st}): {}",
+                    log.trim()
+                )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -1041,12 +1083,12 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
     RunRecord {
         sequence: seq,
         offered_pps: d.offered_pps,
-        generator_pps: d.gen.attempted_pps as u64,
-        attempted: d.gen.attempted,
+        generator_pps: d.generator.attempted_pps as u64,
+        attempted: d.generator.attempted,
         received: d.recv.received,
         lost: d.lost,
         rx_per_second: d.sink_rx_per_second.clone(),
-        tx_per_second: d.gen.per_second_sent.clone(),
+        tx_per_second: d.generator.per_second_sent.clone(),
         forwarding_pps: d.forwarding_pps(warmup_s),
         latency: d.latency_summary(),
         latency_histogram: d.recv.latency_histogram.clone(),
@@ -1151,7 +1193,7 @@ pub fn run_bench(
     topo.set_forwarding(false)?;
     let mut input_note = None;
     let gmax = match runner.trial(None, cfg.frame_len, cfg.trial) {
-        Err(LabError::Gen(gen::GenError::Live { what, why }))
+        Err(LabError::Gen(generator::GenError::Live { what, why }))
             if runner.traffic.input == InputMode::Live =>
         {
             let note = format!(
@@ -1166,10 +1208,16 @@ pub fn run_bench(
         r => r?,
     };
     topo.set_forwarding(true)?;
-    let gen_max = gmax.gen.attempted_pps.max(1.0);
+    let gen_max = gmax.generator.attempted_pps.max(1.0);
     progress(&format!(
         "generator maximum: {:.0} pps attempted, {:.0} pps taken by the kernel ({} backpressure), cores busy {:?}",
-        gmax.gen.attempted_pps, gmax.gen.sent_pps, gmax.gen.backpressure, gmax.cpu_busy_pct.iter().map(|b| b.round()).collect::<Vec<_>>()
+        gmax.generator.attempted_pps,
+        gmax.generator.sent_pps,
+        gmax.generator.backpressure,
+        gmax.cpu_busy_pct
+            .iter()
+            .map(|b| b.round())
+            .collect::<Vec<_>>()
     ));
 
     let mut results: Vec<report::ContenderResult> = contenders
@@ -1202,7 +1250,9 @@ pub fn run_bench(
     // Load curves and equilibrium, one contender at a time.
     let mut failed = vec![false; contenders.len()];
     let mut receiver_ns: Option<f64> = None;
+    let run_expiring = runner.traffic.expiring_every;
     for (i, c) in contenders.iter_mut().enumerate() {
+        runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
         if let Err(e) = c.activate(&topo) {
             if interrupted() {
                 return Err(LabError::Interrupted);
@@ -1233,8 +1283,8 @@ pub fn run_bench(
             results[i].load_curve.push(LoadPoint {
                 offered_pps: offered as u64,
                 forwarding_pps: d.forwarding_pps(warm),
-                loss_ratio: if d.gen.attempted > 0 {
-                    d.lost as f64 / d.gen.attempted as f64
+                loss_ratio: if d.generator.attempted > 0 {
+                    d.lost as f64 / d.generator.attempted as f64
                 } else {
                     0.0
                 },
@@ -1353,6 +1403,7 @@ pub fn run_bench(
             if failed[i] {
                 continue;
             }
+            runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
             c.activate(&topo)?;
             if rep == 0 && !cfg.cpu_trial.is_zero() {
                 progress(&format!(
@@ -1526,7 +1577,7 @@ pub fn run_bench(
     if let Some(n) = &input_note {
         run.config.extra.insert("input_fallback".into(), n.clone());
     }
-    if let Some(n) = runner.traffic.expiring_every {
+    if let Some(n) = run_expiring {
         run.config.extra.insert(
             "ttl_expiring".into(),
             format!("one flow in {n} sent with TTL / hop limit 1 (ICMP time exceeded expected)"),
@@ -1655,10 +1706,52 @@ pub fn write_outputs(
 mod tests {
     use super::*;
 
+    /// Round trips against a socket that answers as the daemon does (a
+    /// protocol version first), and one that refuses.
+    #[test]
+    fn control_round_trips_read_the_daemons_replies() {
+        use std::io::{BufRead, Write};
+        let dir = std::env::temp_dir().join(format!("fastfwd-rt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, reply, ok) in [
+            ("ok.sock", r#"{"version":1,"ok":true,"result":{}}"#, true),
+            (
+                "err.sock",
+                r#"{"version":1,"ok":false,"error":"no"}"#,
+                false,
+            ),
+        ] {
+            let path = dir.join(name);
+            let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+            let server = std::thread::spawn(move || {
+                let (s, _) = listener.accept().unwrap();
+                let mut w = s.try_clone().unwrap();
+                for line in std::io::BufReader::new(s).lines() {
+                    if line.is_err() || writeln!(w, "{reply}").is_err() {
+                        break;
+                    }
+                }
+            });
+            let r = control_round_trips(&path, 5, &AtomicBool::new(false));
+            assert_eq!(
+                r.as_ref().map(Vec::len).ok(),
+                ok.then_some(5),
+                "{name}: {r:?}"
+            );
+            drop(r);
+            server.join().unwrap();
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn proc_stat_busy_share() {
-        let a = parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n");
-        let b = parse_proc_stat("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 55 0 5 90 0 0 0 0 0 0\ncpu1 5 0 105 40 0 0 0 0 0 0\n");
+        let a = parse_proc_stat(
+            "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1\n",
+        );
+        let b = parse_proc_stat(
+            "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 55 0 5 90 0 0 0 0 0 0\ncpu1 5 0 105 40 0 0 0 0 0 0\n",
+        );
         assert_eq!(a.len(), 2);
         let busy = CpuTimes(b).busy_pct_since(&CpuTimes(a));
         assert_eq!(busy, vec![50.0, 100.0]);

@@ -22,8 +22,8 @@
 //!   the daemon's resident memory at the end.
 
 use crate::bench::{
-    interrupted, io_err, Contender, FastfwdForwarding, InputMode, KernelForwarding, LabError,
-    LabRunner, Traffic,
+    Contender, FastfwdForwarding, InputMode, KernelForwarding, LabError, LabRunner, Traffic,
+    interrupted, io_err,
 };
 use crate::recv::NetDevReader;
 use crate::topo::{self, FirewallPreset, TopoConfig, TopoGuard, Topology};
@@ -63,6 +63,12 @@ pub struct ChurnConfig {
     pub tag: String,
     /// `kernel`, `xdp-engine` (`--engine xdp`), `xdp` (AF_XDP) or `packet`.
     pub contenders: Vec<String>,
+    /// After the cycles, flap a set of extra prefixes for this long (zero:
+    /// no flap): announced and withdrawn again every [`FLAP_PERIOD`] while
+    /// the table stays, the daemon's memory sampled.
+    pub flap: Duration,
+    /// IPv4 prefixes in the flapping set (a fifth as many IPv6 ones).
+    pub flap_prefixes: usize,
     /// Print progress.
     pub verbose: bool,
 }
@@ -84,7 +90,46 @@ impl ChurnConfig {
                 .map(String::from)
                 .to_vec(),
             verbose: false,
+            flap: Duration::ZERO,
+            flap_prefixes: 10_000,
         }
+    }
+}
+
+/// How often the flapping set changes (announced, then withdrawn).
+pub const FLAP_PERIOD: Duration = Duration::from_secs(1);
+/// How often the daemon's memory is sampled while the set flaps.
+const RSS_SAMPLE: Duration = Duration::from_secs(10);
+
+/// A set of prefixes announced and withdrawn every [`FLAP_PERIOD`] with the
+/// table in place.
+#[derive(Debug, Clone, Serialize)]
+pub struct Flap {
+    /// Seconds it flapped.
+    pub seconds: f64,
+    /// Prefixes in the set (IPv4, IPv6).
+    pub prefixes: (u64, u64),
+    /// Announcements and withdrawals of the set.
+    pub changes: u64,
+    /// The daemon's resident memory every 10 s while the set flapped:
+    /// (seconds into the flap, KiB).
+    pub rss_kib: Vec<(f64, u64)>,
+    /// Once the set was withdrawn for good: the table settled and audited.
+    pub after: Settle,
+}
+
+impl Flap {
+    /// The largest sample of the first and of the last minute, KiB.
+    pub fn rss_first_last(&self) -> Option<(u64, u64)> {
+        let end = self.rss_kib.last()?.0;
+        let max = |f: &dyn Fn(f64) -> bool| {
+            self.rss_kib
+                .iter()
+                .filter(|(t, _)| f(*t))
+                .map(|&(_, k)| k)
+                .max()
+        };
+        Some((max(&|t| t <= 60.0)?, max(&|t| t >= end - 60.0)?))
     }
 }
 
@@ -159,6 +204,8 @@ pub struct ChurnResult {
     pub kernel_resyncs: Option<u64>,
     /// The fastfwd daemon's resident memory at the end, KiB.
     pub rss_kib: Option<u64>,
+    /// The flap after the cycles, when there was one.
+    pub flap: Option<Flap>,
 }
 
 impl ChurnResult {
@@ -174,12 +221,16 @@ impl ChurnResult {
                 .cycles
                 .iter()
                 .all(|c| ok(&c.withdraw) && ok(&c.reinstall))
+            && self.flap.as_ref().is_none_or(|f| ok(&f.after))
     }
 
     /// The longest settle of each kind over the cycles: (withdraw kernel,
     /// withdraw fastfwd, reinstall kernel, reinstall fastfwd).
     pub fn worst(&self) -> [Option<f64>; 4] {
         let max = |f: &dyn Fn(&Cycle) -> Option<f64>| {
+            if self.cycles.is_empty() {
+                return None;
+            }
             self.cycles
                 .iter()
                 .map(f)
@@ -308,9 +359,12 @@ impl Drop for Bird {
             while Instant::now() < end && Path::new(&format!("/proc/{pid}")).exists() {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
+            }
         }
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_file(&self.pidfile);
@@ -339,11 +393,41 @@ fn parse_route_counts(text: &str) -> Option<(u64, u64)> {
 /// The BIRD configs: sink announces `prefixes` (as blackhole statics
 /// exported over eBGP, so the next hop is sink's address), dut learns them
 /// and installs them in its kernel.
-fn bird_configs(v4: &[String], v6: &[String]) -> (String, String) {
+/// The flapping set: `n` /24s of 100.64.0.0/10 and `n / 5` /48s of
+/// 2001:db8::/32 (neither in a public table nor in the lab's ranges).
+fn flap_prefixes(n: usize) -> (Vec<String>, Vec<String>) {
+    let n = n.min(1 << 14);
+    (
+        (0..n)
+            .map(|i| {
+                let a = 0x6440_0000u32 + ((i as u32) << 8);
+                format!("{}/24", std::net::Ipv4Addr::from(a))
+            })
+            .collect(),
+        (0..n / 5).map(|i| format!("2001:db8:{i:x}::/48")).collect(),
+    )
+}
+
+/// sink's and dut's BIRD configs: sink announces `v4` and `v6` (and, with
+/// `flap` > 0, the flapping set, disabled at start) over an IPv4 and an
+/// IPv6 session; dut's kernel protocols install what it learns.
+fn bird_configs(v4: &[String], v6: &[String], flap: usize) -> (String, String) {
     let mut sink = String::with_capacity((v4.len() + v6.len()) * 32 + 1024);
     sink.push_str("router id 198.19.0.108;\nprotocol device {}\n");
-    for (name, family, list) in [("table4", "ipv4", v4), ("table6", "ipv6", v6)] {
+    let (f4, f6) = flap_prefixes(flap);
+    for (name, family, list) in [
+        ("table4", "ipv4", v4),
+        ("table6", "ipv6", v6),
+        ("flap4", "ipv4", &f4[..]),
+        ("flap6", "ipv6", &f6[..]),
+    ] {
+        if list.is_empty() && name.starts_with("flap") {
+            continue;
+        }
         sink.push_str(&format!("protocol static {name} {{\n  {family};\n"));
+        if name.starts_with("flap") {
+            sink.push_str("  disabled yes;\n");
+        }
         for p in list {
             sink.push_str("  route ");
             sink.push_str(p);
@@ -515,20 +599,44 @@ fn kernel_counts(dut: &Bird) -> Result<Counts, LabError> {
     Ok(Counts(dut.routes("kernel4")?.1, dut.routes("kernel6")?.1))
 }
 
-/// The differences `fastfwd fib audit --json` reports.
+/// Audits a daemon whose tables changed while its XDP maps were read at
+/// most this often before the audit counts as failed.
+const AUDIT_ATTEMPTS: u32 = 5;
+
+/// The differences `fastfwd fib audit --json` reports; an error when the
+/// audit left a layer unchecked (the XDP engine's maps, when the tables
+/// changed while they were read) [`AUDIT_ATTEMPTS`] times.
 fn audit(f: &FastfwdForwarding) -> Result<u64, LabError> {
-    let (_, text) = fastfwd_cmd(f, &["fib", "audit", "--json"])?;
-    let summary = text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .and_then(|v| v.get("summary")?.get("differences")?.as_u64());
-    summary.ok_or_else(|| {
-        LabError::Other(format!(
-            "fastfwd fib audit: no summary in `{}`",
-            text.trim()
-        ))
-    })
+    let mut attempt = 1;
+    loop {
+        let (_, text) = fastfwd_cmd(f, &["fib", "audit", "--json"])?;
+        let summary = text
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .and_then(|v| v.get("summary").cloned());
+        let Some(summary) = summary else {
+            return Err(LabError::Other(format!(
+                "fastfwd fib audit: no summary in `{}`",
+                text.trim()
+            )));
+        };
+        if let Some(why) = summary["checked"]["engine"]["skipped"].as_str() {
+            if attempt < AUDIT_ATTEMPTS {
+                attempt += 1;
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            return Err(LabError::Other(format!(
+                "fastfwd fib audit: the engine's maps were not checked in {AUDIT_ATTEMPTS} attempts: {why}"
+            )));
+        }
+        return summary["differences"].as_u64().ok_or_else(|| {
+            LabError::Other(format!(
+                "fastfwd fib audit: no difference count in {summary}"
+            ))
+        });
+    }
 }
 
 /// Waits until the kernel holds `kernel` routes and fastfwd (if it runs)
@@ -640,7 +748,7 @@ fn run_one(
             sink.routes("table6")?
         )));
     }
-    let result = churn_with(cfg, fwd, &topo, configs, announced, &say);
+    let result = churn_with(cfg, fwd, &topo, &sink, configs, announced, &say);
     let deactivated = fwd.contender().deactivate(&topo);
     drop(sink);
     let mut r = result?;
@@ -654,6 +762,7 @@ fn churn_with(
     cfg: &ChurnConfig,
     fwd: &mut Forwarder,
     topo: &Topology,
+    sink: &Bird,
     configs: &(String, String),
     announced: Counts,
     say: &dyn Fn(String),
@@ -693,11 +802,11 @@ fn churn_with(
         || -> Result<Vec<_>, LabError> { readers.iter_mut().map(|r| Ok(r.read()?)).collect() };
     let before = counters()?;
     let traffic_start = Instant::now();
-    let longest = cfg.settle_timeout * 2 * cfg.cycles.max(1) + Duration::from_secs(10);
+    let longest = cfg.settle_timeout * (2 * cfg.cycles + 1) + cfg.flap + Duration::from_secs(10);
     let (trial, cycles) = std::thread::scope(|s| {
         let trial =
             s.spawn(|| runner.trial_until(Some(cfg.rate_pps), cfg.frame_len, longest, &stop));
-        let cycles = (|| -> Result<Vec<Cycle>, LabError> {
+        let cycles = (|| -> Result<(Vec<Cycle>, Option<Flap>), LabError> {
             // Traffic flowing before the first withdraw.
             std::thread::sleep(Duration::from_secs(2));
             let mut cycles = Vec::new();
@@ -723,8 +832,16 @@ fn churn_with(
                     reinstall,
                 });
             }
+            let flap = if cfg.flap.is_zero() {
+                None
+            } else {
+                events.push((traffic_start.elapsed().as_secs_f64(), "flap".into()));
+                let f = flap(cfg, sink, &dut, ff, announced, full, say)?;
+                events.push((traffic_start.elapsed().as_secs_f64(), "flap end".into()));
+                Some(f)
+            };
             std::thread::sleep(Duration::from_secs(1));
-            Ok(cycles)
+            Ok((cycles, flap))
         })();
         stop.store(true, Ordering::Relaxed);
         let trial = trial
@@ -732,7 +849,7 @@ fn churn_with(
             .map_err(|_| LabError::Other("traffic thread panicked".into()));
         (trial, cycles)
     });
-    let cycles = cycles?;
+    let (cycles, flap) = cycles?;
     let trial = trial??;
     let after = counters()?;
     let interface_drops = vec![
@@ -762,7 +879,7 @@ fn churn_with(
         initial,
         cycles,
         offered_pps: cfg.rate_pps as u64,
-        sent: trial.gen.attempted,
+        sent: trial.generator.attempted,
         received: trial.recv.received,
         lost: trial.lost,
         reordered: trial.recv.reordered,
@@ -775,6 +892,78 @@ fn churn_with(
         rate_median_pps: median(&mut rates),
         kernel_resyncs: kernel_resyncs.or(ff.map(|_| 0)),
         rss_kib: rss,
+        flap,
+    })
+}
+
+/// Announces and withdraws sink's flapping set every [`FLAP_PERIOD`] for
+/// `cfg.flap`, sampling fastfwd's memory; then withdraws it for good and
+/// waits for the table (`announced` in the kernel, `full` in fastfwd).
+fn flap(
+    cfg: &ChurnConfig,
+    sink: &Bird,
+    dut: &Bird,
+    ff: Option<&FastfwdForwarding>,
+    announced: Counts,
+    full: Counts,
+    say: &dyn Fn(String),
+) -> Result<Flap, LabError> {
+    let (f4, f6) = flap_prefixes(cfg.flap_prefixes);
+    let set = |up: bool| -> Result<(), LabError> {
+        for (p, n) in [("flap4", f4.len()), ("flap6", f6.len())] {
+            if n > 0 {
+                sink.cmd(&[if up { "enable" } else { "disable" }, p])?;
+            }
+        }
+        Ok(())
+    };
+    say(format!(
+        "flapping {} + {} prefixes every {FLAP_PERIOD:?} for {:?}",
+        f4.len(),
+        f6.len(),
+        cfg.flap
+    ));
+    let start = Instant::now();
+    let mut changes = 0u64;
+    let mut rss = Vec::new();
+    let mut next_sample = start;
+    let mut up = false;
+    while start.elapsed() < cfg.flap {
+        if interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let tick = start + FLAP_PERIOD * (changes as u32);
+        if let Some(wait) = tick.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        up = !up;
+        set(up)?;
+        changes += 1;
+        if Instant::now() >= next_sample {
+            if let Some(k) = ff.and_then(FastfwdForwarding::pid).and_then(rss_kib) {
+                rss.push((start.elapsed().as_secs_f64(), k));
+                say(format!(
+                    "flap {:.0} s: RSS {:.1} MiB",
+                    start.elapsed().as_secs_f64(),
+                    k as f64 / 1024.0
+                ));
+            }
+            next_sample += RSS_SAMPLE;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    set(false)?;
+    let t = Instant::now();
+    // (No sample after this: the audit's copies of the tables are held
+    // for its length, and the contender's RSS at the end is recorded.)
+    let after = settle(cfg, dut, ff, announced, full, t)?;
+    say(format!("flap over: {after:?}"));
+    Ok(Flap {
+        seconds,
+        prefixes: (f4.len() as u64, f6.len() as u64),
+        changes,
+        rss_kib: rss,
+        after,
     })
 }
 
@@ -783,7 +972,15 @@ pub fn run_churn(cfg: &ChurnConfig) -> Result<ChurnReport, LabError> {
     std::fs::create_dir_all(&cfg.dir).map_err(io_err(format!("create {}", cfg.dir.display())))?;
     let (v4, v6) = announced_prefixes(&cfg.table, cfg.limit)?;
     let announced = Counts(v4.len() as u64, v6.len() as u64);
-    let configs = bird_configs(&v4, &v6);
+    let configs = bird_configs(
+        &v4,
+        &v6,
+        if cfg.flap.is_zero() {
+            0
+        } else {
+            cfg.flap_prefixes
+        },
+    );
     drop((v4, v6));
     let cores = if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         "1"
@@ -805,7 +1002,7 @@ pub fn run_churn(cfg: &ChurnConfig) -> Result<ChurnReport, LabError> {
             other => {
                 return Err(LabError::Other(format!(
                     "contender `{other}`: one of kernel, xdp-engine, xdp, packet"
-                )))
+                )));
             }
         };
         let r = std::thread::scope(|s| {
@@ -860,6 +1057,32 @@ pub fn churn_table(r: &ChurnReport) -> String {
                 .map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
         ));
     }
+    for x in &r.results {
+        let Some(f) = &x.flap else { continue };
+        let mib = |k: u64| k as f64 / 1024.0;
+        let rss = f.rss_first_last().map_or("-".into(), |(a, b)| {
+            format!(
+                "largest in the first minute {:.1} MiB, in the last {:.1} MiB ({:+.1}%)",
+                mib(a),
+                mib(b),
+                (b as f64 / a as f64 - 1.0) * 100.0
+            )
+        });
+        out.push_str(&format!(
+            "\nflap, {}: {} + {} prefixes announced or withdrawn {} times in {:.0} s; RSS {rss}; \
+             settled after: kernel {} s, fastfwd {} s, audit differences {}\n",
+            x.contender,
+            f.prefixes.0,
+            f.prefixes.1,
+            f.changes,
+            f.seconds,
+            secs(f.after.kernel_s),
+            secs(f.after.fastfwd_s),
+            f.after
+                .audit_differences
+                .map_or("-".into(), |n| n.to_string()),
+        ));
+    }
     out
 }
 
@@ -882,6 +1105,7 @@ mod tests {
         let (sink, dut) = bird_configs(
             &["1.0.0.0/24".into(), "1.0.4.0/22".into()],
             &["2001:db8::/32".into()],
+            0,
         );
         assert_eq!(sink.matches(" blackhole;").count(), 3);
         assert!(sink.contains("protocol bgp dut4") && sink.contains("protocol bgp dut6"));
@@ -889,6 +1113,19 @@ mod tests {
         assert!(dut.contains("protocol kernel kernel4") && dut.contains("protocol kernel kernel6"));
         assert!(dut.contains("neighbor 198.19.0.108 as 65002;"));
         assert!(!dut.contains("passive"));
+    }
+
+    #[test]
+    fn the_flapping_set_starts_disabled_outside_the_table() {
+        let (sink, _) = bird_configs(&["1.0.0.0/24".into()], &[], 10);
+        assert!(sink.contains("protocol static flap4 {\n  ipv4;\n  disabled yes;\n"));
+        assert!(sink.contains("protocol static flap6 {\n  ipv6;\n  disabled yes;\n"));
+        assert!(sink.contains("route 100.64.9.0/24 blackhole;"));
+        assert!(sink.contains("route 2001:db8:1::/48 blackhole;"));
+        assert_eq!(sink.matches(" blackhole;").count(), 1 + 10 + 2);
+        let (f4, f6) = flap_prefixes(1 << 20);
+        assert_eq!((f4.len(), f6.len()), (1 << 14, (1 << 14) / 5));
+        assert_eq!(f4.last().map(String::as_str), Some("100.127.255.0/24"));
     }
 
     #[test]

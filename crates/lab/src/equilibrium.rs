@@ -826,10 +826,12 @@ Estimated Equilibrium Ethernet throughput= 2679 Kpps (maximum value seen: 2682 K
         let s = steps(&r);
         assert_eq!(s[0], (7440, 3720));
         assert_eq!(s[1], (1000, 500), "{}", r.render());
-        assert!(r.iterations[0]
-            .lines
-            .iter()
-            .any(|l| l.contains("forcing OLOAD=FWRATE and STEP=FWRATE/2")));
+        assert!(
+            r.iterations[0]
+                .lines
+                .iter()
+                .any(|l| l.contains("forcing OLOAD=FWRATE and STEP=FWRATE/2"))
+        );
         assert_eq!(r.estimated_kpps, 1000);
         assert_eq!(r.stop, StopReason::Converged);
     }

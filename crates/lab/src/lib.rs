@@ -2,7 +2,7 @@
 //!
 //! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
 //! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
-//! [`topo`], [`flows`], [`gen`], [`recv`], [`udp_sink`], [`bench`],
+//! [`topo`], [`flows`], [`generator`], [`recv`], [`udp_sink`], [`bench`],
 //! [`churn`] (a full table withdrawn and reinstalled over BGP under load); their
 //! system calls are `netio::sys::lab`'s (all of fastfwd's `unsafe` is in
 //! `netio::sys`). The live-frames generator and the XDP
@@ -17,7 +17,7 @@ pub mod rfc2544;
 pub mod bench;
 pub mod churn;
 pub mod flows;
-pub mod gen;
+pub mod generator;
 pub mod recv;
 pub mod topo;
 pub mod udp_sink;

@@ -577,11 +577,7 @@ pub fn student_t_cdf(t: f64, df: f64) -> f64 {
     }
     let x = df / (df + t * t);
     let tail = 0.5 * regularized_incomplete_beta(x, df / 2.0, 0.5);
-    if t >= 0.0 {
-        1.0 - tail
-    } else {
-        tail
-    }
+    if t >= 0.0 { 1.0 - tail } else { tail }
 }
 
 /// Regularized incomplete beta function `I_x(a, b)`, by its continued

@@ -413,7 +413,11 @@ fn draw_axes(
             x0 - 5.0,
             x0 - 8.0,
             y + 4.5,
-            escape(&if ys.percent { fmt_percent(t) } else { fmt_tick(t) })
+            escape(&if ys.percent {
+                fmt_percent(t)
+            } else {
+                fmt_tick(t)
+            })
         );
     }
     let _ = writeln!(s, "</g>");

@@ -5,7 +5,7 @@
 //! and prints per-second lines like `netstat -iw 1`: input from the ring,
 //! output from an interface's kernel counters (the dut's egress, say).
 
-use crate::gen::parse_stamp;
+use crate::generator::parse_stamp;
 use crate::sys;
 use serde::Serialize;
 use std::fs::File;

@@ -726,12 +726,12 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
         for (key, v) in &k.config {
             s.push_str(&format!("- {key}: {v}\n"));
         }
-        if let Some(v) = &k.verdict {
-            if let Some(cmp) = &v.comparison {
-                s.push_str("\n```\n");
-                s.push_str(&cmp.render());
-                s.push_str("```\n");
-            }
+        if let Some(v) = &k.verdict
+            && let Some(cmp) = &v.comparison
+        {
+            s.push_str("\n```\n");
+            s.push_str(&cmp.render());
+            s.push_str("```\n");
         }
         if let Some(e) = &k.equilibrium {
             s.push_str(&format!(

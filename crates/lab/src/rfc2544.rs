@@ -217,7 +217,11 @@ pub fn search_frame_size<R: TrialRunner>(
             outcome.receive_pps(),
             loss_ratio * 100.0,
             if passed { "pass" } else { "fail" },
-            if generator_limited { " (limited by generator)" } else { "" },
+            if generator_limited {
+                " (limited by generator)"
+            } else {
+                ""
+            },
         ));
         trials.push(SearchTrial {
             offered_pps: rate,
@@ -421,10 +425,12 @@ mod tests {
         let r = search(&cfg(), &mut dev, |l| lines.push(l.to_string())).unwrap();
         assert!(r.frames[0].found.is_none());
         assert!(r.frames[0].trials.iter().all(|t| !t.passed));
-        assert!(lines
-            .last()
-            .unwrap()
-            .contains("no rate met loss ratio <= 0"));
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .contains("no rate met loss ratio <= 0")
+        );
         // The line quotes the trial with the least loss.
         let trials = &r.frames[0].trials;
         let lowest = lowest_loss(trials).unwrap();
@@ -444,9 +450,11 @@ mod tests {
         };
         let mut dev = SimDevice::new(|_| 400_000);
         dev.base_loss = 0.001;
-        assert!(search(&c, &mut dev, |_| {}).unwrap().frames[0]
-            .found
-            .is_some());
+        assert!(
+            search(&c, &mut dev, |_| {}).unwrap().frames[0]
+                .found
+                .is_some()
+        );
     }
 
     #[test]

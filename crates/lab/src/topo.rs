@@ -345,10 +345,10 @@ fn napi_threads(ifname: &str) -> Vec<i32> {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
                 continue;
             };
-            if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-                if comm.trim_end().starts_with(&prefix) {
-                    out.push(pid);
-                }
+            if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                && comm.trim_end().starts_with(&prefix)
+            {
+                out.push(pid);
             }
         }
     }

@@ -10,14 +10,14 @@
 //! XDP on the sink's interface, the cheapest end a frame can have.
 
 use crate::flows::FlowSet;
-use crate::gen::{FrameBuilder, GenConfig, GenError, GenReport};
+use crate::generator::{FrameBuilder, GenConfig, GenError, GenReport};
 use crate::recv::{
     IfCounters, LatencyHist, NetDevReader, RecvConfig, RecvError, RecvReport, SecondRow,
 };
 use crate::sys;
+use aya::Ebpf;
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::{Xdp, XdpFlags};
-use aya::Ebpf;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -95,7 +95,7 @@ fn gen_config(
         b[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
     }
     let interval_ps = rate_pps.map_or(0, |r| (1e12 / r.max(1e-3)).round().max(1.0) as u64);
-    let max_lag_ps = interval_ps.saturating_mul(crate::gen::MAX_CATCH_UP_FRAMES);
+    let max_lag_ps = interval_ps.saturating_mul(crate::generator::MAX_CATCH_UP_FRAMES);
     let tail = words(&[
         clock_offset(),
         interval_ps,
@@ -532,7 +532,7 @@ pub fn bpf_run_statistics() -> Result<std::os::fd::OwnedFd, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{STAMP_LEN, STAMP_MAGIC};
+    use crate::generator::{STAMP_LEN, STAMP_MAGIC};
 
     fn header() -> String {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/lab_xdp.h")).unwrap()
@@ -573,7 +573,7 @@ mod tests {
         assert_eq!(struct_size(&h, "lab_recv_config"), RECV_CONFIG_SIZE);
         assert_eq!(struct_size(&h, "lab_recv_counters"), RECV_COUNTERS_SIZE);
         // The generator's header buffer and the stamp fit the flow entry.
-        const { assert!(HDR_V6 <= 64 && crate::gen::MIN_FRAME_V4 == HDR_V4 + STAMP_LEN) };
+        const { assert!(HDR_V6 <= 64 && crate::generator::MIN_FRAME_V4 == HDR_V4 + STAMP_LEN) };
     }
 
     #[test]

@@ -1,16 +1,25 @@
 //! Traffic through real namespaces: generator in gen, the kernel
 //! forwarding in dut, receiver and UDP sink in sink. Needs root (CI runs as
 //! root); without it each test says so and returns. Every test uses its own
-//! namespace tag so tests can run in parallel.
+//! namespace tag; the ones that send traffic take turns ([`one_at_a_time`]),
+//! since pacing and counts are checked and two floods on two cores starve
+//! each other's generator.
 
 use lab::bench::{InputMode, LabRunner, ReceiverMode, Traffic};
 use lab::equilibrium::{self, EquilibriumConfig, StopReason};
 use lab::flows::FlowSet;
-use lab::gen::{self, FrameBuilder, GenConfig};
-use lab::topo::{self, Placement, TopoConfig, TopoGuard, Topology, DUT_IN_MAC, GEN_MAC};
+use lab::generator::{self, FrameBuilder, GenConfig};
+use lab::topo::{self, DUT_IN_MAC, GEN_MAC, Placement, TopoConfig, TopoGuard, Topology};
 use lab::udp_sink::{self, Method, SinkConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Held by each test that sends traffic, for its whole run.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A failed test poisons the lock; the others still take turns.
+    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn lab(name: &str) -> Option<TopoGuard> {
     if !netio::root_or_skip(name) {
@@ -28,6 +37,7 @@ fn lab(name: &str) -> Option<TopoGuard> {
 
 #[test]
 fn gen_through_kernel_dut_delivers_the_counted_packets() {
+    let _serial = one_at_a_time();
     let Some(guard) = lab("fwd") else { return };
     let topo = &guard.0;
     // NIC-like input counted in XDP, and socket input counted on a ring.
@@ -43,17 +53,24 @@ fn gen_through_kernel_dut_delivers_the_counted_packets() {
         let d = runner
             .trial(Some(10_000.0), 60, Duration::from_secs(1))
             .unwrap();
-        assert!(d.gen.attempted >= 9_000, "attempted {}", d.gen.attempted);
-        assert_eq!(d.gen.sent + d.gen.backpressure, d.gen.attempted);
-        assert!(d.gen.sent > 0);
+        assert!(
+            d.generator.attempted >= 9_000,
+            "attempted {}",
+            d.generator.attempted
+        );
+        assert_eq!(
+            d.generator.sent + d.generator.backpressure,
+            d.generator.attempted
+        );
+        assert!(d.generator.sent > 0);
         assert_eq!(
             d.recv.received,
-            d.gen.sent,
+            d.generator.sent,
             "{input:?}/{receiver:?}: every packet the kernel took reached the sink: {}",
             d.summary_line()
         );
         assert_eq!(d.recv.duplicates, 0);
-        assert_eq!(d.lost, d.gen.attempted - d.recv.received);
+        assert_eq!(d.lost, d.generator.attempted - d.recv.received);
         let lat = d.recv.latency.expect("latency samples");
         assert!(lat.min_ns > 0 && lat.min_ns <= lat.median_ns && lat.median_ns <= lat.max_ns);
     }
@@ -64,7 +81,7 @@ fn gen_through_kernel_dut_delivers_the_counted_packets() {
     let d = runner
         .trial(Some(10_000.0), 60, Duration::from_secs(1))
         .unwrap();
-    assert!(d.gen.sent > 0);
+    assert!(d.generator.sent > 0);
     assert_eq!(d.recv.received, 0);
 
     // IPv6 flows go through as well.
@@ -80,12 +97,13 @@ fn gen_through_kernel_dut_delivers_the_counted_packets() {
     let d = runner
         .trial(Some(5_000.0), 80, Duration::from_secs(1))
         .unwrap();
-    assert!(d.gen.sent > 0);
-    assert_eq!(d.recv.received, d.gen.sent, "{}", d.summary_line());
+    assert!(d.generator.sent > 0);
+    assert_eq!(d.recv.received, d.generator.sent, "{}", d.summary_line());
 }
 
 #[test]
 fn equilibrium_on_the_kernel_converges() {
+    let _serial = one_at_a_time();
     let Some(guard) = lab("eq") else { return };
     let mut traffic = Traffic::default_v4();
     traffic.warmup_s = 0;
@@ -115,6 +133,7 @@ fn equilibrium_on_the_kernel_converges() {
 
 #[test]
 fn udp_sink_receives_with_each_method() {
+    let _serial = one_at_a_time();
     let Some(guard) = lab("udp") else { return };
     let topo = guard.0.clone();
     let stop = AtomicBool::new(false);
@@ -150,7 +169,7 @@ fn udp_sink_receives_with_each_method() {
                 duration: Some(Duration::from_secs(20)),
                 batch: 16,
             };
-            gen::run(&cfg, stop).unwrap()
+            generator::run(&cfg, stop).unwrap()
         });
         let rows = sink.join().unwrap();
         stop.store(true, Ordering::Relaxed);
@@ -285,6 +304,7 @@ fn with_receiver<T: Send>(
 
 #[test]
 fn the_xdp_receiver_finds_the_loss_reordering_and_duplicates_of_a_known_pattern() {
+    let _serial = one_at_a_time();
     let Some(pair) = VethPair::new("xrecv") else {
         return;
     };
@@ -308,7 +328,7 @@ fn the_xdp_receiver_finds_the_loss_reordering_and_duplicates_of_a_known_pattern(
         let frames = FrameBuilder::new(flows, len, GEN_MAC, DUT_IN_MAC).unwrap();
         for xdp in [true, false] {
             let (sent, rep) = with_receiver(&pair, xdp, || {
-                gen::send_sequence("a0", &frames, &seqs).unwrap()
+                generator::send_sequence("a0", &frames, &seqs).unwrap()
             });
             let who = if xdp { "XDP" } else { "AF_PACKET" };
             assert_eq!(sent, seqs.len() as u64, "{who} v6={v6}");
@@ -322,6 +342,7 @@ fn the_xdp_receiver_finds_the_loss_reordering_and_duplicates_of_a_known_pattern(
 
 #[test]
 fn the_live_generators_counts_equal_what_the_xdp_receiver_counted() {
+    let _serial = one_at_a_time();
     let Some(pair) = VethPair::new("live") else {
         return;
     };

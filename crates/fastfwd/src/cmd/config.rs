@@ -5,9 +5,9 @@
 //! own file against the live state; `reload [FILE]` makes the daemon apply
 //! a file as a whole, or keep the running config if anything is wrong.
 
-use super::show::{ask, ClientOpts};
+use super::show::{ClientOpts, ask_as};
 use anyhow::Result;
-use control::protocol::Request;
+use control::protocol::{Request, reply};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -55,23 +55,24 @@ pub fn run(a: Args) -> Result<()> {
             Ok(())
         }
         Cmd::Check { file: None } => {
-            let v = ask(&a.opts.socket, &Request::ConfigCheck { path: None })?;
+            let v: reply::ConfigFile =
+                ask_as(&a.opts.socket, &Request::ConfigCheck { path: None })?;
             print(&v, a.opts.json, "ok");
             Ok(())
         }
         Cmd::Reload { file } => {
             let path = file.map(|f| std::fs::canonicalize(&f).unwrap_or(f).display().to_string());
-            let v = ask(&a.opts.socket, &Request::ConfigReload { path })?;
+            let v: reply::ConfigFile = ask_as(&a.opts.socket, &Request::ConfigReload { path })?;
             print(&v, a.opts.json, "applied");
             Ok(())
         }
     }
 }
 
-fn print(v: &serde_json::Value, json: bool, word: &str) {
+fn print(v: &reply::ConfigFile, json: bool, word: &str) {
     if json {
-        println!("{v}");
+        println!("{}", serde_json::to_string(v).unwrap_or_default());
     } else {
-        println!("{}: {word}", v["file"].as_str().unwrap_or("config"));
+        println!("{}: {word}", v.file);
     }
 }

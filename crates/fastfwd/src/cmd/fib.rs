@@ -3,7 +3,7 @@
 //! Route files hold `prefix [next-hop]` per line (IPv4 and IPv6 mixed,
 //! optionally `.gz`); a prefix without a next hop gets one derived from a
 //! hash of the prefix (`fib::table::derived_next_hop`, 256 distinct values).
-//! The benchmark against the peers is `cargo bench -p fib --bench fib`
+//! The benchmark against the peers is `cargo bench -p fastfwd-fib --bench fib`
 //! (see docs/bench-fib.md).
 
 use std::collections::BTreeMap;
@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
+use fib::Lookup;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::table::read_routes;
-use fib::Lookup;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -161,39 +161,49 @@ fn stats(args: TableArgs) -> anyhow::Result<()> {
 }
 
 fn audit(a: AuditArgs) -> anyhow::Result<()> {
+    use control::protocol::reply::AuditLine;
     let mut out = std::io::stdout().lock();
     let mut differences = 0u64;
     let mut summary = None;
     let mut error = None;
     let resp = control::server::request_each(&a.socket, &control::Request::FibAudit, |v| {
-        if let Some(s) = v.get("summary") {
-            summary = Some(s.clone());
-        } else if let Some(e) = v.get("error") {
-            error = Some(e.to_string());
-        } else {
-            differences += 1;
-        }
-        let line = if a.json {
-            v.to_string()
-        } else if let Some(s) = v.get("summary") {
-            let c = &s["checked"];
-            format!(
-                "{} difference(s); checked {} kernel routes, {} installed routes, {} FIB lookups",
-                s["differences"], c["kernel_routes"], c["routes"], c["lookups"]
-            )
-        } else if let Some(e) = v.get("error") {
-            format!("audit failed: {e}")
-        } else {
-            let f = |k: &str| v[k].as_str().unwrap_or("").to_string();
-            format!(
-                "{:<7} {:<9} {}  want: {}  have: {}",
-                f("layer"),
-                f("kind"),
-                f("item"),
-                f("want"),
-                f("have")
-            )
+        let parsed = match serde_json::from_value::<AuditLine>(v.clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                error = Some(format!("a line the client cannot read ({e}): {v}"));
+                return;
+            }
         };
+        let line = match &parsed {
+            _ if a.json => v.to_string(),
+            AuditLine::Summary { summary: s } => {
+                let c = &s.checked;
+                let engine = match &c.engine {
+                    None => String::new(),
+                    Some(e) => match &e.skipped {
+                        Some(why) => format!("; {} engine's maps not checked: {why}", e.engine),
+                        None => format!(
+                            "; {} engine's maps (generation {}): {} elements, {} lookups",
+                            e.engine, e.generation, e.elements, e.lookups
+                        ),
+                    },
+                };
+                format!(
+                    "{} difference(s); checked {} kernel routes, {} installed routes, {} FIB lookups{engine}",
+                    s.differences, c.kernel_routes, c.routes, c.lookups
+                )
+            }
+            AuditLine::Error { error: e } => format!("audit failed: {e}"),
+            AuditLine::Difference(d) => format!(
+                "{:<7} {:<9} {}  want: {}  have: {}",
+                d.layer, d.kind, d.item, d.want, d.have
+            ),
+        };
+        match parsed {
+            AuditLine::Summary { summary: s } => summary = Some(s),
+            AuditLine::Error { error: e } => error = Some(e),
+            AuditLine::Difference(_) => differences += 1,
+        }
         let _ = writeln!(out, "{line}");
     })?;
     if !resp.ok {

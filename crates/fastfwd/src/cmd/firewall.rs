@@ -2,11 +2,11 @@
 //! and benchmark the compiled classifier against a linear scan and DPDK's
 //! rte_acl (`dpdk-test-acl`) on the same rules and trace.
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand};
 use firewall::{
-    benchmark, gen, parse_rules, Chain, CtState, Firewall, InterfaceMap, PacketKey, RuleCounters,
-    RuleSet, Verdict, IFACE_NONE,
+    Chain, CtState, Firewall, IFACE_NONE, InterfaceMap, PacketKey, RuleCounters, RuleSet, Verdict,
+    benchmark, parse_rules, rulegen,
 };
 use serde::Serialize;
 use std::net::IpAddr;
@@ -38,11 +38,11 @@ pub struct GenArgs {
 }
 
 fn gen_cmd(a: GenArgs) -> anyhow::Result<()> {
-    let rules = gen::rules(a.rules, a.seed.wrapping_add(a.rules as u64));
+    let rules = rulegen::rules(a.rules, a.seed.wrapping_add(a.rules as u64));
     if a.classbench {
-        print!("{}", gen::to_classbench(&rules));
+        print!("{}", rulegen::to_classbench(&rules));
     } else {
-        print!("{}", gen::to_rule_text(&rules));
+        print!("{}", rulegen::to_rule_text(&rules));
     }
     Ok(())
 }
@@ -247,6 +247,7 @@ fn classify(a: ClassifyArgs) -> anyhow::Result<()> {
         icmp_code: 0,
         ct: CtState::from_word(&a.ct).with_context(|| format!("unknown ct state `{}`", a.ct))?,
         is_v6,
+        ct_hint: Default::default(),
     };
     let mut out = [Verdict::default()];
     fw.classify_batch(chain, &[key], &mut out, &mut RuleCounters::default());

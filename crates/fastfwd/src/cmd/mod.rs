@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod capture;
 pub mod config;
 pub mod fib;
 pub mod firewall;
@@ -9,3 +10,4 @@ pub mod replay;
 pub mod route;
 pub mod run;
 pub mod show;
+pub mod trace;

@@ -1,8 +1,8 @@
 //! `fastfwd neighbor add|del`: static neighbours held by the daemon.
 
-use super::show::{ask, ClientOpts};
+use super::show::{ClientOpts, ask_as};
 use anyhow::Result;
-use control::protocol::Request;
+use control::protocol::{Request, reply};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -46,9 +46,9 @@ pub fn run(a: Args) -> Result<()> {
         Cmd::Add { ip, mac, dev, .. } => Request::NeighborAdd { dev, ip, mac },
         Cmd::Del { ip, dev, .. } => Request::NeighborDel { dev, ip },
     };
-    let v = ask(&a.opts.socket, &req)?;
+    let v: reply::Applied = ask_as(&a.opts.socket, &req)?;
     if a.opts.json {
-        println!("{v}");
+        println!("{}", serde_json::to_string(&v)?);
     }
     Ok(())
 }

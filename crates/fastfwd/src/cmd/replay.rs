@@ -9,10 +9,10 @@
 //! (frames for the host), `DIR/drop.pcap` (dropped frames as received), and
 //! the counters as a table or, with `--json`, as JSON on stdout.
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{Context, anyhow, bail};
 use config::Config;
 use netio::pcap;
-use router::replay::{replay, ReplayEngine};
+use router::replay::{ReplayEngine, replay};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -46,6 +46,14 @@ pub struct Args {
     /// pipeline, as in `fastfwd run --engine xdp`; needs root).
     #[arg(long, value_enum, default_value_t = EngineKind::User)]
     pub engine: EngineKind,
+    /// Print the path of each frame through the stages (the first COUNT,
+    /// 10,000 at most, all up to that without a count), as `fastfwd trace
+    /// show` does for a running router.
+    #[arg(long, value_name = "COUNT", num_args = 0..=1, default_missing_value = "10000")]
+    pub trace: Option<usize>,
+    /// With --trace: only frames that match (tcpdump-like; docs/operations.md).
+    #[arg(long, requires = "trace")]
+    pub trace_filter: Option<String>,
     /// Write an example config and a generated pcap of sample traffic into
     /// DIR, then replay it into DIR/out.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "inputs", "out"])]
@@ -109,7 +117,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         usize::from(args.batch),
         args.fib.into(),
         args.engine.into(),
+        tracer(&args)?,
     )?;
+    if args.trace.is_some() && !args.json {
+        emit(&router::trace::text(&report.trace))?;
+    }
     if args.json {
         emit(&format!(
             "{}\n",
@@ -174,6 +186,7 @@ fn run_demo(dir: &Path, json: bool, fib: FibKind) -> anyhow::Result<()> {
         32,
         fib.into(),
         ReplayEngine::User,
+        None,
     )?;
     if json {
         emit(&format!(
@@ -311,4 +324,16 @@ mod demo {
         v.push(echo_request(gen4, [198, 18, 0, 10]));
         v
     }
+}
+
+/// The tracer `--trace` / `--trace-filter` ask for.
+fn tracer(args: &Args) -> anyhow::Result<Option<pipeline::Tracer>> {
+    let Some(n) = args.trace else {
+        return Ok(None);
+    };
+    let filter = match &args.trace_filter {
+        Some(f) => Some(wire::filter::Filter::parse(f)?),
+        None => None,
+    };
+    Ok(Some(pipeline::Tracer::new(n, filter)))
 }

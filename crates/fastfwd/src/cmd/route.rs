@@ -1,9 +1,9 @@
 //! `fastfwd route add|del`: routes held by the daemon beside the kernel's
 //! and the config file's (iproute2 words).
 
-use super::show::{ask, ClientOpts};
-use anyhow::{bail, Result};
-use control::protocol::{HopSpec, Request};
+use super::show::{ClientOpts, ask_as};
+use anyhow::{Result, bail};
+use control::protocol::{HopSpec, Request, reply};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -78,9 +78,9 @@ pub fn run(a: Args) -> Result<()> {
         },
         Cmd::Del { prefix } => Request::RouteDel { prefix },
     };
-    let v = ask(&a.opts.socket, &req)?;
+    let v: reply::Applied = ask_as(&a.opts.socket, &req)?;
     if a.opts.json {
-        println!("{v}");
+        println!("{}", serde_json::to_string(&v)?);
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 //!
 //! See docs/router.md.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use control::protocol::DEFAULT_SOCKET;
 use std::path::PathBuf;
 

@@ -1,8 +1,9 @@
 //! `fastfwd show …`: read-only questions to the running daemon over its
 //! control socket (docs/control-protocol.md).
 
-use anyhow::{bail, Result};
-use control::protocol::{Request, DEFAULT_SOCKET};
+use anyhow::{Context, Result, bail};
+use control::protocol::{DEFAULT_SOCKET, Request, reply};
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,6 +55,10 @@ pub enum What {
     /// Every counter in the OpenMetrics text format (what `run --metrics`
     /// serves to Prometheus).
     Metrics,
+    /// Per worker and pipeline stage: calls, packets, vector size and time
+    /// per packet since the start or `fastfwd clear runtime` (as VPP's
+    /// `show runtime`); the XDP program's exception rate.
+    Runtime,
 }
 
 /// Sends `req` and returns the result, or the daemon's error.
@@ -65,26 +70,24 @@ pub fn ask(socket: &Path, req: &Request) -> Result<Value> {
     Ok(resp.result.unwrap_or(Value::Null))
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+/// Sends `req` and reads the result as the reply type `T`.
+pub fn ask_as<T: DeserializeOwned>(socket: &Path, req: &Request) -> Result<T> {
+    let v = ask(socket, req)?;
+    serde_json::from_value(v).with_context(|| format!("the daemon's reply to {req:?}"))
 }
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
+
+fn print_json(v: &impl Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string(v)?);
+    Ok(())
 }
 
 /// A route as `ip route` prints one.
-fn route_line(r: &Value) -> String {
-    let hops: Vec<&str> = r["next_hops"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+fn route_line(r: &reply::RouteView) -> String {
     format!(
         "{} {} proto {}",
-        s(r, "prefix"),
-        hops.join(" nexthop "),
-        s(r, "origin")
+        r.prefix,
+        r.next_hops.join(" nexthop "),
+        r.origin.name()
     )
 }
 
@@ -97,171 +100,166 @@ pub fn run(a: Args) -> Result<()> {
             count,
         } => watch(sock, secs.max(1), count, json),
         What::Interfaces { .. } => {
-            let v = ask(sock, &Request::ShowInterfaces)?;
+            let v: reply::Interfaces = ask_as(sock, &Request::ShowInterfaces)?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
             println!(
                 "{:<12} {:<10} {:>12} {:>8} {:>14} {:>12} {:>8} {:>14}",
                 "Name", "Port", "Ipkts", "Ierrs", "Ibytes", "Opkts", "Odrops", "Obytes"
             );
-            for i in v["interfaces"].as_array().into_iter().flatten() {
+            for i in &v.interfaces {
                 println!(
                     "{:<12} {:<10} {:>12} {:>8} {:>14} {:>12} {:>8} {:>14}",
-                    s(i, "name"),
-                    s(i, "port"),
-                    u(i, "rx_packets"),
-                    u(i, "rx_errors"),
-                    u(i, "rx_bytes"),
-                    u(i, "tx_packets"),
-                    u(i, "tx_drops"),
-                    u(i, "tx_bytes")
+                    i.name,
+                    i.port,
+                    i.rx_packets,
+                    i.rx_errors,
+                    i.rx_bytes,
+                    i.tx_packets,
+                    i.tx_drops,
+                    i.tx_bytes
                 );
             }
             Ok(())
         }
         What::Workers => {
-            let v = ask(sock, &Request::ShowWorkers)?;
+            let v: Vec<reply::Worker> = ask_as(sock, &Request::ShowWorkers)?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
             println!(
                 "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} Ports (rx/tx packets)",
                 "Worker", "CPU", "Backend", "BusyRounds", "Sleeps", "Held"
             );
-            for w in v.as_array().into_iter().flatten() {
-                let ports: Vec<String> = w["ports"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+            for w in &v {
+                let ports: Vec<String> = w
+                    .ports
+                    .iter()
                     .map(|p| {
                         format!(
                             "{} {}/{}",
-                            s(p, "port"),
-                            u(p, "rx_packets"),
-                            u(p, "tx_packets")
+                            p.port, p.counters.rx_packets, p.counters.tx_packets
                         )
                     })
                     .collect();
                 println!(
                     "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} {}",
-                    u(w, "id"),
-                    u(w, "core"),
-                    s(w, "backend"),
-                    u(w, "busy_rounds"),
-                    u(w, "sleeps"),
-                    u(w, "held"),
+                    w.id,
+                    w.core,
+                    w.backend,
+                    w.busy_rounds,
+                    w.sleeps,
+                    w.held,
                     ports.join(", ")
                 );
             }
             Ok(())
         }
         What::Drops => {
-            let v = ask(sock, &Request::ShowDrops)?;
+            let v: reply::Drops = ask_as(sock, &Request::ShowDrops)?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
             println!("{:<28} {:>12}  Description", "Drop reason", "Count");
-            for d in v["drops"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<28} {:>12}  {}",
-                    s(d, "reason"),
-                    u(d, "count"),
-                    s(d, "description")
-                );
+            for d in &v.drops {
+                println!("{:<28} {:>12}  {}", d.reason, d.count, d.description);
             }
             println!("\n{:<28} {:>12}  Description", "Punt reason", "Count");
-            for d in v["punts"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<28} {:>12}  {}",
-                    s(d, "reason"),
-                    u(d, "count"),
-                    s(d, "description")
-                );
+            for d in &v.punts {
+                println!("{:<28} {:>12}  {}", d.reason, d.count, d.description);
             }
             println!(
                 "\n{:<28} {:>12}  Description",
                 "ICMP error not sent", "Count"
             );
-            for d in v["icmp_suppressed"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<28} {:>12}  {}",
-                    s(d, "cause"),
-                    u(d, "count"),
-                    s(d, "description")
-                );
+            for d in &v.icmp_suppressed {
+                println!("{:<28} {:>12}  {}", d.cause, d.count, d.description);
             }
-            println!(
-                "{:<28} {:>12}  ICMP errors over the rate limit",
+            let line = |name: &str, n: u64, what: &str| println!("{name:<28} {n:>12}  {what}");
+            line(
                 "icmp_rate_limited",
-                u(&v, "icmp_rate_limited")
+                v.icmp_rate_limited,
+                "ICMP errors over the rate limit",
             );
-            println!(
-                "\n{:<28} {:>12}  frames whose neighbour stayed unresolved for 1 s",
+            println!();
+            line(
                 "held_expired",
-                u(&v, "held_expired")
+                v.held_expired,
+                "frames whose neighbour stayed unresolved for 1 s",
             );
-            println!(
-                "{:<28} {:>12}  TX ring full",
-                "tx_ring_full",
-                u(&v, "tx_ring_full")
+            line(
+                "neighbour_requests",
+                v.neighbour_requests,
+                "neighbour resolutions asked of the kernel",
             );
-            println!(
-                "{:<28} {:>12}  dropped by the kernel before fastfwd saw them",
+            line(
+                "neighbour_requests_capped",
+                v.neighbour_requests_capped,
+                "neighbour resolutions not asked, over the cap",
+            );
+            line("tx_ring_full", v.tx_ring_full, "TX ring full");
+            line(
                 "rx_ring_full",
-                u(&v, "rx_ring_full")
+                v.rx_ring_full,
+                "dropped by the kernel before fastfwd saw them",
             );
-            println!(
-                "{:<28} {:>12}  larger than a frame buffer ({} bytes), dropped on receive",
+            line(
                 "rx_oversize",
-                u(&v, "rx_oversize"),
-                netio::MAX_FRAME
+                v.rx_oversize,
+                &format!(
+                    "larger than a frame buffer ({} bytes), dropped on receive",
+                    netio::MAX_FRAME
+                ),
             );
             Ok(())
         }
         What::Firewall => {
-            let v = ask(sock, &Request::ShowFirewall)?;
+            let v: reply::Firewall = ask_as(sock, &Request::ShowFirewall)?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
-            if v["firewall"].is_null() {
+            let Some(fw) = &v.firewall else {
                 println!("no firewall rules configured: every packet is forwarded");
                 return Ok(());
-            }
-            let fw: firewall::FirewallSummary = serde_json::from_value(v["firewall"].clone())?;
+            };
             print!("{fw}");
-            if let Ok(ct) =
-                serde_json::from_value::<firewall::ConntrackStats>(v["conntrack"].clone())
-            {
+            if let Some(ct) = &v.conntrack {
                 println!(
                     "conntrack: {} of {} slots in use, {} inserts, {} insert failures, {} evictions, {} expirations",
-                    ct.occupancy, ct.capacity, ct.inserts, ct.insert_failures, ct.evictions, ct.expirations
+                    ct.occupancy,
+                    ct.capacity,
+                    ct.inserts,
+                    ct.insert_failures,
+                    ct.evictions,
+                    ct.expirations
+                );
+            }
+            if let Some(f) = &v.fast_path {
+                println!(
+                    "conntrack in the XDP program: {} flows handed over ({} refused, table full), {} packets finished there, {} handed to the workers with their state",
+                    f.handoffs, f.refused, f.program_packets, f.worker_packets
                 );
             }
             println!(
                 "rejects rate-limited into drops: {}",
-                u(&v, "rejects_rate_limited")
+                v.rejects_rate_limited
             );
             Ok(())
         }
         What::Route {
             prefix: Some(prefix),
         } => {
-            let v = ask(
+            let v: Vec<reply::RouteView> = ask_as(
                 sock,
                 &Request::ShowRoute {
                     prefix: Some(prefix),
                 },
             )?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
-            for r in v.as_array().into_iter().flatten() {
+            for r in &v {
                 println!("{}", route_line(r));
             }
             Ok(())
@@ -277,13 +275,16 @@ pub fn run(a: Args) -> Result<()> {
                     let line = if json {
                         format!("{}{r}", if first { "[" } else { "," })
                     } else {
-                        route_line(&r)
+                        match serde_json::from_value::<reply::RouteView>(r) {
+                            Ok(r) => route_line(&r),
+                            Err(e) => format!("(a route the client cannot read: {e})"),
+                        }
                     };
                     first = false;
-                    if failed.is_none() {
-                        if let Err(e) = writeln!(out, "{line}") {
-                            failed = Some(e);
-                        }
+                    if failed.is_none()
+                        && let Err(e) = writeln!(out, "{line}")
+                    {
+                        failed = Some(e);
                     }
                 })?;
             if !resp.ok {
@@ -298,25 +299,126 @@ pub fn run(a: Args) -> Result<()> {
                 None => Ok(()),
             }
         }
+        What::Runtime => {
+            let v: reply::Runtime = ask_as(sock, &Request::ShowRuntime)?;
+            if json {
+                return print_json(&v);
+            }
+            print!("{}", runtime_table(&v));
+            Ok(())
+        }
         What::Metrics => {
-            let v = ask(sock, &Request::ShowMetrics)?;
-            print!("{}", v.as_str().unwrap_or("# EOF\n"));
+            let text: String = ask_as(sock, &Request::ShowMetrics)?;
+            print!("{text}");
             Ok(())
         }
         What::Neighbors => {
-            let v = ask(sock, &Request::ShowNeighbors)?;
+            let v: Vec<reply::NeighbourView> = ask_as(sock, &Request::ShowNeighbors)?;
             if json {
-                println!("{v}");
-                return Ok(());
+                return print_json(&v);
             }
-            for n in v.as_array().into_iter().flatten() {
+            for n in &v {
                 println!(
                     "{} dev {} lladdr {} proto {}",
-                    s(n, "ip"),
-                    s(n, "interface"),
-                    s(n, "mac"),
-                    s(n, "origin")
+                    n.ip,
+                    n.interface,
+                    n.mac,
+                    n.origin.name()
                 );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `show runtime` as text: one block per worker, a line per stage.
+pub fn runtime_table(v: &reply::Runtime) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "Time {:.1} s", v.seconds);
+    for w in &v.workers {
+        let _ = writeln!(s, "Worker {} (cpu {}, {})", w.id, w.core, w.backend);
+        let _ = writeln!(
+            s,
+            "  {:<10} {:>12} {:>14} {:>13} {:>12}",
+            "Stage", "Calls", "Packets", "Vectors/Call", "ns/Packet"
+        );
+        for st in &w.stages {
+            let _ = writeln!(
+                s,
+                "  {:<10} {:>12} {:>14} {:>13.2} {:>12.1}",
+                st.stage, st.calls, st.packets, st.vectors_per_call, st.ns_per_packet
+            );
+        }
+        let total: f64 = w.stages.iter().map(|st| st.ns as f64).sum();
+        let packets = w.stages.first().map_or(0, |st| st.packets);
+        if packets > 0 {
+            let _ = writeln!(
+                s,
+                "  {:<10} {:>12} {:>14} {:>13} {:>12.1}",
+                "all",
+                "",
+                packets,
+                "",
+                total / packets as f64
+            );
+        }
+    }
+    if let Some(x) = &v.xdp {
+        let _ = writeln!(
+            s,
+            "XDP program: {} finished ({} forwarded, {} to the host), {} exceptions to the pipeline ({:.3}%), {} lost",
+            x.program.finished,
+            x.program.forwarded,
+            x.program.to_host,
+            x.exceptions,
+            x.exception_ratio * 100.0,
+            x.program.exceptions_lost
+        );
+        for (cause, n) in x.program.exceptions.iter().filter(|(_, n)| **n > 0) {
+            let _ = writeln!(s, "  {cause:<24} {n:>12}");
+        }
+        let _ = writeln!(
+            s,
+            "  {:<10} {:>12} {:>12} {:>12} {:>12}",
+            "CPU", "Finished", "Forwarded", "Exceptions", "Exception %"
+        );
+        for c in x.per_cpu.iter().filter(|c| c.finished + c.exceptions > 0) {
+            let _ = writeln!(
+                s,
+                "  {:<10} {:>12} {:>12} {:>12} {:>12.3}",
+                c.cpu,
+                c.finished,
+                c.forwarded,
+                c.exceptions,
+                c.exception_ratio * 100.0
+            );
+        }
+    }
+    s
+}
+
+/// `fastfwd clear runtime`.
+#[derive(Debug, clap::Args)]
+pub struct ClearArgs {
+    #[command(subcommand)]
+    pub what: ClearWhat,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ClearWhat {
+    /// Start `show runtime`'s figures again from zero.
+    Runtime,
+}
+
+pub fn clear(a: ClearArgs) -> Result<()> {
+    match a.what {
+        ClearWhat::Runtime => {
+            let v: reply::Cleared = ask_as(&a.opts.socket, &Request::ClearRuntime)?;
+            if a.opts.json {
+                print_json(&v)?;
             }
             Ok(())
         }
@@ -326,37 +428,40 @@ pub fn run(a: Args) -> Result<()> {
 /// `show interfaces -w N`: totals over every interface, one line per
 /// interval, as differences, like `netstat -iw`.
 fn watch(sock: &Path, secs: u64, count: Option<u64>, json: bool) -> Result<()> {
-    let totals = |v: &Value| {
-        let mut t = [0u64; 6];
-        for i in v["interfaces"].as_array().into_iter().flatten() {
-            for (k, key) in [
-                "rx_packets",
-                "rx_errors",
-                "rx_bytes",
-                "tx_packets",
-                "tx_drops",
-                "tx_bytes",
+    // errs: lost before the pipeline (RX ring full, oversize); idrops:
+    // dropped by the pipeline (every drop reason); out drops: TX ring full.
+    let totals = |v: &reply::Interfaces| {
+        let mut t = [0u64; 7];
+        for i in &v.interfaces {
+            for (k, n) in [
+                i.rx_packets,
+                i.rx_ring_drops,
+                i.rx_errors,
+                i.rx_bytes,
+                i.tx_packets,
+                i.tx_drops,
+                i.tx_bytes,
             ]
-            .iter()
+            .into_iter()
             .enumerate()
             {
-                t[k] += u(i, key);
+                t[k] += n;
             }
         }
         t
     };
-    let mut prev = totals(&ask(sock, &Request::ShowInterfaces)?);
+    let mut prev = totals(&ask_as(sock, &Request::ShowInterfaces)?);
     if !json {
-        println!("{:>24} {:>32}", "input   (Total)", "output");
+        println!("{:>31} {:>32}", "input   (Total)", "output");
         println!(
-            "{:>10} {:>6} {:>14} {:>10} {:>6} {:>14}",
-            "packets", "errs", "bytes", "packets", "drops", "bytes"
+            "{:>10} {:>6} {:>6} {:>14} {:>10} {:>6} {:>14}",
+            "packets", "errs", "idrops", "bytes", "packets", "drops", "bytes"
         );
     }
     let mut lines = 0u64;
     loop {
         std::thread::sleep(Duration::from_secs(secs));
-        let now = totals(&ask(sock, &Request::ShowInterfaces)?);
+        let now = totals(&ask_as(sock, &Request::ShowInterfaces)?);
         let d: Vec<u64> = now
             .iter()
             .zip(prev.iter())
@@ -365,12 +470,12 @@ fn watch(sock: &Path, secs: u64, count: Option<u64>, json: bool) -> Result<()> {
         if json {
             println!(
                 "{}",
-                serde_json::json!({"interval_s": secs, "rx_packets": d[0], "rx_errors": d[1], "rx_bytes": d[2], "tx_packets": d[3], "tx_drops": d[4], "tx_bytes": d[5]})
+                serde_json::json!({"interval_s": secs, "rx_packets": d[0], "rx_errors": d[1], "rx_idrops": d[2], "rx_bytes": d[3], "tx_packets": d[4], "tx_drops": d[5], "tx_bytes": d[6]})
             );
         } else {
             println!(
-                "{:>10} {:>6} {:>14} {:>10} {:>6} {:>14}",
-                d[0], d[1], d[2], d[3], d[4], d[5]
+                "{:>10} {:>6} {:>6} {:>14} {:>10} {:>6} {:>14}",
+                d[0], d[1], d[2], d[3], d[4], d[5], d[6]
             );
         }
         prev = now;

@@ -39,11 +39,7 @@ pub const XDP_ENGINE: &str = "xdp-engine";
 
 /// `--engine` for a scenario's backend name.
 pub fn engine_of(backend: &str) -> &'static str {
-    if backend == XDP_ENGINE {
-        "xdp"
-    } else {
-        "user"
-    }
+    if backend == XDP_ENGINE { "xdp" } else { "user" }
 }
 
 /// `--backend` for a scenario's backend name.
@@ -56,7 +52,7 @@ pub fn backend_of(backend: &str) -> &str {
 }
 
 pub struct Lab {
-    pub gen: String,
+    pub generator: String,
     pub dut: String,
     pub sink: String,
     pub dir: PathBuf,
@@ -84,12 +80,12 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("fastfwd-{p}"));
         std::fs::create_dir_all(&dir).unwrap();
         let lab = Lab {
-            gen: format!("{p}gen"),
+            generator: format!("{p}gen"),
             dut: format!("{p}dut"),
             sink: format!("{p}sink"),
             dir,
         };
-        for ns in [&lab.gen, &lab.dut, &lab.sink] {
+        for ns in [&lab.generator, &lab.dut, &lab.sink] {
             ok(&["ip", "netns", "add", ns]);
             ok(&[
                 "ip",
@@ -103,7 +99,7 @@ impl Lab {
             ]);
             ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
-        let (g, d, s) = (lab.gen.as_str(), lab.dut.as_str(), lab.sink.as_str());
+        let (g, d, s) = (lab.generator.as_str(), lab.dut.as_str(), lab.sink.as_str());
         let q = queues.to_string();
         for (ns, a, b) in [(g, "g0", "d0"), (s, "s0", "d1")] {
             ok(&[
@@ -237,7 +233,15 @@ impl Lab {
     /// XDP program there), as on a NIC.
     fn peers_accept_redirects(&self) {
         ok(&[
-            "ip", "netns", "exec", &self.gen, "ethtool", "-K", "g0", "gro", "on",
+            "ip",
+            "netns",
+            "exec",
+            &self.generator,
+            "ethtool",
+            "-K",
+            "g0",
+            "gro",
+            "on",
         ]);
         ok(&[
             "ip", "netns", "exec", &self.sink, "ethtool", "-K", "s0", "gro", "on",
@@ -302,7 +306,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for ns in [&self.gen, &self.dut, &self.sink] {
+        for ns in [&self.generator, &self.dut, &self.sink] {
             let _ = sh(&["ip", "netns", "del", ns]);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -445,7 +449,7 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 pub fn forwarding_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
     // No neighbour known anywhere: ARP and ND must run.
-    for ns in [&lab.gen, &lab.dut, &lab.sink] {
+    for ns in [&lab.generator, &lab.dut, &lab.sink] {
         let _ = sh(&["ip", "-n", ns, "neigh", "flush", "all"]);
     }
     let mut d = lab.start(backend);
@@ -464,20 +468,21 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
     }
     assert_eq!(field("CapInh:"), "0000000000000000");
     assert_eq!(field("NoNewPrivs:"), "1");
-    assert!(d
-        .json(&["show", "neighbors"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|n| n["origin"] == "kernel"));
+    assert!(
+        d.json(&["show", "neighbors"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["origin"] == "kernel")
+    );
 
     // IPv4 and IPv6 gen -> sink, TTL / hop limit decremented once each way.
     let out4 = lab
-        .ping(&lab.gen, SINK4, 3)
+        .ping(&lab.generator, SINK4, 3)
         .expect("IPv4 ping from gen to sink through fastfwd");
     assert!(reply_ttls(&out4).iter().all(|&t| t == 63), "{out4}");
     let out6 = lab
-        .ping(&lab.gen, SINK6, 3)
+        .ping(&lab.generator, SINK6, 3)
         .expect("IPv6 ping from gen to sink through fastfwd");
     assert!(reply_ttls(&out6).iter().all(|&t| t == 63), "{out6}");
     assert!(!reply_ttls(&out4).is_empty() && !reply_ttls(&out6).is_empty());
@@ -487,8 +492,8 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
         let before = d.json(&["show", "interfaces"])["xdp"]["forwarded"]
             .as_u64()
             .unwrap();
-        lab.ping(&lab.gen, SINK4, 3).expect("IPv4 ping again");
-        lab.ping(&lab.gen, SINK6, 3).expect("IPv6 ping again");
+        lab.ping(&lab.generator, SINK4, 3).expect("IPv4 ping again");
+        lab.ping(&lab.generator, SINK6, 3).expect("IPv6 ping again");
         let x = d.json(&["show", "interfaces"])["xdp"].clone();
         assert!(
             x["forwarded"].as_u64().unwrap() >= before + 12,
@@ -520,7 +525,7 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
             "ip",
             "netns",
             "exec",
-            &lab.gen,
+            &lab.generator,
             "traceroute",
             fam,
             "-n",
@@ -555,14 +560,14 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
     // Packets to the dut's own addresses reach its kernel: a UDP socket
     // answers, on the near and the far interface's address, and ping works.
     assert_eq!(
-        udp_echo(&lab, &lab.gen, DUT_D1, 7001).as_deref(),
+        udp_echo(&lab, &lab.generator, DUT_D1, 7001).as_deref(),
         Some("echo:hello")
     );
     assert_eq!(
-        udp_echo(&lab, &lab.gen, "2001:2:0:8000::10", 7002).as_deref(),
+        udp_echo(&lab, &lab.generator, "2001:2:0:8000::10", 7002).as_deref(),
         Some("echo:hello")
     );
-    assert!(lab.ping(&lab.gen, DUT_D0, 1).is_some());
+    assert!(lab.ping(&lab.generator, DUT_D0, 1).is_some());
 
     // Idle: under 2% of a core over 3 s.
     std::thread::sleep(Duration::from_millis(500));
@@ -617,7 +622,10 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "lo",
     ]);
     let d = lab.start(backend);
-    assert!(lab.ping(&lab.gen, "10.99.0.1", 1).is_none(), "no route yet");
+    assert!(
+        lab.ping(&lab.generator, "10.99.0.1", 1).is_none(),
+        "no route yet"
+    );
 
     // `ip route add` in dut: used within one second.
     ok(&[
@@ -647,11 +655,11 @@ pub fn routes_scenario(backend: &str, tag: &str) {
     .expect("kernel route mirrored");
     assert!(t < Duration::from_secs(1), "mirrored after {t:?}");
     assert!(
-        lab.ping(&lab.gen, "10.99.0.1", 2).is_some(),
+        lab.ping(&lab.generator, "10.99.0.1", 2).is_some(),
         "kernel route used"
     );
     assert!(
-        lab.ping(&lab.gen, "2001:db8:99::1", 2).is_some(),
+        lab.ping(&lab.generator, "2001:db8:99::1", 2).is_some(),
         "kernel IPv6 route used"
     );
     ok(&["ip", "-n", &lab.dut, "route", "del", "10.99.0.0/16"]);
@@ -663,28 +671,30 @@ pub fn routes_scenario(backend: &str, tag: &str) {
     })
     .expect("kernel route removal mirrored");
     assert!(
-        lab.ping(&lab.gen, "10.99.0.1", 1).is_none(),
+        lab.ping(&lab.generator, "10.99.0.1", 1).is_none(),
         "deleted route no longer used"
     );
 
     // A route added through the CLI.
-    assert!(lab.ping(&lab.gen, "10.98.0.1", 1).is_none());
+    assert!(lab.ping(&lab.generator, "10.98.0.1", 1).is_none());
     let o = d.cli(&["route", "add", "10.98.0.0/16", "via", SINK4]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = d.json(&["show", "route", "10.98.0.1"]);
     assert_eq!(r[0]["origin"], "api", "{r}");
     assert_eq!(r[0]["next_hops"][0], "via 198.19.0.108 dev d1");
     assert!(
-        lab.ping(&lab.gen, "10.98.0.1", 2).is_some(),
+        lab.ping(&lab.generator, "10.98.0.1", 2).is_some(),
         "CLI route used"
     );
-    assert!(!sh(&["ip", "-n", &lab.dut, "route", "get", "10.98.0.1"])
-        .stdout
-        .windows(12)
-        .any(|w| w == b"198.19.0.108"));
+    assert!(
+        !sh(&["ip", "-n", &lab.dut, "route", "get", "10.98.0.1"])
+            .stdout
+            .windows(12)
+            .any(|w| w == b"198.19.0.108")
+    );
     assert!(d.cli(&["route", "del", "10.98.0.0/16"]).status.success());
     assert!(
-        lab.ping(&lab.gen, "10.98.0.1", 1).is_none(),
+        lab.ping(&lab.generator, "10.98.0.1", 1).is_none(),
         "CLI route deleted"
     );
     // Errors are reported, not applied.
@@ -714,10 +724,11 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "net.ipv4.conf.all.arp_ignore=8",
     ]);
     let sink_mac = lab.mac(&lab.sink, "s0");
-    assert!(d
-        .cli(&["route", "add", "10.96.0.0/16", "via", "198.19.0.109"])
-        .status
-        .success());
+    assert!(
+        d.cli(&["route", "add", "10.96.0.0/16", "via", "198.19.0.109"])
+            .status
+            .success()
+    );
     ok(&[
         "ip",
         "-n",
@@ -729,7 +740,7 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "lo",
     ]);
     assert!(
-        lab.ping(&lab.gen, "10.96.0.1", 1).is_none(),
+        lab.ping(&lab.generator, "10.96.0.1", 1).is_none(),
         "ARP ignored: unresolved"
     );
     let o = d.cli(&[
@@ -751,13 +762,14 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "{n}"
     );
     assert!(
-        lab.ping(&lab.gen, "10.96.0.1", 2).is_some(),
+        lab.ping(&lab.generator, "10.96.0.1", 2).is_some(),
         "static neighbour used"
     );
-    assert!(d
-        .cli(&["neighbor", "del", "198.19.0.109", "dev", "d1"])
-        .status
-        .success());
+    assert!(
+        d.cli(&["neighbor", "del", "198.19.0.109", "dev", "d1"])
+            .status
+            .success()
+    );
     ok(&[
         "ip",
         "netns",
@@ -794,7 +806,7 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(lab.ping(&lab.gen, "10.95.0.1", 1).is_none());
+    assert!(lab.ping(&lab.generator, "10.95.0.1", 1).is_none());
     let o = d.cli(&["config", "reload", &good.to_string_lossy()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
@@ -802,7 +814,7 @@ pub fn routes_scenario(backend: &str, tag: &str) {
         "config"
     );
     assert!(
-        lab.ping(&lab.gen, "10.95.0.1", 2).is_some(),
+        lab.ping(&lab.generator, "10.95.0.1", 2).is_some(),
         "reloaded config's route used"
     );
 
@@ -810,6 +822,14 @@ pub fn routes_scenario(backend: &str, tag: &str) {
     let o = d.cli(&["show", "interfaces", "-w", "1", "-c", "2"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && text.lines().count() == 4, "{text}");
+    let head: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "packets", "errs", "idrops", "bytes", "packets", "drops", "bytes"
+        ],
+        "{text}"
+    );
 
     // config check keeps working against the live daemon.
     assert!(d.cli(&["config", "check"]).status.success());
@@ -821,6 +841,59 @@ pub fn routes_scenario(backend: &str, tag: &str) {
             .iter()
             .any(|x| x["reason"] == "no_route" && x["count"].as_u64() > Some(0)),
         "{drops}"
+    );
+
+    // show runtime: the stages saw the pings (the pipeline's, or with the
+    // XDP engine the program's); clear runtime starts again from zero.
+    let stage = |rt: &serde_json::Value, name: &str, field: &str| -> u64 {
+        rt["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["stages"].as_array().unwrap().iter())
+            .filter(|s| s["stage"] == name)
+            .map(|s| s[field].as_u64().unwrap())
+            .sum()
+    };
+    let rt = d.json(&["show", "runtime"]);
+    if engine_of(backend) == "xdp" {
+        assert!(rt["xdp"]["program"]["forwarded"].as_u64() > Some(0), "{rt}");
+        // Per CPU: the CPUs' figures add up to the program's.
+        let per_cpu = rt["xdp"]["per_cpu"].as_array().unwrap();
+        let sum = |f: &str| per_cpu.iter().map(|c| c[f].as_u64().unwrap()).sum::<u64>();
+        assert!(per_cpu.len() >= 2, "{rt}");
+        assert_eq!(
+            sum("forwarded"),
+            rt["xdp"]["program"]["forwarded"].as_u64().unwrap(),
+            "{rt}"
+        );
+        assert_eq!(
+            sum("exceptions"),
+            rt["xdp"]["exceptions"].as_u64().unwrap(),
+            "{rt}"
+        );
+        // The exception path's own stages: the worker that served them.
+        assert!(stage(&rt, "input", "packets") > 0, "{rt}");
+    } else {
+        assert!(stage(&rt, "input", "packets") > 0, "{rt}");
+        assert!(stage(&rt, "forward", "packets") > 0, "{rt}");
+        assert!(stage(&rt, "lookup", "ns") > 0, "{rt}");
+    }
+    let text = d.cli(&["show", "runtime"]);
+    assert!(
+        text.status.success() && String::from_utf8_lossy(&text.stdout).contains("ns/Packet"),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert!(d.cli(&["clear", "runtime"]).status.success());
+    let after = d.json(&["show", "runtime"]);
+    assert!(
+        after["seconds"].as_f64() < rt["seconds"].as_f64(),
+        "{after}"
+    );
+    assert!(
+        stage(&after, "input", "packets") < stage(&rt, "input", "packets").max(1),
+        "{after}"
     );
 }
 
@@ -845,7 +918,15 @@ pub fn udp_count(lab: &Lab, dst: &str, port: u16, n: u32) -> u32 {
     let client = format!(
         "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\nfor i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
     );
-    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
     let out = srv.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .trim()
@@ -888,7 +969,15 @@ pub fn probe(lab: &Lab, proto: &str, dst: &str, port: u16) -> String {
         "import socket\na=('{dst}',{port})\ns=socket.socket(socket.{fam},socket.{kind})\ns.settimeout(2)\ntry:\n  {}\nexcept ConnectionRefusedError: print('refused')\nexcept OSError: print('timeout')\n",
         talk.replace('\n', "\n  ")
     );
-    let o = sh(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    let o = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
     let _ = srv.kill();
     let _ = srv.wait();
     match String::from_utf8_lossy(&o.stdout).trim() {
@@ -933,10 +1022,10 @@ pub fn firewall_scenario(backend: &str, tag: &str) {
     let d = lab.start_with(backend, FIREWALL);
     // Neighbours first (ICMP errors need the way back).
     assert!(
-        lab.ping(&lab.gen, SINK4, 2).is_some(),
+        lab.ping(&lab.generator, SINK4, 2).is_some(),
         "new flow from d0 accepted, reply established"
     );
-    assert!(lab.ping(&lab.gen, SINK6, 2).is_some(), "IPv6 too");
+    assert!(lab.ping(&lab.generator, SINK6, 2).is_some(), "IPv6 too");
     assert!(
         lab.ping(&lab.sink, "198.18.0.108", 1).is_none(),
         "new flow from d1: policy drop"
@@ -988,10 +1077,140 @@ pub fn firewall_scenario(backend: &str, tag: &str) {
     assert_eq!(fwd["chain"], "forward");
     assert!(fwd["policy_packets"].as_u64().unwrap() >= 2, "{fw}");
     assert!(fw["conntrack"]["inserts"].as_u64().unwrap() >= 3, "{fw}");
+    if engine_of(backend) == "xdp" {
+        // Connection tracking's fast path: the pings' and the TCP
+        // connection's flows were handed to the program once established,
+        // and it finished their later packets itself.
+        let fp = &fw["fast_path"];
+        assert!(fp["handoffs"].as_u64().unwrap() >= 3, "{fw}");
+        assert!(fp["program_packets"].as_u64().unwrap() >= 2, "{fw}");
+        assert_eq!(fp["refused"], 0, "{fw}");
+        let xdp = d.json(&["show", "interfaces"])["xdp"].clone();
+        assert!(
+            xdp["exceptions"]["conntrack_unknown_flow"]
+                .as_u64()
+                .unwrap()
+                >= 3
+                && xdp["meta_failed"] == 0,
+            "{xdp}"
+        );
+    } else {
+        assert!(fw["fast_path"].is_null(), "{fw}");
+    }
     let text = String::from_utf8_lossy(&d.cli(&["show", "firewall"]).stdout).into_owned();
     assert!(
         text.contains("udp dport 9001 counter drop") && text.contains("policy drop"),
         "{text}"
+    );
+
+    // A packet trace: the next three UDP datagrams to port 9000, every
+    // stage, the rule that let them through (with the XDP engine, these
+    // new flows are the program's exceptions, traced by the pipeline).
+    let o = d.cli(&["trace", "add", "3", "--filter", "udp and dst port 9000"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(udp_count(&lab, SINK4, 9001, 5), 0, "not traced: other port");
+    assert_eq!(udp_count(&lab, SINK4, 9000, 5), 5);
+    std::thread::sleep(Duration::from_millis(300));
+    let tr = d.json(&["trace", "show"]);
+    let pk = tr["packets"].as_array().unwrap();
+    assert_eq!((pk.len(), tr["remaining"].as_u64()), (3, Some(0)), "{tr}");
+    for p in pk {
+        assert_eq!(
+            (&p["verdict"], &p["detail"]),
+            (&"forward".into(), &"d1".into()),
+            "{p}"
+        );
+        assert!(p["summary"].as_str().unwrap().contains("> 9000"), "{p}");
+        assert_eq!(p["rule"]["text"], "iif d0 ct state new accept", "{p}");
+        let stages: Vec<&str> = p["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            stages,
+            ["input", "lookup", "next_hop", "acl", "forward"],
+            "{p}"
+        );
+    }
+    let text = String::from_utf8_lossy(&d.cli(&["trace", "show"]).stdout).into_owned();
+    assert!(text.contains("acl       accept by line"), "{text}");
+    assert!(d.cli(&["trace", "clear"]).status.success());
+    assert!(
+        d.json(&["trace", "show"])["packets"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // pcap capture: the dropped datagrams to 9001 (with their reason in
+    // each packet's comment) and the forwarded ones to 9000 as sent.
+    for (point, port, n) in [("drop", 9001u16, 4usize), ("tx", 9000, 3)] {
+        let file = lab.dir.join(format!("{point}.pcapng"));
+        let sock = d.socket.to_string_lossy().into_owned();
+        let filter = format!("udp and dst port {port}");
+        let cap = Command::new(env!("CARGO_BIN_EXE_fastfwd"))
+            .args([
+                "capture",
+                "--point",
+                point,
+                "-c",
+                &n.to_string(),
+                "--timeout",
+                "10",
+            ])
+            .args(["--filter", &filter, "-w"])
+            .arg(&file)
+            .args(["--socket", &sock])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        udp_count(&lab, SINK4, port, 8);
+        let out = cap.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // tcpdump reads the file: the frames asked for, no more.
+        let td = sh(&["tcpdump", "-r", &file.to_string_lossy(), "-nn", "-e"]);
+        let text = String::from_utf8_lossy(&td.stdout).into_owned();
+        assert!(
+            td.status.success(),
+            "{}",
+            String::from_utf8_lossy(&td.stderr)
+        );
+        assert_eq!(text.lines().count(), n, "{point}: {text}");
+        for line in text.lines() {
+            assert!(
+                line.contains(&format!("{SINK4}.{port}: UDP")),
+                "{point}: {line}"
+            );
+        }
+        // Each packet's interface and comment (pcapng blocks, read here).
+        let bytes = std::fs::read(&file).unwrap();
+        let blocks = pcapng_packets(&bytes);
+        assert_eq!(blocks.len(), n);
+        for (iface, comment) in blocks {
+            if point == "drop" {
+                assert_eq!((iface, comment.as_deref()), (0, Some("drop: acl_denied")));
+            } else {
+                // Sent on d1 with the sink's MAC.
+                assert_eq!((iface, comment), (1, None));
+            }
+        }
+        if point == "tx" {
+            assert!(text.contains(&lab.mac(&lab.sink, "s0")), "{text}");
+        }
+    }
+
+    let bad = d.cli(&["trace", "add", "3", "--filter", "udp and"]);
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("at 7"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
     );
     let drops = d.json(&["show", "drops"]);
     assert!(
@@ -1100,10 +1319,10 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     dut(&["route", "add", "10.90.0.0/16", "via", SINK4]);
     dut(&["-6", "route", "add", "2001:db8:90::/48", "via", SINK6]);
     within(Duration::from_secs(2), || {
-        lab.ping(&lab.gen, "10.90.5.1", 1).is_some()
+        lab.ping(&lab.generator, "10.90.5.1", 1).is_some()
     })
     .expect("covering route forwards");
-    assert!(lab.ping(&lab.gen, "2001:db8:90:5::1", 1).is_some());
+    assert!(lab.ping(&lab.generator, "2001:db8:90:5::1", 1).is_some());
 
     for (kind, n) in [("blackhole", 5), ("unreachable", 6), ("prohibit", 7)] {
         dut(&["route", "add", kind, &format!("10.90.{n}.0/24")]);
@@ -1117,7 +1336,18 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     assert!(t < Duration::from_secs(1), "mirrored after {t:?}");
     let ping = |dst: &str| {
         let o = sh(&[
-            "ip", "netns", "exec", &lab.gen, "ping", "-c", "2", "-i", "0.2", "-W", "1", dst,
+            "ip",
+            "netns",
+            "exec",
+            &lab.generator,
+            "ping",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            dst,
         ]);
         (
             o.status.success(),
@@ -1161,7 +1391,7 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     // Deleted: the covering route is used again within a second.
     dut(&["route", "del", "blackhole", "10.90.5.0/24"]);
     let t = within(Duration::from_secs(3), || {
-        lab.ping(&lab.gen, "10.90.5.1", 1).is_some()
+        lab.ping(&lab.generator, "10.90.5.1", 1).is_some()
     })
     .expect("blackhole removed");
     assert!(t < Duration::from_secs(2), "{t:?}");
@@ -1171,7 +1401,7 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     dut(&["route", "add", "10.90.8.0/24", "via", SINK4, "metric", "10"]);
     dut(&["route", "add", "blackhole", "10.90.8.0/24", "metric", "20"]);
     within(Duration::from_secs(2), || {
-        lab.ping(&lab.gen, "10.90.8.1", 1).is_some()
+        lab.ping(&lab.generator, "10.90.8.1", 1).is_some()
     })
     .expect("metric 10 wins");
     dut(&["route", "del", "10.90.8.0/24", "via", SINK4, "metric", "10"]);
@@ -1179,7 +1409,10 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
         d.json(&["show", "route", "10.90.8.1"])[0]["next_hops"][0] == "blackhole"
     })
     .expect("metric 20 takes over");
-    assert!(lab.ping(&lab.gen, "10.90.8.1", 1).is_none(), "blackholed");
+    assert!(
+        lab.ping(&lab.generator, "10.90.8.1", 1).is_none(),
+        "blackholed"
+    );
 
     // Nexthop objects: a route naming one forwards through it; pointed at
     // a blackhole object, it drops; IPv6 too.
@@ -1194,11 +1427,11 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     .expect("route with a nexthop object mirrored");
     assert!(t < Duration::from_secs(1), "{t:?}");
     assert!(
-        lab.ping(&lab.gen, "10.90.9.1", 2).is_some(),
+        lab.ping(&lab.generator, "10.90.9.1", 2).is_some(),
         "forwarded through nexthop 91"
     );
     assert!(
-        lab.ping(&lab.gen, "2001:db8:90:9::1", 1).is_some(),
+        lab.ping(&lab.generator, "2001:db8:90:9::1", 1).is_some(),
         "IPv6 through nexthop 93"
     );
     dut(&["route", "replace", "10.90.9.0/24", "nhid", "92"]);
@@ -1207,7 +1440,7 @@ pub fn discard_routes_scenario(backend: &str, tag: &str) {
     })
     .expect("blackhole nexthop object");
     assert!(
-        lab.ping(&lab.gen, "10.90.9.1", 1).is_none(),
+        lab.ping(&lab.generator, "10.90.9.1", 1).is_none(),
         "dropped by nexthop 92"
     );
 }
@@ -1248,7 +1481,11 @@ pub fn control_socket_scenario(backend: &str, tag: &str) {
     let sent = flood.join().unwrap();
     lat.sort();
     let p99 = lat[lat.len() * 99 / 100];
-    eprintln!("{backend}: show interfaces p50 {:?} p99 {p99:?} beside an idle, a trickling and a 100 MiB client (that one got {} MiB in before it was closed)", lat[lat.len() / 2], sent >> 20);
+    eprintln!(
+        "{backend}: show interfaces p50 {:?} p99 {p99:?} beside an idle, a trickling and a 100 MiB client (that one got {} MiB in before it was closed)",
+        lat[lat.len() / 2],
+        sent >> 20
+    );
     assert!(p99 <= Duration::from_millis(10), "p99 {p99:?}");
     assert!(
         sent < 100 << 20,
@@ -1275,7 +1512,7 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
     // The first echo may be spent on ARP (gen's for the dut, the router's
     // for the sink): retry it, as a user would.
     within(Duration::from_secs(3), || {
-        lab.ping(&lab.gen, SINK4, 1).is_some()
+        lab.ping(&lab.generator, SINK4, 1).is_some()
     })
     .expect("gen reaches the sink through fastfwd");
     // 64 flows (source ports) of 10 datagrams each.
@@ -1291,7 +1528,15 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
     let client = format!(
         "import socket,time\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(64)]\nfor r in range(10):\n  for s in ss:\n    s.sendto(b'x'*20,('{SINK4}',9100))\n  time.sleep(0.01)\n"
     );
-    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
     let out = srv.wait_with_output().unwrap();
     let got: u32 = String::from_utf8_lossy(&out.stdout)
         .trim()
@@ -1316,7 +1561,7 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     let fwd = |what: &str| {
         assert!(
             within(Duration::from_secs(5), || lab
-                .ping(&lab.gen, SINK4, 1)
+                .ping(&lab.generator, SINK4, 1)
                 .is_some())
             .is_some(),
             "{what}: gen cannot reach the sink through fastfwd: {}",
@@ -1329,7 +1574,7 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     ok(&["ip", "-n", &lab.dut, "link", "set", "d1", "down"]);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        lab.ping(&lab.gen, SINK4, 2).is_none(),
+        lab.ping(&lab.generator, SINK4, 2).is_none(),
         "forwarded over a down link"
     );
     ok(&["ip", "-n", &lab.dut, "link", "set", "d1", "up"]);
@@ -1339,7 +1584,7 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     let old = ok(&["ip", "-n", &lab.dut, "-j", "link", "show", "d1"]);
     ok(&["ip", "-n", &lab.dut, "link", "del", "d1"]);
     std::thread::sleep(Duration::from_millis(300));
-    assert!(lab.ping(&lab.gen, SINK4, 1).is_none());
+    assert!(lab.ping(&lab.generator, SINK4, 1).is_none());
     ok(&[
         "ip", "-n", &lab.sink, "link", "add", "s0", "type", "veth", "peer", "name", "d1", "netns",
         &lab.dut,
@@ -1402,20 +1647,30 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
 /// silently.
 pub fn oversize_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
-    for (ns, dev) in [(&lab.gen, "g0"), (&lab.dut, "d0")] {
+    for (ns, dev) in [(&lab.generator, "g0"), (&lab.dut, "d0")] {
         ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "4000"]);
     }
     let d = lab.start(backend);
-    assert!(within(Duration::from_secs(3), || lab
-        .ping(&lab.gen, SINK4, 1)
-        .is_some())
-    .is_some());
+    assert!(
+        within(Duration::from_secs(3), || lab
+            .ping(&lab.generator, SINK4, 1)
+            .is_some())
+        .is_some()
+    );
     let before = d.json(&["show", "drops"])["rx_oversize"].as_u64().unwrap();
     assert_eq!(before, 0);
     let client = format!(
         "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(5):\n  s.sendto(b'x'*3000,('{SINK4}',9200))\n"
     );
-    ok(&["ip", "netns", "exec", &lab.gen, "python3", "-c", &client]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
     let counted = within(Duration::from_secs(2), || {
         d.json(&["show", "drops"])["rx_oversize"].as_u64() == Some(5)
     });
@@ -1475,7 +1730,7 @@ pub fn user_scenario(backend: &str, tag: &str) {
     }
     assert!(
         within(Duration::from_secs(3), || lab
-            .ping(&lab.gen, SINK4, 1)
+            .ping(&lab.generator, SINK4, 1)
             .is_some())
         .is_some(),
         "no forwarding as nobody: {}",
@@ -1591,6 +1846,17 @@ pub fn audit_scenario(backend: &str, tag: &str) {
         c["routes"].as_u64().map(|r| 2 * r),
         "{last}"
     );
+    // The XDP engine's maps are read back and checked too.
+    let e = &c["engine"];
+    if backend == XDP_ENGINE {
+        assert_eq!(e["engine"], "xdp", "{last}");
+        assert!(e["skipped"].is_null(), "{last}");
+        assert!(e["elements"].as_u64().unwrap() > 1000, "{last}");
+        assert_eq!(e["lookups"], c["lookups"], "{last}");
+        assert!(text.contains("xdp engine's maps (generation"), "{text}");
+    } else {
+        assert!(e.is_null(), "{last}");
+    }
 }
 
 /// `run --metrics 127.0.0.1:PORT`: Prometheus text over HTTP in dut's
@@ -1610,11 +1876,13 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
         String::from_utf8_lossy(&refused.stderr)
     );
     let d = lab.start_with_args(backend, "", &["--metrics", "127.0.0.1:9469"]);
-    assert!(within(Duration::from_secs(3), || lab
-        .ping(&lab.gen, SINK4, 1)
-        .is_some())
-    .is_some());
-    assert!(lab.ping(&lab.gen, SINK4, 3).is_some());
+    assert!(
+        within(Duration::from_secs(3), || lab
+            .ping(&lab.generator, SINK4, 1)
+            .is_some())
+        .is_some()
+    );
+    assert!(lab.ping(&lab.generator, SINK4, 3).is_some());
     let scrape = || {
         let o = sh(&[
             "ip",
@@ -1704,4 +1972,435 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
         "http://127.0.0.1:9469/other",
     ]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "404");
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Sends from gen for `secs` seconds at `rate` packets per second: mode
+/// `warm` UDP to sink (resolved); mode `flood` UDP to ever new addresses
+/// of dut's connected 10.99.0.0/16 and 2001:db8:99::/64 (every one a
+/// neighbour miss), and every tenth packet an ARP request or IPv6
+/// neighbour solicitation for dut's d0 address from a new source (MAC and
+/// address). Prints packets and raw frames sent.
+fn hostile_sender(d0_mac: &str, mode: &str, secs: f64, rate: u32) -> String {
+    format!(
+        r#"
+import socket, struct, time
+mode, dur, rate = '{mode}', {secs}, {rate}
+dmac = bytes.fromhex('{mac}')
+s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+raw.bind(('g0', 0))
+def cs(b):
+    if len(b) % 2: b += b'\0'
+    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return (~s) & 0xffff
+def arp(i):
+    mac = bytes([2, 0xaa, 0, 0, (i >> 8) & 255, i & 255])
+    return (b'\xff' * 6 + mac + b'\x08\x06' + struct.pack('!HHBBH', 1, 0x0800, 6, 4, 1)
+            + mac + bytes([198, 18, 0, 20 + i % 230]) + b'\0' * 6 + bytes([198, 18, 0, 10]))
+def ns(i):
+    mac = bytes([2, 0xbb, 0, 0, (i >> 8) & 255, i & 255])
+    src = socket.inet_pton(socket.AF_INET6, '2001:2::1:%x' % i)
+    dst = socket.inet_pton(socket.AF_INET6, 'ff02::1:ff00:10')
+    tgt = socket.inet_pton(socket.AF_INET6, '2001:2::10')
+    body = struct.pack('!BBHI', 135, 0, 0, 0) + tgt + b'\x01\x01' + mac
+    c = cs(src + dst + struct.pack('!I3xB', len(body), 58) + body)
+    body = body[:2] + struct.pack('!H', c) + body[4:]
+    ip6 = struct.pack('!IHBB', 0x60000000, len(body), 58, 255) + src + dst
+    return b'\x33\x33\xff\x00\x00\x10' + mac + b'\x86\xdd' + ip6 + body
+t0 = time.time(); n = 0; k = 0
+while time.time() - t0 < dur:
+    want = int((time.time() - t0) * rate)
+    while n < want:
+        try:
+            if mode == 'warm':
+                s4.sendto(b'x' * 18, ('198.19.0.108', 9))
+            elif n % 2:
+                s4.sendto(b'x' * 18, ('10.99.%d.%d' % ((n >> 9) & 255, (n >> 1) & 255), 9))
+            else:
+                s6.sendto(b'x' * 18, ('2001:db8:99::%x:%x' % (n >> 16, n & 0xffff), 9))
+            if mode == 'flood' and n % 10 == 0:
+                raw.send(arp(k) if k % 2 else ns(k))
+                k += 1
+        except OSError:
+            pass
+        n += 1
+    time.sleep(0.001)
+print(n, k)
+"#,
+        mac = d0_mac.replace(':', "")
+    )
+}
+
+/// Hostile load: a flood of neighbour misses to ever new addresses of a
+/// connected /16 and /64, with ARP requests and neighbour solicitations
+/// from ever new sources. The resolutions fastfwd asks of the kernel stay
+/// under the limiter's caps, its neighbour table is no larger than the
+/// kernel's (which the kernel bounds), its memory stays flat, it answers
+/// the control socket, and an established flow to sink loses nothing.
+pub fn neighbour_flood_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let mut d = lab.start(backend);
+    let dut = lab.dut.as_str();
+    ok(&["ip", "-n", dut, "addr", "add", "10.99.0.1/16", "dev", "d1"]);
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "addr",
+        "add",
+        "2001:db8:99::1/64",
+        "dev",
+        "d1",
+    ]);
+    let routed = within(Duration::from_secs(3), || {
+        let out = String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout).into_owned();
+        out.contains("10.99.0.0/16") && out.contains("2001:db8:99::/64")
+    });
+    assert!(routed.is_some(), "connected subnets not in fastfwd's FIB");
+    let d0_mac = lab.mac(dut, "d0");
+    let run = |mode: &str, secs: f64| {
+        let script = hostile_sender(&d0_mac, mode, secs, 10_000);
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.generator,
+            "python3",
+            "-c",
+            &script,
+        ])
+    };
+    // Warm the rings and buffers with resolved traffic first, so memory
+    // measured afterwards is what the flood adds.
+    run("warm", 2.0);
+    assert!(
+        udp_count(&lab, SINK4, 7, 50) >= 49,
+        "no forwarding before the flood"
+    );
+    let rss_before = rss_kib(d.pid());
+    let before = d.json(&["show", "drops"]);
+    let t0 = Instant::now();
+    let flood = std::thread::scope(|s| {
+        let flood = s.spawn(|| run("flood", 8.0));
+        std::thread::sleep(Duration::from_secs(2));
+        // During the flood: an established flow, and the control socket.
+        let got = udp_count(&lab, SINK4, 9, 500);
+        let asked = Instant::now();
+        let o = d.cli(&["show", "interfaces"]);
+        let answered = asked.elapsed();
+        assert!(
+            o.status.success(),
+            "show interfaces failed during the flood"
+        );
+        assert!(
+            answered < Duration::from_secs(2),
+            "show interfaces took {answered:?} during the flood"
+        );
+        assert_eq!(
+            got, 500,
+            "the established flow lost packets during the flood"
+        );
+        flood.join().unwrap()
+    });
+    let elapsed = t0.elapsed().as_secs_f64();
+    let sent: Vec<u64> = flood
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert!(
+        sent.len() == 2 && sent[0] > 50_000 && sent[1] > 5_000,
+        "flood sent {flood}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let after = d.json(&["show", "drops"]);
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let requested = n(&after, "neighbour_requests") - n(&before, "neighbour_requests");
+    let capped = n(&after, "neighbour_requests_capped") - n(&before, "neighbour_requests_capped");
+    let limit = (control::resolve::RATE as f64 * (elapsed + 1.0)) as u64
+        + u64::from(control::resolve::BURST);
+    assert!(
+        requested <= limit,
+        "{requested} resolutions asked in {elapsed:.1} s (cap {limit})"
+    );
+    assert!(
+        requested > 0 && capped > 10_000,
+        "the misses reached the limiter: asked {requested}, capped {capped}"
+    );
+    // fastfwd's neighbours are the kernel's (whose garbage collection
+    // bounds them): no more than it holds, far fewer than the flood's
+    // new sources and missed addresses.
+    let table =
+        ok(&["ip", "-n", dut, "neigh", "show"]) + &ok(&["ip", "-n", dut, "-6", "neigh", "show"]);
+    let kernel = table.lines().count();
+    let ours = d.json(&["show", "neighbors"]);
+    let ours = ours.as_array().map_or(0, Vec::len);
+    assert!(
+        ours <= kernel && (ours as u64) < sent[1] / 2,
+        "fastfwd holds {ours} neighbours, the kernel {kernel}, after {} new sources",
+        sent[1]
+    );
+    let rss_after = rss_kib(d.pid());
+    assert!(
+        rss_after < rss_before + 8 * 1024,
+        "RSS grew from {rss_before} KiB to {rss_after} KiB under the flood"
+    );
+    eprintln!(
+        "neighbour flood ({backend}): sent {}, {elapsed:.1} s; resolutions asked {requested} \
+         (cap {limit}), capped {capped}; neighbours kernel {kernel}, fastfwd {ours}; \
+         RSS {rss_before} -> {rss_after} KiB",
+        flood.trim()
+    );
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+}
+
+/// The full Internet table of `data/` (about 900,000 IPv4 and 160,000
+/// IPv6 prefixes) loaded into dut's kernel while the daemon runs: mirrored
+/// (`fib audit` finds no difference, the XDP maps read back included),
+/// and traffic to addresses inside table prefixes forwarded toward sink,
+/// which answers for them.
+pub fn full_table_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let d = lab.start(backend);
+    let table = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/full-table-prefixes.txt.gz"
+    );
+    // Every prefix via sink (IPv4 or IPv6), the lab's own ranges and
+    // default routes left out.
+    let batch = lab.dir.join("full-table.batch");
+    let script = format!(
+        "zcat {table} | awk '/\\/0$/ || /^198\\.1[89]\\./ || /^2001:2:/ {{ next }} \
+         /:/ {{ print \"route replace \" $1 \" via {SINK6} dev d1\"; next }} \
+         {{ print \"route replace \" $1 \" via {SINK4} dev d1\" }}' > {}",
+        batch.display()
+    );
+    let o = sh(&["sh", "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines = std::fs::read_to_string(&batch).unwrap().lines().count();
+    assert!(lines > 1_000_000, "{lines} routes");
+    let t = Instant::now();
+    let o = sh(&[
+        "ip",
+        "-n",
+        &lab.dut,
+        "-force",
+        "-batch",
+        &batch.to_string_lossy(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let loaded = t.elapsed();
+    // The sink answers for an address in 8.8.8.0/24 and 2001:4860::/32.
+    ok(&[
+        "ip",
+        "-n",
+        &lab.sink,
+        "addr",
+        "add",
+        "8.8.8.8/32",
+        "dev",
+        "lo",
+    ]);
+    ok(&[
+        "ip",
+        "-n",
+        &lab.sink,
+        "addr",
+        "add",
+        "2001:4860:4860::8888/128",
+        "dev",
+        "lo",
+    ]);
+    // Mirrored: the audit compares every layer with a fresh kernel dump.
+    let mut last = String::new();
+    let converged = within(Duration::from_secs(240), || {
+        let o = d.cli(&["fib", "audit"]);
+        last = String::from_utf8_lossy(&o.stdout).into_owned();
+        o.status.success()
+    });
+    assert!(
+        converged.is_some(),
+        "no clean audit within 240 s of loading ({loaded:?}): {}",
+        last.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    let o = d.cli(&["fib", "audit", "--json"]);
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    let c = &summary["summary"]["checked"];
+    assert!(
+        c["kernel_routes"].as_u64().unwrap() as usize >= lines,
+        "{summary}"
+    );
+    assert!(
+        lab.ping(&lab.generator, "8.8.8.8", 3).is_some(),
+        "IPv4 via the table"
+    );
+    assert!(
+        lab.ping(&lab.generator, "2001:4860:4860::8888", 3)
+            .is_some(),
+        "IPv6 via the table"
+    );
+    let r = d.json(&["show", "route", "8.8.8.8"]);
+    assert!(r.to_string().contains("8.8.8.0/24"), "{r}");
+    if engine_of(backend) == "xdp" {
+        // Forwarded by the program itself (the table is in its maps).
+        let xdp = d.json(&["show", "interfaces"])["xdp"].clone();
+        assert!(xdp["forwarded"].as_u64().unwrap() >= 4, "{xdp}");
+    }
+}
+
+/// The (interface id, comment) of every enhanced packet block of a
+/// little-endian pcapng file.
+pub fn pcapng_packets(b: &[u8]) -> Vec<(u32, Option<String>)> {
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 12 <= b.len() {
+        let (btype, total) = (u32_at(at), u32_at(at + 4) as usize);
+        if btype == 6 {
+            let iface = u32_at(at + 8);
+            let cap = u32_at(at + 20) as usize;
+            let mut o = at + 28 + cap.next_multiple_of(4);
+            let mut comment = None;
+            while o + 4 <= at + total - 4 {
+                let code = u16::from_le_bytes([b[o], b[o + 1]]);
+                let len = u16::from_le_bytes([b[o + 2], b[o + 3]]) as usize;
+                if code == 0 {
+                    break;
+                }
+                if code == 1 {
+                    comment = Some(String::from_utf8_lossy(&b[o + 4..o + 4 + len]).into_owned());
+                }
+                o += 4 + len.next_multiple_of(4);
+            }
+            out.push((iface, comment));
+        }
+        at += total.max(12);
+    }
+    out
+}
+
+/// A flood of new flows against a stateful firewall with a small
+/// connection table: the table stays within its capacity (new flows are
+/// refused or evict other new ones, never established ones), an
+/// established flow (a ping) loses nothing, memory stays flat.
+pub fn conntrack_flood_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let mut d = lab.start_with(
+        backend,
+        r#"[firewall]
+rules = """
+ct size 1024
+chain forward {
+    policy drop
+    ct state established accept
+    iif d0 ip protocol udp accept
+    iif d0 icmp type echo-request accept
+}
+"""
+"#,
+    );
+    assert!(lab.ping(&lab.generator, SINK4, 2).is_some(), "forwarding");
+    let rss_before = rss_kib(d.pid());
+    let flood = r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+t0 = time.time(); n = 0
+while time.time() - t0 < 6.0:
+    want = int((time.time() - t0) * 10000)
+    while n < want:
+        try:
+            s.sendto(b'x' * 18, ('198.19.0.108', 1024 + n % 60000))
+        except OSError:
+            pass
+        n += 1
+print(n)
+"#;
+    let (sent, ping) = std::thread::scope(|s| {
+        let ping = s.spawn(|| {
+            let o = sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &lab.generator,
+                "ping",
+                "-c",
+                "25",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                SINK4,
+            ]);
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        });
+        std::thread::sleep(Duration::from_millis(600));
+        let sent = ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.generator,
+            "python3",
+            "-c",
+            flood,
+        ]);
+        (sent, ping.join().unwrap())
+    });
+    let sent: u64 = sent.trim().parse().unwrap();
+    assert!(sent > 30_000, "flood sent {sent}");
+    assert!(
+        ping.contains("25 received"),
+        "the established flow lost packets during the flood: {ping}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let fw = d.json(&["show", "firewall"]);
+    let ct = &fw["conntrack"];
+    let n = |k: &str| ct[k].as_u64().unwrap();
+    assert!(
+        n("occupancy") <= n("capacity") && n("capacity") <= 2048,
+        "{fw}"
+    );
+    assert!(
+        n("insert_failures") + n("evictions") > 10_000,
+        "the flood filled the table: {fw}"
+    );
+    if engine_of(backend) == "xdp" {
+        // The ping's flow was the program's; the flood stayed with the
+        // pipeline (no reply made any of it established).
+        assert!(
+            fw["fast_path"]["program_packets"].as_u64().unwrap() >= 20,
+            "{fw}"
+        );
+    }
+    let rss_after = rss_kib(d.pid());
+    assert!(
+        rss_after < rss_before + 8 * 1024,
+        "RSS grew from {rss_before} KiB to {rss_after} KiB under the flood"
+    );
+    eprintln!(
+        "conntrack flood ({backend}): {sent} new flows in 6 s, table {}/{}, inserts {}, \
+         failures {}, evictions {}; ping {}; RSS {rss_before} -> {rss_after} KiB",
+        n("occupancy"),
+        n("capacity"),
+        n("inserts"),
+        n("insert_failures"),
+        n("evictions"),
+        ping.lines().rev().nth(1).unwrap_or("").trim()
+    );
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
 }

@@ -76,6 +76,11 @@ pub struct Args {
     /// 100/PCT), to measure the exception path's cost: `--ttl-expiring 1`.
     #[arg(long)]
     ttl_expiring: Option<f64>,
+    /// A contender more: the XDP engine with this percent of packets sent
+    /// with TTL 1 (its exception path's cost, beside the clean run); 0
+    /// leaves it out.
+    #[arg(long, default_value_t = 1.0)]
+    exception_share: f64,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -86,7 +91,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     super::need_root()?;
-    lab::bench::install_interrupt_handler();
+    lab::bench::install_interrupt_handler()?;
     let out = a.out.unwrap_or_else(|| super::default_out("bench"));
     let table = (!a.no_full_table).then(|| a.table_file.unwrap_or_else(super::default_full_table));
     let mut cfg = BenchConfig::new(a.quick, out.clone(), table);
@@ -152,6 +157,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &fwd,
                 dir.clone(),
             )));
+        }
+        if a.exception_share > 0.0 && a.backends.iter().any(|b| b == "xdp-engine") {
+            if a.exception_share > 100.0 {
+                anyhow::bail!(
+                    "--exception-share {}: a percentage, at most 100",
+                    a.exception_share
+                );
+            }
+            let every = (100.0 / a.exception_share).round().max(1.0) as u64;
+            contenders.push(Box::new(
+                FastfwdForwarding::new(exe.clone(), "xdp-engine", &fwd, dir.clone())
+                    .with_expiring_every(every),
+            ));
         }
         // Each fastfwd engine with the kernel's linear rules, in its own language.
         if a.rules > 0 {

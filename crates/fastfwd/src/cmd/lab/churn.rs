@@ -2,7 +2,7 @@
 //! (BIRD to BIRD) while traffic flows to prefixes that stay.
 
 use clap::Args as ClapArgs;
-use lab::churn::{churn_table, run_churn, ChurnConfig};
+use lab::churn::{ChurnConfig, churn_table, run_churn};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -35,6 +35,15 @@ pub struct Args {
     /// (default lab-results/churn-<unix time>).
     #[arg(short = 'o', long)]
     out: Option<PathBuf>,
+    /// After the cycles, flap a set of extra prefixes (announced, then
+    /// withdrawn, every second) for this many seconds, sampling fastfwd's
+    /// memory (0: no flap).
+    #[arg(long, default_value_t = 0)]
+    flap: u64,
+    /// IPv4 prefixes in the flapping set (/24s of 100.64.0.0/10, at most
+    /// 16,384; a fifth as many IPv6 /48s of 2001:db8::/32).
+    #[arg(long, default_value_t = 10_000)]
+    flap_prefixes: usize,
     /// Namespace tag.
     #[arg(long, default_value = "churn")]
     tag: String,
@@ -45,7 +54,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     super::need_root()?;
-    lab::bench::install_interrupt_handler();
+    lab::bench::install_interrupt_handler()?;
     let out = a.out.unwrap_or_else(|| super::default_out("churn"));
     if !a.rate.is_finite() || a.rate <= 0.0 {
         anyhow::bail!("--rate {}: a positive number of packets per second", a.rate);
@@ -56,7 +65,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         std::fs::canonicalize(".")?.join(&out),
         table,
     );
-    cfg.cycles = a.cycles.max(1);
+    if a.cycles == 0 && a.flap == 0 {
+        anyhow::bail!("--cycles 0 without --flap: nothing to measure");
+    }
+    cfg.cycles = a.cycles;
+    cfg.flap = Duration::from_secs(a.flap);
+    cfg.flap_prefixes = a.flap_prefixes;
     cfg.rate_pps = a.rate;
     cfg.contenders = a.contenders;
     cfg.limit = a.limit;

@@ -41,7 +41,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Ministat(a) => ministat::run(a),
         Command::Topo(c) => topo::run(c),
-        Command::Gen(a) => traffic::gen(a),
+        Command::Gen(a) => traffic::generate(a),
         Command::Recv(a) => traffic::recv(a),
         Command::UdpSink(a) => traffic::udp_sink(a),
         Command::Equilibrium(a) => search::equilibrium(a),

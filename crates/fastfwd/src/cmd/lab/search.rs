@@ -49,7 +49,7 @@ struct Lab {
 
 fn lab(c: &Common) -> anyhow::Result<Lab> {
     super::need_root()?;
-    lab::bench::install_interrupt_handler();
+    lab::bench::install_interrupt_handler()?;
     let existing = Topology::named(&c.tag);
     let (topo, guard) = if existing.status().up {
         let mut t = existing;
@@ -85,9 +85,9 @@ fn generator_max(runner: &mut LabRunner, len: u16) -> anyhow::Result<f64> {
     let d = runner.trial(None, len, Duration::from_secs(2))?;
     eprintln!(
         "generator maximum (as fast as possible, 2 s): {:.0} pps",
-        d.gen.attempted_pps
+        d.generator.attempted_pps
     );
-    Ok(d.gen.attempted_pps)
+    Ok(d.generator.attempted_pps)
 }
 
 #[derive(ClapArgs)]
@@ -188,7 +188,9 @@ pub fn rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
     if json {
         super::print_json(&res)?;
     } else {
-        println!("note: on veth loss is attempted minus received (a full veth ring refuses with ENOBUFS; no drop counter sees it)");
+        println!(
+            "note: on veth loss is attempted minus received (a full veth ring refuses with ENOBUFS; no drop counter sees it)"
+        );
     }
     Ok(())
 }

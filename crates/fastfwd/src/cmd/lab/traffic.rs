@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use lab::flows::FlowSet;
-use lab::gen::{self, FrameBuilder, GenConfig};
+use lab::generator::{self, FrameBuilder, GenConfig};
 use lab::recv::{Receiver, RecvConfig};
 use lab::topo::{self, DUT_IN_MAC, GEN_MAC};
 use lab::udp_sink::{self, Method, SinkConfig};
@@ -120,7 +120,7 @@ pub fn default_ranges(v6: bool) -> (&'static str, &'static str) {
     }
 }
 
-pub fn gen(a: GenArgs) -> anyhow::Result<()> {
+pub fn generate(a: GenArgs) -> anyhow::Result<()> {
     super::need_root()?;
     let (ds, dd) = default_ranges(a.v6);
     let flows = FlowSet::parse(
@@ -140,10 +140,10 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
         .transpose()?
         .unwrap_or(GEN_MAC);
     let frames = FrameBuilder::new(flows.clone(), a.len, src_mac, dst_mac)?;
-    let line = gen::line_rate_pps(10e9, a.len);
+    let line = generator::line_rate_pps(10e9, a.len);
     let rate = match &a.rate {
         Some(r) => Some(
-            gen::parse_rate(r, line)
+            generator::parse_rate(r, line)
                 .ok_or_else(|| anyhow::anyhow!("rate `{r}`: expected pps, k/M suffix or N%"))?,
         ),
         None => None,
@@ -159,7 +159,7 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
         duration: a.duration.map(Duration::from_secs_f64),
         batch: a.batch,
     };
-    lab::bench::install_interrupt_handler();
+    lab::bench::install_interrupt_handler()?;
     let ns = a
         .netns
         .clone()
@@ -182,7 +182,7 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
     }
     let rep = match a.mode {
         GenMode::Live => lab::xdp::run_live(&cfg, lab::bench::interrupt_flag())?,
-        GenMode::Packet => gen::run(&cfg, lab::bench::interrupt_flag())?,
+        GenMode::Packet => generator::run(&cfg, lab::bench::interrupt_flag())?,
     };
     if a.json {
         super::print_json(&rep)?;
@@ -198,7 +198,11 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
             rep.elapsed_s,
             rep.attempted_pps,
             rep.sent_pps,
-            if rep.limited(0.01) { " (below the offered load: limited by generator)" } else { "" }
+            if rep.limited(0.01) {
+                " (below the offered load: limited by generator)"
+            } else {
+                ""
+            }
         );
     }
     Ok(())
@@ -241,7 +245,7 @@ pub struct RecvArgs {
 
 pub fn recv(a: RecvArgs) -> anyhow::Result<()> {
     super::need_root()?;
-    lab::bench::install_interrupt_handler();
+    lab::bench::install_interrupt_handler()?;
     let ns = a
         .netns
         .clone()
