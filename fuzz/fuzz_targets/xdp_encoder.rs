@@ -1,0 +1,249 @@
+//! Fuzz target: the XDP engine's table encoder (`xdp_engine::compile`):
+//! the router's poptries encoded into the BPF program's map content, an
+//! `Image`, whose `lookup4` / `lookup6` walk the maps as the program does.
+//!
+//! Input: one flags byte, then route records, each a flags byte (bit 0:
+//! IPv6, bit 1: remove instead of insert, bit 2: a next-hop id near the
+//! top of the id space, where the trie refuses ids above
+//! `fib::poptrie::MAX_NEXT_HOP`), a prefix length byte, a 16-bit next-hop
+//! id and the address (4 or 16 bytes).
+//!
+//! The first byte's bit 1 picks how the tries are built. Clear: the routes
+//! are applied in order, one by one, to a `fib::poptrie::Poptrie` (checked
+//! insert, remove) and to a reference FIB (`fib::reference`), as the
+//! daemon's FIB writer does, while the cost of the routes no longer than
+//! the trie's direct level (each one rewrites `2^(direct bits - length)`
+//! top-level entries) stays within a small budget. Set: every route goes to
+//! a reference FIB, from which a trie is built at once
+//! (`Poptrie::from_routes`). The trie must hold exactly its reference's
+//! routes. It is compiled with `Image::compile`, at `FibCapacity::SMALL`
+//! (where `CompileError::TooLarge` is an accepted answer) or, by the first
+//! byte's bit 0, at `FibCapacity::for_sizes` of the tries (which must fit).
+//! Asserted: for
+//! every route's address, the first and last address of its prefix, the
+//! addresses just outside it, and a few fixed ones, the image finds the
+//! same next hop as its trie and its reference FIB, IPv4 and IPv6.
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use fib::poptrie::Poptrie;
+use fib::reference::{ReferenceFib4, ReferenceFib6};
+use fib::{Lookup, RouteTable};
+use pipeline::Datapath;
+use wire::{Ipv4Cidr, Ipv6Cidr};
+use xdp_engine::{CompileError, FibCapacity, Image};
+
+fn datapath() -> &'static Datapath {
+    static D: OnceLock<Datapath> = OnceLock::new();
+    D.get_or_init(|| {
+        pipeline::TablesBuilder::new()
+            .build(ReferenceFib4::new(), ReferenceFib6::new())
+            .datapath()
+    })
+}
+
+/// Top-level entries a route of each family may rewrite, in total, in
+/// the incrementally built trie (each costs a hash lookup there).
+const SHORT_BUDGET: u32 = 1 << 12;
+
+struct Fibs {
+    t4: Poptrie<u32>,
+    t6: Poptrie<u128>,
+    r4: ReferenceFib4,
+    r6: ReferenceFib6,
+    all4: ReferenceFib4,
+    all6: ReferenceFib6,
+    probes4: Vec<u32>,
+    probes6: Vec<u128>,
+}
+
+/// What a route of length `len` costs the incremental trie.
+fn cost(len: u8, direct: u8) -> u32 {
+    if len <= direct {
+        1 << (direct - len)
+    } else {
+        0
+    }
+}
+
+fn apply(data: &[u8]) -> Fibs {
+    let mut f = Fibs {
+        t4: Poptrie::new(),
+        t6: Poptrie::new(),
+        r4: ReferenceFib4::new(),
+        r6: ReferenceFib6::new(),
+        all4: ReferenceFib4::new(),
+        all6: ReferenceFib6::new(),
+        probes4: vec![0, u32::MAX, 0x0a00_0001, 0xc000_0201],
+        probes6: vec![0, u128::MAX, 0x2001_0db8 << 96 | 1],
+    };
+    let (mut budget4, mut budget6) = (SHORT_BUDGET, SHORT_BUDGET);
+    let mut at = 0;
+    while at + 4 <= data.len() {
+        let flags = data[at];
+        let v6 = flags & 1 != 0;
+        let remove = flags & 2 != 0;
+        let mut nh = u32::from(u16::from_le_bytes([data[at + 2], data[at + 3]]));
+        if flags & 4 != 0 {
+            nh |= 0x7fff_0000;
+        }
+        let alen = if v6 { 16 } else { 4 };
+        let Some(a) = data.get(at + 4..at + 4 + alen) else {
+            break;
+        };
+        let valid = nh <= fib::poptrie::MAX_NEXT_HOP;
+        if v6 {
+            let addr = u128::from_be_bytes(a.try_into().unwrap());
+            let len = data[at + 1] % 129;
+            let p = Ipv6Cidr::new(addr, len).unwrap();
+            if remove {
+                f.all6.remove(&p);
+            } else if valid {
+                f.all6.insert(p, nh);
+            }
+            let c = cost(len, 16);
+            if c <= budget6 {
+                budget6 -= c;
+                if remove {
+                    assert_eq!(f.t6.remove(&p), f.r6.remove(&p), "remove {p}");
+                } else if f.t6.try_insert(p, nh).is_ok() {
+                    assert!(valid, "{p} -> {nh} accepted");
+                    f.r6.insert(p, nh);
+                } else {
+                    assert!(!valid, "{p} -> {nh} refused");
+                }
+            }
+            let net = p.addr();
+            f.probes6.extend([
+                addr,
+                net,
+                p.last(),
+                net.wrapping_sub(1),
+                p.last().wrapping_add(1),
+            ]);
+        } else {
+            let addr = u32::from_be_bytes(a.try_into().unwrap());
+            let len = data[at + 1] % 33;
+            let p = Ipv4Cidr::new(addr, len).unwrap();
+            if remove {
+                f.all4.remove(&p);
+            } else if valid {
+                f.all4.insert(p, nh);
+            }
+            let c = cost(len, 18);
+            if c <= budget4 {
+                budget4 -= c;
+                if remove {
+                    assert_eq!(f.t4.remove(&p), f.r4.remove(&p), "remove {p}");
+                } else if f.t4.try_insert(p, nh).is_ok() {
+                    assert!(valid, "{p} -> {nh} accepted");
+                    f.r4.insert(p, nh);
+                } else {
+                    assert!(!valid, "{p} -> {nh} refused");
+                }
+            }
+            let net = p.addr();
+            f.probes4.extend([
+                addr,
+                net,
+                p.last(),
+                net.wrapping_sub(1),
+                p.last().wrapping_add(1),
+            ]);
+        }
+        at += 4 + alen;
+    }
+    f
+}
+
+struct Case<'a> {
+    what: &'static str,
+    t4: &'a Poptrie<u32>,
+    t6: &'a Poptrie<u128>,
+    r4: &'a ReferenceFib4,
+    r6: &'a ReferenceFib6,
+}
+
+fn check_image(img: &Image, c: &Case, f: &Fibs) {
+    let Case {
+        what,
+        t4,
+        t6,
+        r4,
+        r6,
+    } = c;
+    for &a in &f.probes4 {
+        let want = r4.lookup(a);
+        assert_eq!(t4.lookup(a), want, "{what}: trie, IPv4 {a:#010x}");
+        assert_eq!(img.lookup4(a), want, "{what}: image, IPv4 {a:#010x}");
+    }
+    for &a in &f.probes6 {
+        let want = r6.lookup(a);
+        assert_eq!(t6.lookup(a), want, "{what}: trie, IPv6 {a:#034x}");
+        assert_eq!(img.lookup6(a), want, "{what}: image, IPv6 {a:#034x}");
+    }
+}
+
+fn capacity(t4: &Poptrie<u32>, t6: &Poptrie<u128>) -> FibCapacity {
+    let (l4, l6) = (t4.layout(), t6.layout());
+    FibCapacity::for_sizes(
+        l4.nodes.len(),
+        l4.leaves.len(),
+        l6.nodes.len(),
+        l6.leaves.len(),
+    )
+}
+
+fn check(c: &Case, f: &Fibs, sized: bool) {
+    let what = c.what;
+    // The trie holds exactly the reference's routes.
+    let routes4: BTreeMap<_, _> = c.t4.routes().collect();
+    let routes6: BTreeMap<_, _> = c.t6.routes().collect();
+    assert_eq!(routes4, c.r4.iter().collect::<BTreeMap<_, _>>(), "{what}");
+    assert_eq!(routes6, c.r6.iter().collect::<BTreeMap<_, _>>(), "{what}");
+    assert_eq!((c.t4.len(), c.t6.len()), (c.r4.len(), c.r6.len()), "{what}");
+    let cap = if sized {
+        capacity(c.t4, c.t6)
+    } else {
+        FibCapacity::SMALL
+    };
+    match Image::compile(datapath(), c.t4, c.t6, None, &cap) {
+        Ok(img) => {
+            assert!(!img.except_all && img.firewall.is_none());
+            check_image(&img, c, f);
+        }
+        Err(CompileError::TooLarge { .. }) if !sized => {}
+        Err(e) => panic!("{what}: tries sized for the maps did not fit: {e}"),
+    }
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let Some((&mode, records)) = data.split_first() else {
+        return;
+    };
+    let sized = mode & 1 != 0;
+    let f = apply(records);
+    if mode & 2 == 0 {
+        let incremental = Case {
+            what: "incremental",
+            t4: &f.t4,
+            t6: &f.t6,
+            r4: &f.r4,
+            r6: &f.r6,
+        };
+        check(&incremental, &f, sized);
+    } else {
+        let b4 = Poptrie::from_routes(f.all4.iter());
+        let b6 = Poptrie::from_routes(f.all6.iter());
+        let bulk = Case {
+            what: "from_routes",
+            t4: &b4,
+            t6: &b6,
+            r4: &f.all4,
+            r6: &f.all6,
+        };
+        check(&bulk, &f, sized);
+    }
+});
