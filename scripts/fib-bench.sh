@@ -44,14 +44,14 @@ fi
 # Build at normal priority; measure at a raised one when allowed, so the
 # scheduler preempts the measured code (ours and DPDK's alike) less often on
 # a shared machine. Rust-side rates are per on-CPU second in any case.
-cargo bench -p fib --bench fib --no-run
+cargo bench -p fastfwd-fib --bench fib --no-run
 if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null; then
   # DPDK charges preemptions to its lookups (TSC over 64-key bursts): run it
   # at SCHED_FIFO priority 1 (seconds per run; RT throttling leaves others 5%).
   export FIB_BENCH_DPDK_CHRT=1
 fi
 if [ "$(id -u)" -eq 0 ]; then
-  nice -n -10 cargo bench -p fib --bench fib
+  nice -n -10 cargo bench -p fastfwd-fib --bench fib
 else
-  cargo bench -p fib --bench fib
+  cargo bench -p fastfwd-fib --bench fib
 fi
