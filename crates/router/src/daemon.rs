@@ -1812,9 +1812,9 @@ mod tests {
                 Request::CaptureStart { .. } => "capture_start",
                 Request::CaptureRead => "capture_read",
                 Request::CaptureStop => "capture_stop",
-                // A stream of the kernel's and the tables' differences, which
-                // depend on the machine: its lines are the reply types
-                // `reply::AuditLine`, read back by the namespace tests.
+                // A stream (its lines are `reply::AuditLine`s), checked
+                // below from a given audit result: a real audit's lines
+                // depend on the machine's kernel.
                 Request::FibAudit => "fib_audit",
             }
         }
@@ -1926,6 +1926,87 @@ mod tests {
                 _ => serde_json::from_value::<reply::Applied>(result).map(drop),
             };
             assert!(read.is_ok(), "{name}: {read:?}");
+        }
+        // The audit's stream as `audit_more` writes it, one array element
+        // per line: a result with a difference in two layers (a real
+        // audit's lines depend on the machine's kernel).
+        {
+            use control::audit::{Checked, Difference, EngineChecked};
+            let diff = |layer: &str, item: &str, kind: &str, want: &str, have: &str| Difference {
+                layer: layer.into(),
+                item: item.into(),
+                kind: kind.into(),
+                want: want.into(),
+                have: have.into(),
+            };
+            let (tx, rx) = std::sync::mpsc::channel();
+            tx.send(Ok((
+                vec![
+                    diff(
+                        "kernel",
+                        "198.51.100.0/24 metric 0",
+                        "missing",
+                        "via 198.19.0.108 dev d1",
+                        "",
+                    ),
+                    diff(
+                        "xdp",
+                        "198.51.100.7",
+                        "different",
+                        "via 198.19.0.108 dev d1",
+                        "via 198.18.0.1 dev d0",
+                    ),
+                ],
+                Checked {
+                    kernel_routes: 3,
+                    routes: 9,
+                    lookups: 18,
+                    engine: Some(EngineChecked {
+                        engine: "xdp".into(),
+                        generation: 4,
+                        elements: 100,
+                        lookups: 18,
+                        skipped: None,
+                    }),
+                },
+            )))
+            .unwrap();
+            d.audit = Some(AuditJob {
+                result: rx,
+                lines: None,
+            });
+            let (mut sent, mut out) = (0u64, Vec::new());
+            let mut parts = 0;
+            loop {
+                parts += 1;
+                match d.audit_more(&mut sent, &mut out) {
+                    StreamStep::More => assert!(parts < 100),
+                    StreamStep::Done => break,
+                    StreamStep::Pending => panic!("a sent result is pending"),
+                }
+            }
+            let lines: Vec<serde_json::Value> = out
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_slice(l).unwrap())
+                .collect();
+            assert_eq!(sent as usize, lines.len());
+            assert_eq!(lines.len(), 3, "two differences and the summary");
+            for l in &lines {
+                let back = serde_json::from_value::<reply::AuditLine>(l.clone());
+                assert!(back.is_ok(), "{l}: {back:?}");
+            }
+            assert!(matches!(
+                serde_json::from_value::<reply::AuditLine>(lines[2].clone()),
+                Ok(reply::AuditLine::Summary { .. })
+            ));
+            let text = serde_json::to_string_pretty(&lines).unwrap() + "\n";
+            let file = golden.join("fib_audit.json");
+            if bless {
+                std::fs::write(&file, &text).unwrap();
+            } else if std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
+                wrong.push(format!("fib_audit:\n{text}"));
+            }
         }
         std::fs::remove_dir_all(&dir).ok();
         // docs/control-protocol.md names every field of every reply.
