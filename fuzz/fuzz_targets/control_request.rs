@@ -15,8 +15,10 @@
 //! trace's or capture's filter is compiled): `show_route` (one prefix,
 //! or streamed in parts through `control::server::Handler::more` with a
 //! `StreamCursor`), `show_neighbors`, `show_firewall`, `show_drops`,
-//! `route_add` / `route_del` (then `Router::update_routes`) and
-//! `neighbor_add` / `neighbor_del` (then `Router::refresh_neighbours`).
+//! `route_add` / `route_del` (the daemon's own `Router::api_route_add` /
+//! `api_route_del`, then `Router::update_routes`) and `neighbor_add` /
+//! `neighbor_del` (`Router::api_neighbour_add` / `api_neighbour_del`, then
+//! `Router::refresh_neighbours`).
 //! Asserted: every request gets an answer, ok or error, without a panic;
 //! every response round-trips through its one-line JSON form; a stream
 //! yields exactly `route_views()`, in order, and counts what it sent; an
@@ -35,10 +37,10 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use control::netlink::Event;
-use control::protocol::{HopSpec, Request, Response};
+use control::protocol::{Request, Response};
 use control::server::{Handler, Reply, StreamCursor, StreamStep};
 use control::snapshot::Snapshot;
-use control::state::{ApiRoute, Origin, RouteView};
+use control::state::{Origin, RouteView};
 use control::{Router, RouterState};
 use fib::Lookup;
 use wire::Cidr;
@@ -192,49 +194,19 @@ impl Fuzzed {
             },
             Request::ShowNeighbors => Response::ok(self.router.neighbours()),
             Request::RouteAdd { prefix, next_hops } => {
-                let r = self.route_add(&prefix, &next_hops);
-                self.after_change(r, prefix.parse().ok())
+                let r = self.router.api_route_add(&prefix, &next_hops, &self.snap);
+                self.after_change(r.map(drop), prefix.parse().ok())
             }
             Request::RouteDel { prefix } => {
-                let r = match prefix.parse::<Cidr>() {
-                    Ok(p) if self.router.state.api_routes.remove(&p).is_some() => Ok(()),
-                    Ok(p) => Err(format!("no route {p} was added through the control socket")),
-                    Err(e) => Err(format!("{prefix}: {e}")),
-                };
-                self.after_change(r, prefix.parse().ok())
+                let r = self.router.api_route_del(&prefix);
+                self.after_change(r.map(drop), prefix.parse().ok())
             }
             Request::NeighborAdd { dev, ip, mac } => {
-                let r = (|| {
-                    let ip: IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
-                    let mac: config::MacAddr = mac.parse().map_err(|e| format!("{mac}: {e}"))?;
-                    if self.router.state.config.interface(&dev).is_none() {
-                        return Err(format!("no interface {dev}"));
-                    }
-                    self.router
-                        .state
-                        .api_neighbours
-                        .insert((dev.clone(), ip), mac.0);
-                    Ok(())
-                })();
+                let r = self.router.api_neighbour_add(&dev, &ip, &mac);
                 self.after_change(r, None)
             }
             Request::NeighborDel { dev, ip } => {
-                let r = match ip.parse::<IpAddr>() {
-                    Ok(a)
-                        if self
-                            .router
-                            .state
-                            .api_neighbours
-                            .remove(&(dev.clone(), a))
-                            .is_some() =>
-                    {
-                        Ok(())
-                    }
-                    Ok(a) => Err(format!(
-                        "no neighbour {a} on {dev} was added through the control socket"
-                    )),
-                    Err(e) => Err(format!("{ip}: {e}")),
-                };
+                let r = self.router.api_neighbour_del(&dev, &ip);
                 self.after_change(r, None)
             }
         }
@@ -251,58 +223,6 @@ impl Fuzzed {
             }
             Err(e) => Response::err(e),
         }
-    }
-
-    fn route_add(&mut self, prefix: &str, hops: &[HopSpec]) -> Result<(), String> {
-        let p: Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
-        if hops.is_empty() {
-            return Err("a route needs at least one next hop (via GW and/or dev IFACE)".into());
-        }
-        let mut next_hops = Vec::new();
-        for h in hops {
-            let via: Option<IpAddr> = match &h.via {
-                Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
-                None => None,
-            };
-            if via.is_some_and(|v| v.is_ipv4() != matches!(p, Cidr::V4(_))) {
-                return Err("next hop is not of the prefix's family".into());
-            }
-            let dev = match (&h.dev, via) {
-                (Some(d), _) => {
-                    if self.router.state.config.interface(d).is_none() {
-                        return Err(format!("no interface {d}"));
-                    }
-                    d.clone()
-                }
-                (None, Some(v)) => self
-                    .snap
-                    .load()
-                    .interfaces()
-                    .iter()
-                    .find(|i| match v {
-                        IpAddr::V4(a) => i.ipv4.iter().any(|x| {
-                            wire::Ipv4Cidr::new(u32::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u32::from(a)))
-                        }),
-                        IpAddr::V6(a) => i.ipv6.iter().any(|x| {
-                            wire::Ipv6Cidr::new(u128::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u128::from(a)))
-                        }),
-                    })
-                    .map(|i| i.name.clone())
-                    .ok_or_else(|| format!("{v} is not on any connected subnet"))?,
-                (None, None) => return Err("a next hop needs via or dev".into()),
-            };
-            next_hops.push(config::NextHop {
-                interface: dev,
-                via,
-            });
-        }
-        self.router
-            .state
-            .api_routes
-            .insert(p, ApiRoute { next_hops });
-        Ok(())
     }
 }
 

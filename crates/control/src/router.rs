@@ -477,6 +477,122 @@ impl Router {
     }
 }
 
+/// The control socket's changes (`route_add`, `route_del`,
+/// `neighbor_add`, `neighbor_del`): each checks its request, changes
+/// `state` and nothing else; the caller then applies it
+/// ([`Router::update_routes`] for the route, [`Router::refresh_neighbours`]
+/// for a neighbour) and answers. A refused request changes nothing.
+impl Router {
+    /// Adds or replaces a control-socket route; returns its prefix. A next
+    /// hop without `dev` goes out of the interface whose connected subnet
+    /// holds its gateway in the published tables.
+    pub fn api_route_add(
+        &mut self,
+        prefix: &str,
+        hops: &[crate::protocol::HopSpec],
+        snap: &Snapshot,
+    ) -> Result<Cidr, String> {
+        let p: Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
+        if hops.is_empty() {
+            return Err("a route needs at least one next hop (via GW and/or dev IFACE)".into());
+        }
+        if hops.len() > pipeline::MAX_ECMP {
+            return Err(format!(
+                "{} next hops: at most {} (the ECMP width)",
+                hops.len(),
+                pipeline::MAX_ECMP
+            ));
+        }
+        let mut next_hops = Vec::new();
+        for h in hops {
+            let via: Option<IpAddr> = match &h.via {
+                Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
+                None => None,
+            };
+            if via.is_some_and(|v| v.is_ipv4() != matches!(p, Cidr::V4(_))) {
+                return Err(format!(
+                    "next hop {} is not of the prefix's family",
+                    h.via.as_deref().unwrap_or("")
+                ));
+            }
+            let interface = match (&h.dev, via) {
+                (Some(d), _) => {
+                    if self.state.config.interface(d).is_none() {
+                        return Err(format!("no interface {d}"));
+                    }
+                    d.clone()
+                }
+                (None, Some(v)) => snap
+                    .load()
+                    .interfaces()
+                    .iter()
+                    .find(|i| match v {
+                        IpAddr::V4(a) => i.ipv4.iter().any(|x| {
+                            wire::Ipv4Cidr::new(u32::from(x.addr), x.prefix_len)
+                                .is_some_and(|c| c.contains(u32::from(a)))
+                        }),
+                        IpAddr::V6(a) => i.ipv6.iter().any(|x| {
+                            wire::Ipv6Cidr::new(u128::from(x.addr), x.prefix_len)
+                                .is_some_and(|c| c.contains(u128::from(a)))
+                        }),
+                    })
+                    .map(|i| i.name.clone())
+                    .ok_or_else(|| {
+                        format!("{v} is not on any connected subnet; name the interface with dev")
+                    })?,
+                (None, None) => return Err("a next hop needs via or dev".into()),
+            };
+            next_hops.push(config::NextHop { interface, via });
+        }
+        self.state
+            .api_routes
+            .insert(p, crate::state::ApiRoute { next_hops });
+        Ok(p)
+    }
+
+    /// Deletes a route added through the control socket; returns its
+    /// prefix.
+    pub fn api_route_del(&mut self, prefix: &str) -> Result<Cidr, String> {
+        match prefix.parse::<Cidr>() {
+            Ok(p) if self.state.api_routes.remove(&p).is_some() => Ok(p),
+            Ok(p) => Err(format!("no route {p} was added through the control socket")),
+            Err(e) => Err(format!("{prefix}: {e}")),
+        }
+    }
+
+    /// Adds or replaces a static neighbour on a configured interface.
+    pub fn api_neighbour_add(&mut self, dev: &str, ip: &str, mac: &str) -> Result<(), String> {
+        let ip: IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
+        let mac: config::MacAddr = mac.parse().map_err(|e| format!("{mac}: {e}"))?;
+        if self.state.config.interface(dev).is_none() {
+            return Err(format!("no interface {dev}"));
+        }
+        self.state
+            .api_neighbours
+            .insert((dev.to_string(), ip), mac.0);
+        Ok(())
+    }
+
+    /// Deletes a static neighbour added through the control socket.
+    pub fn api_neighbour_del(&mut self, dev: &str, ip: &str) -> Result<(), String> {
+        match ip.parse::<IpAddr>() {
+            Ok(a)
+                if self
+                    .state
+                    .api_neighbours
+                    .remove(&(dev.to_string(), a))
+                    .is_some() =>
+            {
+                Ok(())
+            }
+            Ok(a) => Err(format!(
+                "no neighbour {a} on {dev} was added through the control socket"
+            )),
+            Err(e) => Err(format!("{ip}: {e}")),
+        }
+    }
+}
+
 /// 64 random bits from the standard library's per-process hash keys.
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};

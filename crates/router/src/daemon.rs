@@ -12,10 +12,10 @@ use crate::worker::{FirewallReport, Shared, WorkerReport};
 use anyhow::{Result, bail};
 use control::Router;
 use control::kernel::{Delta, KernelLink};
-use control::protocol::{HopSpec, Request, Response, reply};
+use control::protocol::{Request, Response, reply};
 use control::server::{ControlServer, Handler, Reply, StreamCursor, StreamStep};
 use control::snapshot::Snapshot;
-use control::state::{ApiRoute, RouterState};
+use control::state::RouterState;
 use netio::sys::os;
 use netio::xdp::XdpProgram;
 use pipeline::{Counters, PuntReason};
@@ -664,49 +664,21 @@ impl Daemon {
             },
             Request::ShowNeighbors => Response::ok(self.router.neighbours()),
             Request::RouteAdd { prefix, next_hops } => {
-                let r = self.route_add(&prefix, &next_hops);
-                self.reply_after_change(r, prefix.parse().ok())
+                let r = self
+                    .router
+                    .api_route_add(&prefix, &next_hops, &self.shared.snapshot);
+                self.reply_after_change(r.map(drop), prefix.parse().ok())
             }
             Request::RouteDel { prefix } => {
-                let r = match prefix.parse::<wire::Cidr>() {
-                    Ok(p) if self.router.state.api_routes.remove(&p).is_some() => Ok(()),
-                    Ok(p) => Err(format!("no route {p} was added through the control socket")),
-                    Err(e) => Err(format!("{prefix}: {e}")),
-                };
-                self.reply_after_change(r, prefix.parse().ok())
+                let r = self.router.api_route_del(&prefix);
+                self.reply_after_change(r.map(drop), prefix.parse().ok())
             }
             Request::NeighborAdd { dev, ip, mac } => {
-                let r = (|| {
-                    let ip: IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
-                    let mac: config::MacAddr = mac.parse().map_err(|e| format!("{mac}: {e}"))?;
-                    if self.router.state.config.interface(&dev).is_none() {
-                        return Err(format!("no interface {dev}"));
-                    }
-                    self.router
-                        .state
-                        .api_neighbours
-                        .insert((dev.clone(), ip), mac.0);
-                    Ok(())
-                })();
+                let r = self.router.api_neighbour_add(&dev, &ip, &mac);
                 self.reply_after_change(r, None)
             }
             Request::NeighborDel { dev, ip } => {
-                let r = match ip.parse::<IpAddr>() {
-                    Ok(a)
-                        if self
-                            .router
-                            .state
-                            .api_neighbours
-                            .remove(&(dev.clone(), a))
-                            .is_some() =>
-                    {
-                        Ok(())
-                    }
-                    Ok(a) => Err(format!(
-                        "no neighbour {a} on {dev} was added through the control socket"
-                    )),
-                    Err(e) => Err(format!("{ip}: {e}")),
-                };
+                let r = self.router.api_neighbour_del(&dev, &ip);
                 self.reply_after_change(r, None)
             }
             Request::ConfigCheck { path } => {
@@ -776,71 +748,6 @@ impl Daemon {
             }
             Err(e) => Response::err(e),
         }
-    }
-
-    fn route_add(&mut self, prefix: &str, hops: &[HopSpec]) -> Result<(), String> {
-        let p: wire::Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
-        if hops.is_empty() {
-            return Err("a route needs at least one next hop (via GW and/or dev IFACE)".into());
-        }
-        if hops.len() > pipeline::MAX_ECMP {
-            return Err(format!(
-                "{} next hops: at most {} (the ECMP width)",
-                hops.len(),
-                pipeline::MAX_ECMP
-            ));
-        }
-        let mut next_hops = Vec::new();
-        for h in hops {
-            let via: Option<IpAddr> = match &h.via {
-                Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
-                None => None,
-            };
-            if via.is_some_and(|v| v.is_ipv4() != matches!(p, wire::Cidr::V4(_))) {
-                return Err(format!(
-                    "next hop {} is not of the prefix's family",
-                    h.via.as_deref().unwrap_or("")
-                ));
-            }
-            let dev = match (&h.dev, via) {
-                (Some(d), _) => {
-                    if self.router.state.config.interface(d).is_none() {
-                        return Err(format!("no interface {d}"));
-                    }
-                    d.clone()
-                }
-                (None, Some(v)) => self
-                    .shared
-                    .snapshot
-                    .load()
-                    .interfaces()
-                    .iter()
-                    .find(|i| match v {
-                        IpAddr::V4(a) => i.ipv4.iter().any(|x| {
-                            wire::Ipv4Cidr::new(u32::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u32::from(a)))
-                        }),
-                        IpAddr::V6(a) => i.ipv6.iter().any(|x| {
-                            wire::Ipv6Cidr::new(u128::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u128::from(a)))
-                        }),
-                    })
-                    .map(|i| i.name.clone())
-                    .ok_or_else(|| {
-                        format!("{v} is not on any connected subnet; name the interface with dev")
-                    })?,
-                (None, None) => return Err("a next hop needs via or dev".into()),
-            };
-            next_hops.push(config::NextHop {
-                interface: dev,
-                via,
-            });
-        }
-        self.router
-            .state
-            .api_routes
-            .insert(p, ApiRoute { next_hops });
-        Ok(())
     }
 
     /// The route a prefix or address selects (longest match).
@@ -1564,6 +1471,7 @@ impl Daemon {
 mod tests {
     use super::*;
     use crate::worker::Shared;
+    use control::protocol::HopSpec;
 
     use crate::TEST_CONFIG as CFG;
 
