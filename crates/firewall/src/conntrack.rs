@@ -11,7 +11,7 @@
 //! flood of new flows cannot push out established connections.
 //!
 //! In front of the XDP engine the table shares its flows with the
-//! program's own table (a BPF LRU hash): a flow this table finds
+//! program's own table (`ct_flows`, a BPF hash): a flow this table finds
 //! established on a packet the program did not know is handed over
 //! ([`FastFlow`]); from then on the program tracks it (refreshes it, sees
 //! its FIN or RST) and tells this table, in each packet it still hands
