@@ -32,17 +32,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let headroom = usize::from(data[1] & 0x0f);
     let pieces = usize::from(data[1] >> 4) + 1;
     let body = &data[2..];
-    // Cut the body into `pieces` frames of equal size.
-    let size = body.len().div_ceil(pieces).max(1);
-    let mut bufs: Vec<Vec<u8>> = body
-        .chunks(size)
-        .map(|c| {
-            let mut v = vec![0u8; headroom + c.len() + 8];
-            v[headroom..headroom + c.len()].copy_from_slice(c);
-            v
-        })
-        .collect();
-    let lens: Vec<usize> = body.chunks(size).map(<[u8]>::len).collect();
+    let (mut bufs, lens) = lab_router::cut_frames(body, pieces, headroom);
     let mut frames: Vec<Frame> = bufs
         .iter_mut()
         .zip(&lens)

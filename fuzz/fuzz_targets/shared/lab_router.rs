@@ -1,8 +1,8 @@
 //! The router both pipeline fuzz targets forward through: untagged, VLAN
 //! and QinQ interfaces, IPv4/IPv6 routes, ECMP, small MTUs (fragmentation,
 //! ICMP errors), resolved neighbours and an unresolved next hop
-//! (198.19.0.99). Included with `#[path]` by `pipeline.rs` and
-//! `pipeline_firewall.rs`.
+//! (198.19.0.99); and how both cut their input into frames. Included
+//! with `#[path]` by `pipeline.rs` and `pipeline_firewall.rs`.
 
 use fib::RouteTable;
 use fib::reference::{ReferenceFib4, ReferenceFib6};
@@ -110,4 +110,21 @@ pub fn lab_router() -> (TablesBuilder, ReferenceFib4, ReferenceFib6) {
             .unwrap();
     }
     (b, f4, f6)
+}
+
+/// Cuts `body` into `pieces` frames of equal size (the last shorter),
+/// each in a buffer of its own with `headroom` bytes before it and 8
+/// after: the buffers, and each frame's length.
+pub fn cut_frames(body: &[u8], pieces: usize, headroom: usize) -> (Vec<Vec<u8>>, Vec<usize>) {
+    let size = body.len().div_ceil(pieces).max(1);
+    let bufs = body
+        .chunks(size)
+        .map(|c| {
+            let mut v = vec![0u8; headroom + c.len() + 8];
+            v[headroom..headroom + c.len()].copy_from_slice(c);
+            v
+        })
+        .collect();
+    let lens = body.chunks(size).map(<[u8]>::len).collect();
+    (bufs, lens)
 }
