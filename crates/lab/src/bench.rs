@@ -204,6 +204,8 @@ impl Traffic {
 /// Everything measured in one trial.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrialDetail {
+    /// How frames reached the dut.
+    pub input: InputMode,
     /// Offered load (pps; 0 = as fast as possible).
     pub offered_pps: u64,
     /// Frame length without FCS.
@@ -435,6 +437,7 @@ impl LabRunner {
         let cpu_busy_pct = CpuTimes::now().busy_pct_since(&cpu0);
         let lost = recv_rep.lost(gen_rep.attempted);
         let d = TrialDetail {
+            input,
             offered_pps: offered_pps.map_or(0, |r| r as u64),
             frame_len,
             generator: gen_rep,
@@ -982,19 +985,28 @@ pub struct BenchConfig {
     pub cpu_load_pps: u64,
     /// Their length (zero: skip them).
     pub cpu_trial: Duration,
+    /// Pairs of trials (at the load curve's peak, then at the highest
+    /// offered load) that the receive-livelock check adds to the curve's
+    /// own readings, where the curve does not peak at its highest load.
+    pub livelock_pairs: u32,
+    /// Fixed-load repeats on the other input (socket buffers when the run's
+    /// input is live XDP frames), each beside one of the repeats, at that
+    /// input's own generator maximum: the input-mode matrix (0: none).
+    pub other_input_repeats: u32,
 }
 
 /// Destinations across the full table in the default run: enough that
 /// route lookups miss the caches, as a router's do.
 pub const DEFAULT_DSTS: usize = 65_536;
 
-/// A load curve whose last point is this much below its peak is flagged
-/// as receive livelock.
+/// A median rate at the highest offered load this much below the median at
+/// the load curve's best point beneath it is flagged as receive livelock.
 pub const LIVELOCK_TOLERANCE: f64 = 0.10;
 
 impl BenchConfig {
-    /// The default run (about 12-14 minutes on two cores with the fastfwd
-    /// contenders) or `--quick` (about four).
+    /// The default run or `--quick` (8 min 14 s on two cores with the full
+    /// table and the ten default contenders; the default run is about three
+    /// times as long: 5 s trials, 5 repeats, 5 load points).
     pub fn new(quick: bool, out_dir: PathBuf, full_table: Option<PathBuf>) -> Self {
         let mut traffic = Traffic::default_v4();
         if quick {
@@ -1019,6 +1031,8 @@ impl BenchConfig {
             dsts: DEFAULT_DSTS,
             cpu_load_pps: 0,
             cpu_trial: Duration::from_secs(if quick { 2 } else { 5 }),
+            livelock_pairs: if quick { 1 } else { 2 },
+            other_input_repeats: 3,
         }
     }
 }
@@ -1131,6 +1145,52 @@ fn median(v: &[f64]) -> Option<f64> {
     })
 }
 
+/// The receive-livelock check of one load curve: the highest offered load
+/// against the best rate the curve reached below it (its peak, unless the
+/// curve still rises), with `pairs` more trials at each of the two loads,
+/// interleaved (`trial` runs one at an offered load and answers the
+/// forwarding rate), beside the curve's own readings and `more_at_max`
+/// (trials already run at the highest load). Run whatever the single
+/// readings say, so that noise neither hides a fall nor makes one. `None`
+/// for an empty curve; a one-point curve is compared with itself.
+fn livelock_check(
+    curve: &[LoadPoint],
+    more_at_max: Vec<u64>,
+    pairs: u32,
+    mut trial: impl FnMut(u64) -> Result<u64, LabError>,
+) -> Result<Option<report::LivelockCheck>, LabError> {
+    let Some(last) = curve.iter().max_by_key(|p| p.offered_pps) else {
+        return Ok(None);
+    };
+    let mut at_max = vec![last.forwarding_pps];
+    at_max.extend(more_at_max);
+    // The first of equal peaks: the lowest load that reaches it.
+    let Some(peak) = curve
+        .iter()
+        .filter(|p| p.offered_pps < last.offered_pps)
+        .rev()
+        .max_by_key(|p| p.forwarding_pps)
+    else {
+        return Ok(Some(report::LivelockCheck {
+            peak_offered_pps: last.offered_pps,
+            max_offered_pps: last.offered_pps,
+            at_peak_pps: at_max.clone(),
+            at_max_pps: at_max,
+        }));
+    };
+    let mut check = report::LivelockCheck {
+        peak_offered_pps: peak.offered_pps,
+        max_offered_pps: last.offered_pps,
+        at_peak_pps: vec![peak.forwarding_pps],
+        at_max_pps: at_max,
+    };
+    for _ in 0..pairs {
+        check.at_peak_pps.push(trial(peak.offered_pps)?);
+        check.at_max_pps.push(trial(last.offered_pps)?);
+    }
+    Ok(Some(check))
+}
+
 /// The whole benchmark: topology up, full table, generator maximum, each
 /// contender's load curve and equilibrium, interleaved fixed-load repeats,
 /// then the report. `progress` gets a line per step.
@@ -1207,6 +1267,27 @@ pub fn run_bench(
         }
         r => r?,
     };
+    // The other input's own maximum, for the input-mode matrix: socket
+    // buffers beside live XDP frames (none where live frames fell back).
+    let main_input = runner.traffic.input;
+    let other_input =
+        (cfg.other_input_repeats > 0 && main_input == InputMode::Live).then_some(InputMode::Packet);
+    let other_max = match other_input {
+        Some(o) => {
+            runner.traffic.input = o;
+            let d = runner.trial(None, cfg.frame_len, cfg.trial);
+            runner.traffic.input = main_input;
+            let d = d?;
+            progress(&format!(
+                "generator maximum on {}: {:.0} pps attempted, {:.0} pps taken by the kernel",
+                o.label(),
+                d.generator.attempted_pps,
+                d.generator.sent_pps
+            ));
+            d.generator.attempted_pps.max(1.0)
+        }
+        None => 0.0,
+    };
     topo.set_forwarding(true)?;
     let gen_max = gmax.generator.attempted_pps.max(1.0);
     progress(&format!(
@@ -1235,7 +1316,8 @@ pub fn run_bench(
 
     // Trials still to run, for the ETA (timed from here, past the table
     // load): per contender the load curve, a typical equilibrium search,
-    // the CPU trial and the repeats, and the receiver's cost trial.
+    // the CPU trial, the livelock check (where the curve falls) and the
+    // repeats, and the receiver's cost trial.
     let eta_from = Instant::now();
     let eta_base = runner.trials.len();
     let expected_trials = eta_base
@@ -1246,11 +1328,50 @@ pub fn run_bench(
                     TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
                 })
                 + 1
-                + cfg.repeats as usize);
+                + 2 * cfg.livelock_pairs as usize
+                + cfg.repeats as usize
+                + other_input.map_or(0, |_| cfg.other_input_repeats.min(cfg.repeats) as usize));
     // Load curves and equilibrium, one contender at a time.
     let mut failed = vec![false; contenders.len()];
     let mut receiver_ns: Option<f64> = None;
     let run_expiring = runner.traffic.expiring_every;
+    // One fixed-load repeat of the contender that is active: a trial at the
+    // generator's maximum and, for the input-mode matrix, one on the other
+    // input at its own maximum. Answers the forwarding and generator cores'
+    // busy shares.
+    let tolerance = cfg.tolerance;
+    let (frame_len, trial_len, other_repeats) = (cfg.frame_len, cfg.trial, cfg.other_input_repeats);
+    let repeat_at = |rep: u32| {
+        move |runner: &mut LabRunner,
+              result: &mut report::ContenderResult,
+              progress: &mut dyn FnMut(&str)|
+              -> Result<(Option<f64>, Option<f64>), LabError> {
+            let d = runner.trial(Some(gen_max), frame_len, trial_len)?;
+            progress(&d.summary_line());
+            let busy = (
+                p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
+                p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
+            );
+            result.runs.push(record(rep, &d, warm, tolerance));
+            if let Some(o) = other_input.filter(|_| rep < other_repeats) {
+                runner.traffic.input = o;
+                let d = runner.trial(Some(other_max), frame_len, trial_len);
+                runner.traffic.input = main_input;
+                let d = d?;
+                progress(&format!("  on {}: {}", o.label(), d.summary_line()));
+                result
+                    .other_input
+                    .get_or_insert_with(|| report::InputRuns {
+                        input: o.label().into(),
+                        offered_pps: other_max as u64,
+                        runs: Vec::new(),
+                    })
+                    .runs
+                    .push(record(rep, &d, warm, tolerance));
+            }
+            Ok(busy)
+        }
+    };
     for (i, c) in contenders.iter_mut().enumerate() {
         runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
         if let Err(e) = c.activate(&topo) {
@@ -1290,6 +1411,8 @@ pub fn run_bench(
                 },
             });
         }
+        // Rates of trials at the generator's maximum beyond the curve's own.
+        let mut more_at_max = Vec::new();
         if let Some(sock) = c.control_socket() {
             // The control socket under the flood: one trial at the
             // generator's maximum while a client sends request after request.
@@ -1305,6 +1428,7 @@ pub fn run_bench(
                 (client.join(), d)
             });
             let d = d?;
+            more_at_max.push(d.forwarding_pps(warm));
             match trips {
                 Ok(Ok(t)) => {
                     let c = report::ControlLatency::new(
@@ -1330,11 +1454,30 @@ pub fn run_bench(
                     .push("control latency not measured: the client thread panicked".into()),
             }
         }
-        if falls_past_peak(&results[i].load_curve, LIVELOCK_TOLERANCE) {
-            results[i].notes.push(format!(
-                "receive livelock: the rate at the highest offered load is more than {:.0}% below the curve's peak",
-                LIVELOCK_TOLERANCE * 100.0
-            ));
+        let check = livelock_check(
+            &results[i].load_curve,
+            more_at_max,
+            cfg.livelock_pairs,
+            |offered| {
+                let d = runner.trial(Some(offered as f64), cfg.frame_len, cfg.trial)?;
+                progress(&format!("  livelock check: {}", d.summary_line()));
+                Ok(d.forwarding_pps(warm))
+            },
+        )?;
+        if let Some(check) = check {
+            if check.livelock(LIVELOCK_TOLERANCE) {
+                results[i].notes.push(format!(
+                    "receive livelock: the median rate at the highest offered load is more than {:.0}% below the median at the peak's offered load",
+                    LIVELOCK_TOLERANCE * 100.0
+                ));
+            } else if falls_past_peak(&results[i].load_curve, LIVELOCK_TOLERANCE) {
+                results[i].notes.push(format!(
+                    "the load curve's last reading is more than {:.0}% below its peak, the medians of the repeated trials are not (ratio {:.2})",
+                    LIVELOCK_TOLERANCE * 100.0,
+                    check.ratio().unwrap_or(0.0)
+                ));
+            }
+            results[i].livelock = Some(check);
         }
         if let Some(et) = cfg.equilibrium_trial {
             progress(&format!(
@@ -1371,6 +1514,20 @@ pub fn run_bench(
                 }
             }
         }
+        // The first fixed-load repeat, in this activation.
+        progress(&format!(
+            "repeat 1/{}: {}{}",
+            cfg.repeats,
+            c.name(),
+            eta(
+                eta_from,
+                runner.trials.len() - eta_base,
+                expected_trials - eta_base
+            )
+        ));
+        let busy = repeat_at(0)(&mut runner, &mut results[i], &mut progress)?;
+        fwd_busy[i].extend(busy.0);
+        gen_busy.extend(busy.1);
         c.deactivate(&topo)?;
     }
 
@@ -1397,15 +1554,17 @@ pub fn run_bench(
     } else {
         (sustained * 8 / 10).max(10_000)
     };
-    // Fixed offered load at the generator's maximum, contenders interleaved.
-    for rep in 0..cfg.repeats {
+    // Fixed offered load at the generator's maximum, contenders interleaved
+    // (the first repeat ran in the first pass); the CPU-per-packet trials in
+    // the second pass, whether or not there is a second repeat.
+    for rep in 1..cfg.repeats.max(2) {
         for (i, c) in contenders.iter_mut().enumerate() {
             if failed[i] {
                 continue;
             }
             runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
             c.activate(&topo)?;
-            if rep == 0 && !cfg.cpu_trial.is_zero() {
+            if rep == 1 && !cfg.cpu_trial.is_zero() {
                 progress(&format!(
                     "{}: CPU per packet at {cpu_load} pps offered",
                     c.name()
@@ -1422,7 +1581,7 @@ pub fn run_bench(
                     ));
                 }
             }
-            if rep == 0 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
+            if rep == 1 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
                 // The XDP receiver's own cost, at overload, behind the first
                 // contender (the kernel: no BPF program of its own). BPF run
                 // statistics cost every program two clock reads, so they
@@ -1437,26 +1596,22 @@ pub fn run_bench(
                 receiver_ns = d.recv.program_ns_per_frame;
                 progress(&d.summary_line());
             }
-            progress(&format!(
-                "repeat {}/{}: {}{}",
-                rep + 1,
-                cfg.repeats,
-                c.name(),
-                eta(
-                    eta_from,
-                    runner.trials.len() - eta_base,
-                    expected_trials - eta_base
-                )
-            ));
-            let d = runner.trial(Some(gen_max), cfg.frame_len, cfg.trial)?;
-            progress(&d.summary_line());
-            if let Some(f) = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c)) {
-                fwd_busy[i].push(*f);
+            if rep < cfg.repeats {
+                progress(&format!(
+                    "repeat {}/{}: {}{}",
+                    rep + 1,
+                    cfg.repeats,
+                    c.name(),
+                    eta(
+                        eta_from,
+                        runner.trials.len() - eta_base,
+                        expected_trials - eta_base
+                    )
+                ));
+                let busy = repeat_at(rep)(&mut runner, &mut results[i], &mut progress)?;
+                fwd_busy[i].extend(busy.0);
+                gen_busy.extend(busy.1);
             }
-            if let Some(g) = p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c)) {
-                gen_busy.push(*g);
-            }
-            results[i].runs.push(record(rep, &d, warm, cfg.tolerance));
             c.deactivate(&topo)?;
         }
     }
@@ -1765,6 +1920,49 @@ mod tests {
             (Some("abc123def456"), true)
         );
         assert_eq!(version_info("0.1.0 (unknown)").git_commit, None);
+    }
+
+    #[test]
+    fn the_livelock_check_repeats_the_peak_and_the_maximum_interleaved() {
+        let p = |o, f| LoadPoint {
+            offered_pps: o,
+            forwarding_pps: f,
+            loss_ratio: 0.0,
+        };
+        // Peaks at 200 (the first of two equal peaks), falls at 300.
+        let curve = [p(100, 90), p(200, 180), p(250, 180), p(300, 120)];
+        let mut asked = Vec::new();
+        let check = livelock_check(&curve, vec![170], 2, |o| {
+            asked.push(o);
+            Ok(if o == 300 { 175 } else { 185 })
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(asked, [200, 300, 200, 300]);
+        assert_eq!((check.peak_offered_pps, check.max_offered_pps), (200, 300));
+        assert_eq!(check.at_peak_pps, [180, 185, 185]);
+        assert_eq!(check.at_max_pps, [120, 170, 175, 175]);
+        assert!(!check.livelock(LIVELOCK_TOLERANCE));
+        // A curve that still rises is checked all the same, against its
+        // best point below the highest load: the median may show a fall
+        // the single readings did not.
+        let rising = [p(100, 90), p(200, 150), p(300, 200)];
+        let check = livelock_check(&rising, vec![], 2, |o| Ok(if o == 300 { 100 } else { 150 }))
+            .unwrap()
+            .unwrap();
+        assert_eq!((check.peak_offered_pps, check.at_peak_pps.len()), (200, 3));
+        assert_eq!(check.at_max_pps, [200, 100, 100]);
+        assert!(check.livelock(LIVELOCK_TOLERANCE));
+        // One point: compared with itself, no trial.
+        let one = [p(300, 200)];
+        let check = livelock_check(&one, vec![190], 2, |_| panic!("no trial"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(check.ratio(), Some(1.0));
+        assert_eq!(check.at_peak_pps, check.at_max_pps);
+        // A trial's error is the check's.
+        assert!(livelock_check(&curve, vec![], 1, |_| Err(LabError::Interrupted)).is_err());
+        assert!(livelock_check(&[], vec![], 1, |_| Ok(0)).unwrap().is_none());
     }
 
     #[test]

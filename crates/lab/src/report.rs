@@ -230,6 +230,13 @@ pub struct ContenderResult {
     /// maximum (fastfwd contenders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_latency: Option<ControlLatency>,
+    /// Receive livelock, checked on medians of repeated trials at the load
+    /// curve's peak and at the highest offered load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub livelock: Option<LivelockCheck>,
+    /// Fixed-load runs on the run's other input (the input-mode matrix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_input: Option<InputRuns>,
     /// Anything worth saying next to the figures ("limited by generator").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -304,15 +311,165 @@ impl CpuPerPacket {
     }
 }
 
+/// Fixed-load runs of a contender on an input other than the run's own,
+/// at that input's generator maximum.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct InputRuns {
+    /// How frames reached the dut.
+    pub input: String,
+    /// The offered load (that input's generator maximum).
+    pub offered_pps: u64,
+    pub runs: Vec<RunRecord>,
+}
+
+impl InputRuns {
+    /// Summary of the runs' forwarding rates.
+    pub fn summary(&self) -> Option<RateSummary> {
+        let r: Vec<f64> = self.runs.iter().map(|r| r.forwarding_pps as f64).collect();
+        RateSummary::of(&r)
+    }
+}
+
+/// The input-mode matrix: every contender's median rate on the run's input
+/// and on the other, each with its spread and its ratio to the baseline on
+/// the same input (a ratio is never taken across inputs). Empty when no
+/// contender ran on another input.
+pub fn input_matrix_markdown(run: &LabRun) -> String {
+    let Some(other) = run.contenders.iter().find_map(|k| k.other_input.as_ref()) else {
+        return String::new();
+    };
+    let main = run
+        .config
+        .extra
+        .get("input")
+        .cloned()
+        .unwrap_or_else(|| "the run's input".into());
+    let base = run.contenders.iter().find(|k| k.name == run.baseline);
+    let base_main = base.and_then(|b| b.summary).map(|m| m.median);
+    let base_other = base
+        .and_then(|b| b.other_input.as_ref())
+        .and_then(InputRuns::summary)
+        .map(|m| m.median);
+    // A median within 10% of what its input's generator offers is that
+    // generator's limit, not the contender's: marked.
+    let cell = |m: Option<RateSummary>, base: Option<f64>, offered: Option<u64>| match m {
+        None => "- | - |".to_string(),
+        Some(m) => format!(
+            "{:.1}{} ({:.1}%, {}) | {} |",
+            m.median / 1e3,
+            if offered.is_some_and(|o| m.median >= 0.9 * o as f64) {
+                " †"
+            } else {
+                ""
+            },
+            m.spread_pct,
+            m.n,
+            base.filter(|b| *b > 0.0)
+                .map_or("-".into(), |b| format!("{:.2}x", m.median / b))
+        ),
+    };
+    let mut s = format!(
+        "\n## Input-mode matrix\n\n\
+         Each contender on both inputs, at each input's own generator maximum \
+         (overload), in the same activations: A = {main}; B = {} ({:.1} Kpps \
+         offered). Median Kpps (spread, runs); ratios only against `{}` on \
+         the same input. † at the generator's limit (within 10% of what it \
+         offers): a lower bound, and so is a ratio against it.\n\n\
+         | contender | A: median Kpps | A: vs {} | B: median Kpps | B: vs {} |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+        other.input,
+        other.offered_pps as f64 / 1e3,
+        run.baseline,
+        run.baseline,
+        run.baseline
+    );
+    for k in &run.contenders {
+        s.push_str(&format!(
+            "| {} | {} {}\n",
+            k.name,
+            cell(k.summary, base_main, run.generator_max_pps),
+            cell(
+                k.other_input.as_ref().and_then(InputRuns::summary),
+                base_other,
+                Some(other.offered_pps)
+            )
+        ));
+    }
+    s
+}
+
+/// The receive-livelock check of one contender: the forwarding rate at the
+/// highest offered load against the rate at the offered load where its load
+/// curve did best below that, each over several trials. The curve's own two readings
+/// are one trial each; on a shared two-core machine one trial's noise
+/// (10-30%) is as large as the fall looked for, and the curve's peak is the
+/// largest of several noisy readings, biased upwards, so the verdict is
+/// taken on medians of interleaved trials at the two loads.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LivelockCheck {
+    /// The offered load of the curve's best rate below its highest load.
+    pub peak_offered_pps: u64,
+    /// The highest offered load (the generator's maximum).
+    pub max_offered_pps: u64,
+    /// Forwarding rates of the trials at the peak's offered load (the
+    /// curve's reading first).
+    pub at_peak_pps: Vec<u64>,
+    /// Forwarding rates of the trials at the highest offered load (the
+    /// curve's reading first).
+    pub at_max_pps: Vec<u64>,
+}
+
+impl LivelockCheck {
+    /// Median rate at the highest offered load over the median at the
+    /// peak's offered load (1 for a one-point curve).
+    pub fn ratio(&self) -> Option<f64> {
+        let at = |v: &[u64]| median_u64(v).filter(|m| *m > 0.0);
+        if self.peak_offered_pps == self.max_offered_pps {
+            return at(&self.at_max_pps).map(|_| 1.0);
+        }
+        Some(at(&self.at_max_pps).unwrap_or(0.0) / at(&self.at_peak_pps)?)
+    }
+
+    /// Receive livelock: the median rate at the highest offered load is
+    /// more than `tol` below the median at the peak's offered load.
+    pub fn livelock(&self, tol: f64) -> bool {
+        self.ratio().is_some_and(|r| r < 1.0 - tol)
+    }
+}
+
+fn median_u64(v: &[u64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2] as f64),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) as f64 / 2.0),
+    }
+}
+
 /// Receive livelock (the load curve's rate at the highest offered load
-/// against its peak) and control-socket latency under that flood, per
-/// contender; empty when there is no load curve.
+/// against its peak, one reading each, then the medians of the repeated
+/// check) and control-socket latency under that flood, per contender;
+/// empty when there is no load curve.
 pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
     let rows: Vec<String> = contenders
         .iter()
         .filter_map(|k| {
             let peak = k.load_curve.iter().map(|p| p.forwarding_pps).max()?;
             let last = k.load_curve.last()?;
+            let checked = k.livelock.as_ref().map_or("- | -".to_string(), |c| {
+                let med = |v: &[u64]| median_u64(v).unwrap_or(0.0) / 1e3;
+                format!(
+                    "{:.1} @ {:.0} / {:.1} ({} + {} trials) | {}",
+                    med(&c.at_peak_pps),
+                    c.peak_offered_pps as f64 / 1e3,
+                    med(&c.at_max_pps),
+                    c.at_peak_pps.len(),
+                    c.at_max_pps.len(),
+                    c.ratio().map_or("-".into(), |r| format!("{r:.2}"))
+                )
+            });
             let control = k.control_latency.as_ref().map_or("-".to_string(), |c| {
                 format!(
                     "{:.2} / {:.2} / {:.2} ({} requests)",
@@ -323,7 +480,7 @@ pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
                 )
             });
             Some(format!(
-                "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {} |\n",
+                "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} |\n",
                 k.name,
                 peak as f64 / 1e3,
                 last.offered_pps as f64 / 1e3,
@@ -333,6 +490,7 @@ pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
                 } else {
                     0.0
                 },
+                checked,
                 control
             ))
         })
@@ -342,8 +500,12 @@ pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
     }
     let mut s = String::from(
         "\n## Receive livelock and control latency at the generator's maximum\n\n\
-         | contender | load-curve peak kpps | highest offered kpps | forwarded there kpps | there / peak | control round trip p50 / p99 / max ms |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+         One reading per load-curve point first; then the check: the median \
+         rate of trials at the peak's offered load and at the highest, \
+         interleaved (the curve's readings among them), and their ratio \
+         (receive livelock below 0.90).\n\n\
+         | contender | load-curve peak kpps | highest offered kpps | forwarded there kpps | there / peak | checked: median kpps at peak @ offered / at highest (trials) | median ratio | control round trip p50 / p99 / max ms |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
         s.push_str(&r);
@@ -706,6 +868,7 @@ pub fn render_markdown(run: &LabRun, figures: &ReportFigures) -> String {
     for note in &run.notes {
         s.push_str(&format!("\n{note}\n"));
     }
+    s.push_str(&input_matrix_markdown(run));
     s.push_str(&livelock_markdown(&run.contenders));
     let figs = [
         ("Forwarding rate vs offered load", &figures.rate_vs_load),
@@ -969,9 +1132,25 @@ mod tests {
             control_latency: Some(c),
             ..Default::default()
         };
-        let md = livelock_markdown(&[k, ContenderResult::default()]);
+        let md = livelock_markdown(&[k.clone(), ContenderResult::default()]);
         assert!(
-            md.contains("| fastfwd-xdp | 400.0 | 1000.0 | 300.0 | 0.75 | 0.50 / 0.99 / 1.00 (1000 requests) |"),
+            md.contains("| fastfwd-xdp | 400.0 | 1000.0 | 300.0 | 0.75 | - | - | 0.50 / 0.99 / 1.00 (1000 requests) |"),
+            "{md}"
+        );
+        // The repeated check, where there is one: medians and their ratio.
+        let checked = ContenderResult {
+            name: "fastfwd-xdp-engine".into(),
+            livelock: Some(LivelockCheck {
+                peak_offered_pps: 500_000,
+                max_offered_pps: 1_000_000,
+                at_peak_pps: vec![400_000, 380_000, 390_000],
+                at_max_pps: vec![300_000, 370_000, 380_000],
+            }),
+            ..k.clone()
+        };
+        let md = livelock_markdown(std::slice::from_ref(&checked));
+        assert!(
+            md.contains("| 0.75 | 390.0 @ 500 / 370.0 (3 + 3 trials) | 0.95 | 0.50"),
             "{md}"
         );
         assert_eq!(
@@ -1005,6 +1184,83 @@ mod tests {
             0.1
         ));
         assert!(!falls_past_peak(&[], 0.1));
+    }
+
+    #[test]
+    fn the_input_mode_matrix_takes_ratios_within_an_input() {
+        let mut run = sample_run();
+        run.config
+            .extra
+            .insert("input".into(), "live XDP frames".into());
+        assert_eq!(input_matrix_markdown(&run), "", "no other input, no matrix");
+        let other = |rates: &[&[u64]]| InputRuns {
+            input: "socket buffers".into(),
+            offered_pps: 1_500_000,
+            runs: rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| run_record(i as u32, r))
+                .collect(),
+        };
+        run.contenders[0].other_input = Some(other(&[&[200_000], &[210_000], &[190_000]]));
+        run.contenders[1].other_input = Some(other(&[&[100_000], &[100_000], &[110_000]]));
+        run.finish();
+        let md = input_matrix_markdown(&run);
+        assert!(
+            md.contains("A = live XDP frames; B = socket buffers (1500.0 Kpps offered)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| kernel | 451.0 (20.8%, 5) | 1.00x | 200.0 (10.0%, 3) | 1.00x |"),
+            "{md}"
+        );
+        // fastfwd-afxdp: 605 against 451 on A (within 10% of the
+        // generator's 650: marked), 100 against 200 on B.
+        assert!(md.contains("| fastfwd-afxdp | 605.0 † (5.0%, 5) |"), "{md}");
+        assert!(md.contains("| 1.34x | 100.0 (10.0%, 3) | 0.50x |"), "{md}");
+        // At the generator's limit (1,500 Kpps offered on B).
+        run.contenders[1].other_input = Some(other(&[&[1_400_000], &[1_450_000], &[1_420_000]]));
+        run.finish();
+        let md = input_matrix_markdown(&run);
+        assert!(md.contains("| 1420.0 † (3.5%, 3) | 7.10x |"), "{md}");
+        // A contender without the other input says so.
+        run.contenders[1].other_input = None;
+        assert!(input_matrix_markdown(&run).contains("| - | - |"));
+        // And the report carries the table.
+        run.contenders[1].other_input = Some(other(&[&[100_000]]));
+        assert!(render_markdown(&run, &ReportFigures::default()).contains("## Input-mode matrix"));
+    }
+
+    #[test]
+    fn the_livelock_check_decides_on_medians() {
+        let check = |peak: &[u64], max: &[u64]| LivelockCheck {
+            peak_offered_pps: 1_000,
+            max_offered_pps: 3_000,
+            at_peak_pps: peak.to_vec(),
+            at_max_pps: max.to_vec(),
+        };
+        // One high reading at the peak (the curve's) does not make livelock.
+        let c = check(&[900, 700, 720], &[680, 700, 690]);
+        assert!((c.ratio().unwrap() - 690.0 / 720.0).abs() < 1e-9);
+        assert!(!c.livelock(0.1));
+        // A fall every trial shows is livelock.
+        let c = check(&[900, 880, 910], &[600, 650, 700]);
+        assert!(c.livelock(0.1), "{:?}", c.ratio());
+        // Even counts take the middle two.
+        assert_eq!(check(&[100, 200], &[150]).ratio(), Some(1.0));
+        // Nothing forwarded at the maximum: ratio 0, livelock.
+        assert_eq!(check(&[100], &[0, 0]).ratio(), Some(0.0));
+        // Nothing at the peak's load: no ratio, no verdict.
+        assert_eq!(check(&[0], &[10]).ratio(), None);
+        assert!(!check(&[], &[10]).livelock(0.1));
+        // A curve that peaks at its highest load.
+        let top = LivelockCheck {
+            peak_offered_pps: 3_000,
+            max_offered_pps: 3_000,
+            at_peak_pps: vec![700],
+            at_max_pps: vec![700],
+        };
+        assert_eq!(top.ratio(), Some(1.0));
     }
 
     fn run_record(seq: u32, rates: &[u64]) -> RunRecord {

@@ -400,3 +400,59 @@ fn the_live_generators_counts_equal_what_the_xdp_receiver_counted() {
         "{g:?}"
     );
 }
+
+/// A short `lab bench` end to end (two kernel contenders, no full table):
+/// the other input's maximum is measured, every contender runs on both
+/// inputs, the livelock check repeats its two loads, and the report and
+/// JSON carry both.
+#[test]
+fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
+    let _serial = one_at_a_time();
+    if !netio::root_or_skip("a_short_bench") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("fastfwd-bench-test-{}", std::process::id()));
+    let mut cfg = lab::bench::BenchConfig::new(true, out.clone(), None);
+    cfg.tag = format!("t{}-bench", std::process::id());
+    cfg.trial = Duration::from_secs(1);
+    cfg.cpu_trial = Duration::from_secs(1);
+    cfg.repeats = 2;
+    cfg.equilibrium_trial = None;
+    cfg.livelock_pairs = 1;
+    cfg.other_input_repeats = 2;
+    let mut contenders: Vec<Box<dyn lab::bench::Contender>> = vec![
+        Box::new(lab::bench::KernelForwarding {
+            firewall: topo::FirewallPreset::None,
+        }),
+        Box::new(lab::bench::KernelForwarding {
+            firewall: topo::FirewallPreset::Set(10),
+        }),
+    ];
+    let res = lab::bench::run_bench(&cfg, &mut contenders, "test", |l| eprintln!("{l}")).unwrap();
+    let run = &res.run;
+    assert_eq!(run.contenders.len(), 2);
+    for c in &run.contenders {
+        assert_eq!(c.runs.len(), 2, "{}", c.name);
+        let other = c.other_input.as_ref().expect("runs on the other input");
+        assert!(other.input.starts_with("socket buffers"), "{}", other.input);
+        assert_eq!(other.runs.len(), 2, "{}", c.name);
+        assert!(other.offered_pps > 0);
+        assert!(
+            other.runs.iter().all(|r| r.forwarding_pps > 0),
+            "{}: {:?}",
+            c.name,
+            other.runs
+        );
+        let check = c.livelock.as_ref().expect("a livelock check");
+        assert!(check.peak_offered_pps < check.max_offered_pps);
+        // The curve's reading and one more at each load.
+        assert_eq!((check.at_peak_pps.len(), check.at_max_pps.len()), (2, 2));
+        assert!(check.ratio().is_some(), "{check:?}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Input-mode matrix"), "{md}");
+    assert!(md.contains("median ratio"), "{md}");
+    let json = std::fs::read_to_string(out.join("result.json")).unwrap();
+    assert!(json.contains("\"other_input\"") && json.contains("\"livelock\""));
+    let _ = std::fs::remove_dir_all(&out);
+}
