@@ -1,14 +1,19 @@
 //! The BPF-related calls aya does not offer: running an XDP program over
 //! one frame (`BPF_PROG_TEST_RUN`), or over live frames that it may
-//! redirect out of an interface (`BPF_F_TEST_XDP_LIVE_FRAMES`), and waiting
-//! for an RCU grace period (`membarrier`), after which no program run that
-//! began before the call is still going.
+//! redirect out of an interface (`BPF_F_TEST_XDP_LIVE_FRAMES`), writing
+//! many elements of an array map in one call (`BPF_MAP_UPDATE_BATCH`), and
+//! waiting for an RCU grace period (`membarrier`), after which no program
+//! run that began before the call is still going.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// `BPF_PROG_TEST_RUN` from `linux/bpf.h`.
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
+/// `BPF_MAP_UPDATE_BATCH` from `linux/bpf.h` (kernel 5.6+).
+const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+/// `BPF_OBJ_GET_INFO_BY_FD` from `linux/bpf.h`.
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 /// `MEMBARRIER_CMD_GLOBAL` from `linux/membarrier.h`: returns after an RCU
 /// grace period (`synchronize_rcu()` in the kernel).
 const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
@@ -37,6 +42,119 @@ struct TestRunAttr {
     cpu: u32,
     batch_size: u32,
     pad: u32,
+}
+
+/// The `batch` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// The head of `struct bpf_map_info`.
+#[repr(C)]
+#[derive(Default)]
+struct MapInfoHead {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
+/// The `info` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// A map's key and value sizes, from the kernel.
+fn map_kv_sizes(map: BorrowedFd<'_>) -> io::Result<(usize, usize)> {
+    let mut head = MapInfoHead::default();
+    let mut attr = InfoAttr {
+        bpf_fd: map.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<MapInfoHead>() as u32,
+        info: &mut head as *mut MapInfoHead as u64,
+    };
+    // SAFETY: the kernel writes at most info_len bytes (the size of
+    // `head`, live for the call) into `head` and updates `attr`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((head.key_size as usize, head.value_size as usize))
+}
+
+/// Writes `values[i]` at index `keys[i]` of the array map `map`, every
+/// element in one `bpf()` call (the kernel still updates them one by one,
+/// with the same semantics as single updates). `values` holds
+/// `keys.len()` elements of `value_size` bytes each, as the map stores
+/// them; a map whose keys are not 4 bytes or whose values are not
+/// `value_size` bytes is refused (EINVAL) before anything is written. On an
+/// error from the kernel, the elements before the failing one are written.
+pub fn array_update_batch(
+    map: BorrowedFd<'_>,
+    keys: &[u32],
+    values: &[u8],
+    value_size: usize,
+) -> io::Result<()> {
+    if value_size == 0 || values.len() != keys.len() * value_size {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    if map_kv_sizes(map)? != (4, value_size) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut done = 0;
+    // The kernel takes a u32 count; larger slices go in parts.
+    for part in keys.chunks(1 << 20) {
+        let vals = &values[done * value_size..(done + part.len()) * value_size];
+        let mut attr = BatchAttr {
+            keys: part.as_ptr() as u64,
+            values: vals.as_ptr() as u64,
+            count: part.len() as u32,
+            map_fd: map.as_raw_fd() as u32,
+            ..BatchAttr::default()
+        };
+        // SAFETY: the kernel reads `count` keys of the map's key size (4,
+        // checked above) from `part` and `count` values of the map's value
+        // size (`value_size`, checked above against the map and against
+        // the slice's length) from `vals`, both live for the call; it
+        // writes nothing but `attr.count`.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_UPDATE_BATCH,
+                &mut attr as *mut BatchAttr,
+                std::mem::size_of::<BatchAttr>() as libc::c_uint,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        done += part.len();
+    }
+    Ok(())
 }
 
 /// Runs the XDP program `prog` once over `frame`. Returns the program's

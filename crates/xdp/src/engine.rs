@@ -12,7 +12,7 @@
 
 use crate::compile::Image;
 use crate::layout::{self, CounterBlock, FibCapacity};
-use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, XskMap};
+use aya::maps::{Array, DevMap, HashMap, IterableMap, MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpFlags};
 use aya::{Ebpf, EbpfLoader};
 use pipeline::{Counters, DropReason, InterfaceCounters, PuntReason};
@@ -921,9 +921,34 @@ fn port_values(i: &Image) -> Vec<layout::PortValue> {
         .collect()
 }
 
+/// A map value as the program reads it: its bytes, native-endian.
+trait MapValue {
+    fn put(&self, out: &mut Vec<u8>);
+}
+
+impl MapValue for u32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+}
+
+impl MapValue for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+}
+
+impl<const N: usize> MapValue for [u8; N] {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+}
+
 /// Writes the elements of one half that changed (`old`: the image last
-/// written into it, `None` if none was).
-fn diff_array<V: aya::Pod + PartialEq + Default>(
+/// written into it, `None` if none was), in one batched `bpf()` call: a
+/// full table's first image is some 10^6 elements, which one call each
+/// took seconds to write.
+fn diff_array<V: aya::Pod + MapValue + PartialEq + Default>(
     e: &mut Engine,
     name: &str,
     base: u32,
@@ -931,8 +956,8 @@ fn diff_array<V: aya::Pod + PartialEq + Default>(
     old: Option<&[V]>,
     clear_tail: bool,
 ) -> Result<(), EngineError> {
-    let mut a: Array<_, V> = e.array(name)?;
     let zero = V::default();
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
     for (i, v) in new.iter().enumerate() {
         // A half never written holds zeros; past the end of what was last
         // written, a half holds whatever an older, longer image left there
@@ -942,17 +967,37 @@ fn diff_array<V: aya::Pod + PartialEq + Default>(
             Some(o) => o.get(i),
         };
         if before != Some(v) {
-            a.set(base + i as u32, v, 0)
-                .map_err(|err| bpf_err(format!("writing map {name}[{}]", base + i as u32), &err))?;
+            keys.push(base + i as u32);
+            v.put(&mut values);
         }
     }
     if clear_tail && let Some(o) = old {
         for i in new.len()..o.len() {
-            a.set(base + i as u32, zero, 0)
-                .map_err(|err| bpf_err(format!("clearing map {name}"), &err))?;
+            keys.push(base + i as u32);
+            zero.put(&mut values);
         }
     }
-    Ok(())
+    if keys.is_empty() {
+        return Ok(());
+    }
+    // The typed map checks that the map's values are `V`s.
+    let a: Array<_, V> = e.array(name)?;
+    netio::sys::bpf::array_update_batch(
+        a.map().fd().as_fd(),
+        &keys,
+        &values,
+        std::mem::size_of::<V>(),
+    )
+    .map_err(|err| {
+        bpf_err(
+            format!(
+                "writing {} elements of map {name} from [{}]",
+                keys.len(),
+                keys[0]
+            ),
+            &err,
+        )
+    })
 }
 
 /// Writes the keys of one half that changed, removes those that went.
