@@ -1341,11 +1341,22 @@ pub fn run_bench(
     // busy shares.
     let tolerance = cfg.tolerance;
     let (frame_len, trial_len, other_repeats) = (cfg.frame_len, cfg.trial, cfg.other_input_repeats);
+    let repeats = cfg.repeats;
     let repeat_at = |rep: u32| {
-        move |runner: &mut LabRunner,
+        move |name: &str,
+              runner: &mut LabRunner,
               result: &mut report::ContenderResult,
               progress: &mut dyn FnMut(&str)|
               -> Result<(Option<f64>, Option<f64>), LabError> {
+            progress(&format!(
+                "repeat {}/{repeats}: {name}{}",
+                rep + 1,
+                eta(
+                    eta_from,
+                    runner.trials.len() - eta_base,
+                    expected_trials - eta_base
+                )
+            ));
             let d = runner.trial(Some(gen_max), frame_len, trial_len)?;
             progress(&d.summary_line());
             let busy = (
@@ -1515,17 +1526,7 @@ pub fn run_bench(
             }
         }
         // The first fixed-load repeat, in this activation.
-        progress(&format!(
-            "repeat 1/{}: {}{}",
-            cfg.repeats,
-            c.name(),
-            eta(
-                eta_from,
-                runner.trials.len() - eta_base,
-                expected_trials - eta_base
-            )
-        ));
-        let busy = repeat_at(0)(&mut runner, &mut results[i], &mut progress)?;
+        let busy = repeat_at(0)(&c.name(), &mut runner, &mut results[i], &mut progress)?;
         fwd_busy[i].extend(busy.0);
         gen_busy.extend(busy.1);
         c.deactivate(&topo)?;
@@ -1597,18 +1598,7 @@ pub fn run_bench(
                 progress(&d.summary_line());
             }
             if rep < cfg.repeats {
-                progress(&format!(
-                    "repeat {}/{}: {}{}",
-                    rep + 1,
-                    cfg.repeats,
-                    c.name(),
-                    eta(
-                        eta_from,
-                        runner.trials.len() - eta_base,
-                        expected_trials - eta_base
-                    )
-                ));
-                let busy = repeat_at(rep)(&mut runner, &mut results[i], &mut progress)?;
+                let busy = repeat_at(rep)(&c.name(), &mut runner, &mut results[i], &mut progress)?;
                 fwd_busy[i].extend(busy.0);
                 gen_busy.extend(busy.1);
             }

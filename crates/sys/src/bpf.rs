@@ -89,17 +89,7 @@ fn map_kv_sizes(map: BorrowedFd<'_>) -> io::Result<(usize, usize)> {
     };
     // SAFETY: the kernel writes at most info_len bytes (the size of
     // `head`, live for the call) into `head` and updates `attr`.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            &mut attr as *mut InfoAttr,
-            std::mem::size_of::<InfoAttr>() as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)? };
     Ok((head.key_size as usize, head.value_size as usize))
 }
 
@@ -141,17 +131,7 @@ pub fn array_update_batch(
         // size (`value_size`, checked above against the map and against
         // the slice's length) from `vals`, both live for the call; it
         // writes nothing but `attr.count`.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_UPDATE_BATCH,
-                &mut attr as *mut BatchAttr,
-                std::mem::size_of::<BatchAttr>() as libc::c_uint,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        unsafe { bpf(BPF_MAP_UPDATE_BATCH, &mut attr)? };
         done += part.len();
     }
     Ok(())
@@ -229,14 +209,25 @@ pub fn xdp_run_live_frames(
 /// The buffers `attr` points to (`data_in`, `data_out`, `ctx_in`,
 /// `ctx_out`) must be valid for the sizes it gives, for the whole call.
 unsafe fn prog_test_run(attr: &mut TestRunAttr) -> io::Result<()> {
-    // SAFETY: `attr` is a valid `union bpf_attr` prefix of the size passed;
-    // the caller vouches for the buffers it points to.
+    // SAFETY: the caller vouches for the buffers `attr` points to.
+    unsafe { bpf(BPF_PROG_TEST_RUN, attr) }
+}
+
+/// The `bpf()` system call, command `cmd` with `attr`.
+///
+/// # Safety
+/// `T` must be the `union bpf_attr` member (a prefix of it) that `cmd`
+/// reads, and every buffer it points to must be valid for the sizes it
+/// gives, as `cmd` reads or writes it, for the whole call.
+unsafe fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
+    // SAFETY: `attr` is valid for its size, which is passed; the caller
+    // vouches for what it points to.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            attr as *mut TestRunAttr,
-            std::mem::size_of::<TestRunAttr>() as libc::c_uint,
+            cmd,
+            attr as *mut T,
+            std::mem::size_of::<T>() as libc::c_uint,
         )
     };
     if r < 0 {
