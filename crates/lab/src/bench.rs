@@ -1342,46 +1342,45 @@ pub fn run_bench(
     let tolerance = cfg.tolerance;
     let (frame_len, trial_len, other_repeats) = (cfg.frame_len, cfg.trial, cfg.other_input_repeats);
     let repeats = cfg.repeats;
-    let repeat_at = |rep: u32| {
-        move |name: &str,
-              runner: &mut LabRunner,
-              result: &mut report::ContenderResult,
-              progress: &mut dyn FnMut(&str)|
-              -> Result<(Option<f64>, Option<f64>), LabError> {
-            progress(&format!(
-                "repeat {}/{repeats}: {name}{}",
-                rep + 1,
-                eta(
-                    eta_from,
-                    runner.trials.len() - eta_base,
-                    expected_trials - eta_base
-                )
-            ));
-            let d = runner.trial(Some(gen_max), frame_len, trial_len)?;
-            progress(&d.summary_line());
-            let busy = (
-                p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
-                p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
-            );
-            result.runs.push(record(rep, &d, warm, tolerance));
-            if let Some(o) = other_input.filter(|_| rep < other_repeats) {
-                runner.traffic.input = o;
-                let d = runner.trial(Some(other_max), frame_len, trial_len);
-                runner.traffic.input = main_input;
-                let d = d?;
-                progress(&format!("  on {}: {}", o.label(), d.summary_line()));
-                result
-                    .other_input
-                    .get_or_insert_with(|| report::InputRuns {
-                        input: o.label().into(),
-                        offered_pps: other_max as u64,
-                        runs: Vec::new(),
-                    })
-                    .runs
-                    .push(record(rep, &d, warm, tolerance));
-            }
-            Ok(busy)
+    let repeat_at = move |rep: u32,
+                          name: &str,
+                          runner: &mut LabRunner,
+                          result: &mut report::ContenderResult,
+                          progress: &mut dyn FnMut(&str)|
+          -> Result<(Option<f64>, Option<f64>), LabError> {
+        progress(&format!(
+            "repeat {}/{repeats}: {name}{}",
+            rep + 1,
+            eta(
+                eta_from,
+                runner.trials.len() - eta_base,
+                expected_trials - eta_base
+            )
+        ));
+        let d = runner.trial(Some(gen_max), frame_len, trial_len)?;
+        progress(&d.summary_line());
+        let busy = (
+            p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
+            p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
+        );
+        result.runs.push(record(rep, &d, warm, tolerance));
+        if let Some(o) = other_input.filter(|_| rep < other_repeats) {
+            runner.traffic.input = o;
+            let d = runner.trial(Some(other_max), frame_len, trial_len);
+            runner.traffic.input = main_input;
+            let d = d?;
+            progress(&format!("  on {}: {}", o.label(), d.summary_line()));
+            result
+                .other_input
+                .get_or_insert_with(|| report::InputRuns {
+                    input: o.label().into(),
+                    offered_pps: other_max as u64,
+                    runs: Vec::new(),
+                })
+                .runs
+                .push(record(rep, &d, warm, tolerance));
         }
+        Ok(busy)
     };
     for (i, c) in contenders.iter_mut().enumerate() {
         runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
@@ -1526,7 +1525,7 @@ pub fn run_bench(
             }
         }
         // The first fixed-load repeat, in this activation.
-        let busy = repeat_at(0)(&c.name(), &mut runner, &mut results[i], &mut progress)?;
+        let busy = repeat_at(0, &c.name(), &mut runner, &mut results[i], &mut progress)?;
         fwd_busy[i].extend(busy.0);
         gen_busy.extend(busy.1);
         c.deactivate(&topo)?;
@@ -1598,7 +1597,7 @@ pub fn run_bench(
                 progress(&d.summary_line());
             }
             if rep < cfg.repeats {
-                let busy = repeat_at(rep)(&c.name(), &mut runner, &mut results[i], &mut progress)?;
+                let busy = repeat_at(rep, &c.name(), &mut runner, &mut results[i], &mut progress)?;
                 fwd_busy[i].extend(busy.0);
                 gen_busy.extend(busy.1);
             }

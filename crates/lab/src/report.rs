@@ -438,14 +438,8 @@ impl LivelockCheck {
 }
 
 fn median_u64(v: &[u64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2] as f64),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) as f64 / 2.0),
-    }
+    let rates: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    RateSummary::of(&rates).map(|s| s.median)
 }
 
 /// Receive livelock (the load curve's rate at the highest offered load
