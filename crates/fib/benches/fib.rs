@@ -627,8 +627,9 @@ fn print_table(title: &str, rows: &[Row], out: &mut String) {
 
 /// Ratios of fastfwd's row (first) against each peer, on every column both
 /// have. Lookup ratios use fastfwd's batched rate when the peer's figure is
-/// a batched one (DPDK) and its single rate otherwise.
-fn print_ratios(ours: &Row, peers: &[Row], out: &mut String) {
+/// a batched one (DPDK) and its single rate otherwise. `flag` follows each
+/// peer's name (empty on a quiet machine).
+fn print_ratios(ours: &Row, peers: &[Row], flag: &str, out: &mut String) {
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "-".into(),
@@ -646,7 +647,7 @@ fn print_ratios(ours: &Row, peers: &[Row], out: &mut String) {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
+            "| {}{flag} | {} | {} | {} | {} |",
             p.name,
             ratio(oi, pi),
             ratio(orr, pr),
@@ -699,6 +700,9 @@ fn main() {
         }
     };
     let mut report = String::new();
+    let load = fastfwd_sys::os::LoadNote::start();
+    eprintln!("{}", load.header());
+    let _ = writeln!(report, "{}", load.header());
     let _ = writeln!(
         report,
         "table {}: {} IPv4 + {} IPv6 routes, {} next hops derived, {} distinct next hops",
@@ -871,9 +875,9 @@ fn main() {
     }
 
     print_table("IPv4", &rows4, &mut report);
-    print_ratios(&ours4, &rows4[1..], &mut report);
+    print_ratios(&ours4, &rows4[1..], load.ratio_flag(), &mut report);
     print_table("IPv6", &rows6, &mut report);
-    print_ratios(&ours6, &rows6[1..], &mut report);
+    print_ratios(&ours6, &rows6[1..], load.ratio_flag(), &mut report);
     let _ = writeln!(
         report,
         "\n### fastfwd under updates (reader snapshot per 64-key batch, in-table keys)\n"
@@ -889,7 +893,8 @@ fn main() {
     ] {
         let _ = writeln!(
             report,
-            "| {fam} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} |",
+            "| {fam}{} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} |",
+            load.ratio_flag(),
             idle / 1e6,
             busy / 1e6,
             busy / idle,
@@ -916,5 +921,6 @@ fn main() {
         m
     });
     let _ = writeln!(report, "IPv4 prefix lengths: {lengths:?}");
+    let _ = writeln!(report, "{}", load.footer());
     println!("{report}");
 }

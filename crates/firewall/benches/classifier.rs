@@ -20,9 +20,12 @@ fn main() {
             _ => {} // `--bench` and other harness flags
         }
     }
+    let load = fastfwd_sys::os::LoadNote::start();
+    println!("{}", load.header());
     print_header();
     if let Err(e) = run(&cfg, print_row) {
         eprintln!("classifier bench: {e}");
         std::process::exit(1);
     }
+    println!("{}", load.footer());
 }

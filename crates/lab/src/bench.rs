@@ -1123,12 +1123,12 @@ fn eta(started: Instant, done: usize, total: usize) -> String {
     format!(" (ETA {}:{:02})", left / 60, left % 60)
 }
 
-/// The first three fields of /proc/loadavg ("?" where unreadable).
+/// The 1-, 5- and 15-minute load averages ("?" where unreadable).
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "?".into())
+    match netio::sys::os::load_average() {
+        Ok(l) => format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]),
+        Err(_) => "?".into(),
+    }
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -1203,6 +1203,7 @@ pub fn run_bench(
     let started = Instant::now();
     let started_wall = sys::realtime_ns() / 1_000_000_000;
     let load_before = load_average();
+    let load_note = netio::sys::os::LoadNote::start();
     let mut tcfg = TopoConfig::new(&cfg.tag);
     tcfg.forwarding = true;
     progress(&format!(
@@ -1801,6 +1802,12 @@ pub fn run_bench(
         "Loss is counted as packets the generator attempted minus unique packets the sink's ring saw (veth refuses with ENOBUFS rather than counting drops). Generator maximum measured with dut forwarding off: {:.0} pps.",
         gen_max
     ));
+    if !load_note.quiet() {
+        run.notes.push(format!(
+            "{}: the ratios of this run are not quiet figures.",
+            load_note.header()
+        ));
+    }
     run.duration_s = started.elapsed().as_secs_f64();
     run.finish();
 

@@ -450,6 +450,15 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 }
 
 fn benches() {
+    // Criterion's figures carry no ratio of their own; the load at the start
+    // says whether any ratio taken from them is a quiet figure.
+    let load = fastfwd_sys::os::LoadNote::start();
+    eprintln!("{}", load.header());
+    run_benches();
+    eprintln!("{}", load.footer());
+}
+
+fn run_benches() {
     if std::env::var_os("PIPELINE_BENCH_WALL").is_some() {
         let mut c = Criterion::default().configure_from_args();
         bench(&mut c);

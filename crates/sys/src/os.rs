@@ -311,3 +311,135 @@ pub fn enter_netns(name: &str) -> io::Result<()> {
         Some(LinkNameSpaceType::Network),
     )?)
 }
+
+/// The 1-minute load average below which the machine counts as quiet enough
+/// to take a benchmark figure for the record.
+pub const QUIET_LOAD: f64 = 0.5;
+
+/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`).
+pub fn load_average() -> io::Result<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg")?;
+    parse_load_average(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "/proc/loadavg: unexpected format",
+        )
+    })
+}
+
+fn parse_load_average(text: &str) -> Option<[f64; 3]> {
+    let mut it = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// What a benchmark says about the machine's load: read when it starts and
+/// again when it ends. Only the load at the start tells whether something
+/// else was running (the benchmark's own threads raise it while it runs), so
+/// that reading decides whether the run's ratios are flagged.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadNote {
+    start: Option<[f64; 3]>,
+}
+
+impl LoadNote {
+    /// Reads the load average now, at the benchmark's start.
+    pub fn start() -> Self {
+        LoadNote {
+            start: load_average().ok(),
+        }
+    }
+
+    /// A note for a given start reading (`None`: unreadable).
+    pub fn with_start(start: Option<[f64; 3]>) -> Self {
+        LoadNote { start }
+    }
+
+    /// The 1-minute load average at the start, if it could be read.
+    pub fn start_load(&self) -> Option<f64> {
+        self.start.map(|l| l[0])
+    }
+
+    /// Whether the run started on a quiet machine (an unreadable load is not
+    /// quiet: nothing shows that it was).
+    pub fn quiet(&self) -> bool {
+        self.start_load().is_some_and(|l| l < QUIET_LOAD)
+    }
+
+    /// The flag to put beside every ratio of a run that did not start quiet.
+    pub fn ratio_flag(&self) -> &'static str {
+        if self.quiet() {
+            ""
+        } else {
+            " [load ≥ 0.5 at start: not a quiet figure]"
+        }
+    }
+
+    /// The line a benchmark prints first.
+    pub fn header(&self) -> String {
+        match self.start {
+            Some(l) if self.quiet() => format!(
+                "load average at start: {:.2} {:.2} {:.2} (quiet: below {QUIET_LOAD})",
+                l[0], l[1], l[2]
+            ),
+            Some(l) => format!(
+                "load average at start: {:.2} {:.2} {:.2}: NOT QUIET (at or above {QUIET_LOAD}); every ratio of this run is flagged",
+                l[0], l[1], l[2]
+            ),
+            None => "load average at start: unreadable; every ratio of this run is flagged".into(),
+        }
+    }
+
+    /// The line a benchmark prints last: the load now, and the verdict again.
+    pub fn footer(&self) -> String {
+        let end = match load_average() {
+            Ok(l) => format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]),
+            Err(_) => "unreadable".into(),
+        };
+        let start = self
+            .start
+            .map(|l| format!("{:.2}", l[0]))
+            .unwrap_or_else(|| "unreadable".into());
+        if self.quiet() {
+            format!("load average at end: {end} (at start {start}: quiet)")
+        } else {
+            format!("load average at end: {end} (at start {start}: NOT QUIET, ratios flagged)")
+        }
+    }
+}
+
+#[cfg(test)]
+mod load_tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_loadavg() {
+        assert_eq!(
+            parse_load_average("0.07 0.02 0.08 1/234 5678\n"),
+            Some([0.07, 0.02, 0.08])
+        );
+        assert_eq!(parse_load_average("0.07 x 0.08 1/2 3"), None);
+        assert_eq!(parse_load_average("0.07 0.02"), None);
+    }
+
+    #[test]
+    fn flags_a_run_that_did_not_start_quiet() {
+        let quiet = LoadNote::with_start(Some([0.49, 1.0, 1.0]));
+        assert!(quiet.quiet());
+        assert_eq!(quiet.ratio_flag(), "");
+        assert!(quiet.header().contains("quiet: below 0.5"));
+        let busy = LoadNote::with_start(Some([0.5, 0.1, 0.1]));
+        assert!(!busy.quiet());
+        assert!(busy.ratio_flag().contains("not a quiet figure"));
+        assert!(busy.header().contains("NOT QUIET"));
+        assert!(busy.footer().contains("NOT QUIET"));
+        let unknown = LoadNote::with_start(None);
+        assert!(!unknown.quiet());
+        assert!(unknown.header().contains("unreadable"));
+    }
+
+    #[test]
+    fn reads_this_machines_load() {
+        let l = load_average().expect("/proc/loadavg");
+        assert!(l.iter().all(|v| v.is_finite() && *v >= 0.0));
+    }
+}
