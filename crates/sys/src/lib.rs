@@ -2,11 +2,13 @@
 //! each `unsafe` block with the reason it is sound: AF_XDP sockets, rings
 //! and UMEM ([`xsk`]), TPACKET_V3 rings ([`packet`], and the lab's in
 //! [`lab`]), BPF test runs ([`bpf`]), netlink sockets ([`netlink`]),
-//! namespaces, CPU pinning, signals and privileges ([`os`]). Every other
+//! namespaces, CPU pinning, signals and privileges ([`os`]), and the
+//! cache prefetch hint of batched lookups ([`cpu`]). Every other
 //! crate forbids `unsafe` and sees only the safe API exported here (as
 //! `netio::sys`).
 
 pub mod bpf;
+pub mod cpu;
 pub mod lab;
 pub mod netlink;
 pub mod os;
