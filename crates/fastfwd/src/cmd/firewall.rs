@@ -289,8 +289,9 @@ pub struct BenchArgs {
     /// Path of dpdk-test-acl; empty to skip DPDK.
     #[arg(long, default_value = "dpdk-test-acl")]
     dpdk: String,
-    /// DPDK classify methods to run.
-    #[arg(long, value_delimiter = ',', default_value = "scalar")]
+    /// DPDK classify methods to run (default: every one this CPU can run;
+    /// the ratio is against the fastest).
+    #[arg(long, value_delimiter = ',')]
     dpdk_alg: Vec<String>,
     /// Directory for the generated rule and trace files.
     #[arg(long, default_value = "/tmp/fastfwd-bench-firewall")]
@@ -308,19 +309,27 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         seconds: a.seconds,
         seed: a.seed,
         dpdk: a.dpdk,
-        dpdk_alg: a.dpdk_alg,
+        dpdk_alg: if a.dpdk_alg.is_empty() {
+            benchmark::dpdk_algs_for_this_cpu()
+        } else {
+            a.dpdk_alg
+        },
         workdir: a.workdir,
     };
+    let load = netio::sys::os::LoadNote::start();
+    println!("{}", load.header());
     benchmark::print_header();
     let rows = benchmark::run(&cfg, benchmark::print_row)?;
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         println!(
-            "fastfwd at {} rules runs at {:.2}x its rate at {} rules",
+            "fastfwd at {} rules runs at {:.2}x its rate at {} rules{}",
             last.rules,
             last.compiled_mpps / first.compiled_mpps,
-            first.rules
+            first.rules,
+            load.ratio_flag()
         );
     }
+    println!("{}", load.footer());
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&rows)?)?;
     }
