@@ -221,6 +221,14 @@ pub fn print_row(row: &BenchRow) {
             _ => "NO",
         }
     );
+    if row.dpdk_mpps.len() > 1 {
+        let each: Vec<String> = row
+            .dpdk_mpps
+            .iter()
+            .map(|(alg, r)| format!("{alg} {r:.2} M"))
+            .collect();
+        println!("{:>6} dpdk-test-acl by method: {}", "", each.join(", "));
+    }
 }
 
 /// Runs the benchmark, calling `on_row` as each rule count finishes.
