@@ -1266,7 +1266,7 @@ mod tests {
             generator_pps: 640_000,
             attempted: 640_000 * rates.len() as u64,
             received,
-            lost: 640_000 * rates.len() as u64 - received,
+            lost: (640_000 * rates.len() as u64).saturating_sub(received),
             rx_per_second: rates.to_vec(),
             forwarding_pps: fwd,
             latency: Some(LatencySummary {
