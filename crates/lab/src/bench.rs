@@ -1107,7 +1107,28 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
         latency: d.latency_summary(),
         latency_histogram: d.recv.latency_histogram.clone(),
         generator_limited: d.generator_limited(warmup_s, tol),
+        machine_probe: None,
     }
+}
+
+/// The spread of the machine-speed probe over `runs` (those that carry
+/// one), beside which a contender's spread is read.
+fn machine_probe_note(runs: &[RunRecord]) -> Option<String> {
+    let probes: Vec<crate::probe::SpeedProbe> =
+        runs.iter().filter_map(|r| r.machine_probe).collect();
+    let alu = crate::probe::spread_pct(probes.iter().map(|p| p.alu_ns))?;
+    let mem = crate::probe::spread_pct(probes.iter().map(|p| p.mem_ns))?;
+    let range = |f: fn(&crate::probe::SpeedProbe) -> f64| {
+        let v = probes.iter().map(f);
+        let (lo, hi) = v.fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        format!("{lo:.2}-{hi:.2} ns")
+    };
+    Some(format!(
+        "machine speed on the forwarding core before each repeat ({} readings): multiply-add chain {} (spread {alu:.1}%), 4 MiB pointer chase {} (spread {mem:.1}%)",
+        probes.len(),
+        range(|p| p.alu_ns),
+        range(|p| p.mem_ns)
+    ))
 }
 
 /// Trials an equilibrium search usually takes here (for the ETA only).
@@ -1343,6 +1364,9 @@ pub fn run_bench(
     let tolerance = cfg.tolerance;
     let (frame_len, trial_len, other_repeats) = (cfg.frame_len, cfg.trial, cfg.other_input_repeats);
     let repeats = cfg.repeats;
+    // The machine's own speed on the forwarding core before each repeat.
+    let prober = crate::probe::Prober::new();
+    let prober = &prober;
     let repeat_at = move |rep: u32,
                           name: &str,
                           runner: &mut LabRunner,
@@ -1358,13 +1382,24 @@ pub fn run_bench(
                 expected_trials - eta_base
             )
         ));
+        let probe = std::thread::scope(|s| {
+            s.spawn(|| {
+                pin(p.fwd_cpu);
+                prober.measure()
+            })
+            .join()
+            .ok()
+        });
         let d = runner.trial(Some(gen_max), frame_len, trial_len)?;
         progress(&d.summary_line());
         let busy = (
             p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
             p.gen_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied()),
         );
-        result.runs.push(record(rep, &d, warm, tolerance));
+        result.runs.push(RunRecord {
+            machine_probe: probe,
+            ..record(rep, &d, warm, tolerance)
+        });
         if let Some(o) = other_input.filter(|_| rep < other_repeats) {
             runner.traffic.input = o;
             let d = runner.trial(Some(other_max), frame_len, trial_len);
@@ -1379,7 +1414,10 @@ pub fn run_bench(
                     runs: Vec::new(),
                 })
                 .runs
-                .push(record(rep, &d, warm, tolerance));
+                .push(RunRecord {
+                    machine_probe: probe,
+                    ..record(rep, &d, warm, tolerance)
+                });
         }
         Ok(busy)
     };
@@ -1607,6 +1645,9 @@ pub fn run_bench(
     }
 
     for (i, r) in results.iter_mut().enumerate() {
+        if let Some(note) = machine_probe_note(&r.runs) {
+            r.notes.push(note);
+        }
         if let Some(b) = median(&fwd_busy[i]) {
             r.notes.push(format!(
                 "forwarding core busy (median over repeats): {b:.0}%"
@@ -1802,6 +1843,16 @@ pub fn run_bench(
         "Loss is counted as packets the generator attempted minus unique packets the sink's ring saw (veth refuses with ENOBUFS rather than counting drops). Generator maximum measured with dut forwarding off: {:.0} pps.",
         gen_max
     ));
+    let all_runs: Vec<RunRecord> = run
+        .contenders
+        .iter()
+        .flat_map(|c| c.runs.iter().cloned())
+        .collect();
+    if let Some(note) = machine_probe_note(&all_runs) {
+        run.notes.push(format!(
+            "The whole run: {note}. A contender's spread no larger than this is the machine's."
+        ));
+    }
     if !load_note.quiet() {
         run.notes.push(format!(
             "{}: the ratios of this run are not quiet figures.",

@@ -11,6 +11,7 @@
 pub mod equilibrium;
 pub mod ministat;
 pub mod plot;
+pub mod probe;
 pub mod report;
 pub mod rfc2544;
 

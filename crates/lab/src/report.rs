@@ -113,6 +113,10 @@ pub struct RunRecord {
     /// [`RunRecord::limited_by_generator`] for what that means for the result).
     #[serde(default)]
     pub generator_limited: bool,
+    /// The machine's speed on the forwarding core just before this run
+    /// ([`crate::probe`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_probe: Option<crate::probe::SpeedProbe>,
 }
 
 impl RunRecord {
