@@ -11,6 +11,9 @@
 # gives them back); otherwise DPDK runs with --no-huge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load average before this script installs or builds anything: the
+# benchmark flags its ratios when the machine was not quiet at this point.
+export FASTFWD_BENCH_LOAD_AT_START="${FASTFWD_BENCH_LOAD_AT_START:-$(cut -d' ' -f1-3 /proc/loadavg)}"
 
 if ! command -v dpdk-test-fib >/dev/null; then
   scripts/install-deps
