@@ -1111,23 +1111,22 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
     }
 }
 
-/// The spread of the machine-speed probe over `runs` (those that carry
-/// one), beside which a contender's spread is read.
-fn machine_probe_note(runs: &[RunRecord]) -> Option<String> {
-    let probes: Vec<crate::probe::SpeedProbe> =
-        runs.iter().filter_map(|r| r.machine_probe).collect();
-    let alu = crate::probe::spread_pct(probes.iter().map(|p| p.alu_ns))?;
-    let mem = crate::probe::spread_pct(probes.iter().map(|p| p.mem_ns))?;
-    let range = |f: fn(&crate::probe::SpeedProbe) -> f64| {
-        let v = probes.iter().map(f);
-        let (lo, hi) = v.fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
-        format!("{lo:.2}-{hi:.2} ns")
-    };
+/// The spread of the machine-speed probe over the readings of some runs
+/// (those that carry one; at least two), beside which a contender's spread
+/// is read. Range and spread as the report's [`report::RateSummary`].
+fn machine_probe_note<'a>(runs: impl Iterator<Item = &'a RunRecord>) -> Option<String> {
+    let (alu, mem): (Vec<f64>, Vec<f64>) = runs
+        .filter_map(|r| r.machine_probe)
+        .map(|p| (p.alu_ns, p.mem_ns))
+        .unzip();
+    if alu.len() < 2 {
+        return None;
+    }
+    let alu = report::RateSummary::of(&alu)?;
+    let mem = report::RateSummary::of(&mem)?;
     Some(format!(
-        "machine speed on the forwarding core before each repeat ({} readings): multiply-add chain {} (spread {alu:.1}%), 4 MiB pointer chase {} (spread {mem:.1}%)",
-        probes.len(),
-        range(|p| p.alu_ns),
-        range(|p| p.mem_ns)
+        "machine speed on the forwarding core before each repeat ({} readings): multiply-add chain {:.2}-{:.2} ns (spread {:.1}%), 4 MiB pointer chase {:.2}-{:.2} ns (spread {:.1}%)",
+        alu.n, alu.min, alu.max, alu.spread_pct, mem.min, mem.max, mem.spread_pct
     ))
 }
 
@@ -1645,7 +1644,7 @@ pub fn run_bench(
     }
 
     for (i, r) in results.iter_mut().enumerate() {
-        if let Some(note) = machine_probe_note(&r.runs) {
+        if let Some(note) = machine_probe_note(r.runs.iter()) {
             r.notes.push(note);
         }
         if let Some(b) = median(&fwd_busy[i]) {
@@ -1843,12 +1842,7 @@ pub fn run_bench(
         "Loss is counted as packets the generator attempted minus unique packets the sink's ring saw (veth refuses with ENOBUFS rather than counting drops). Generator maximum measured with dut forwarding off: {:.0} pps.",
         gen_max
     ));
-    let all_runs: Vec<RunRecord> = run
-        .contenders
-        .iter()
-        .flat_map(|c| c.runs.iter().cloned())
-        .collect();
-    if let Some(note) = machine_probe_note(&all_runs) {
+    if let Some(note) = machine_probe_note(run.contenders.iter().flat_map(|c| &c.runs)) {
         run.notes.push(format!(
             "The whole run: {note}. A contender's spread no larger than this is the machine's."
         ));
@@ -2010,6 +2004,28 @@ mod tests {
         // A trial's error is the check's.
         assert!(livelock_check(&curve, vec![], 1, |_| Err(LabError::Interrupted)).is_err());
         assert!(livelock_check(&[], vec![], 1, |_| Ok(0)).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_machine_probe_note_gives_range_and_spread_over_median() {
+        let run = |alu, mem| RunRecord {
+            machine_probe: Some(crate::probe::SpeedProbe {
+                alu_ns: alu,
+                mem_ns: mem,
+            }),
+            ..RunRecord::default()
+        };
+        assert_eq!(machine_probe_note([run(0.15, 100.0)].iter()), None);
+        let runs = [
+            run(0.15, 100.0),
+            run(0.20, 250.0),
+            run(0.16, 110.0),
+            RunRecord::default(),
+        ];
+        let note = machine_probe_note(runs.iter()).unwrap();
+        assert!(note.contains("(3 readings)"), "{note}");
+        assert!(note.contains("0.15-0.20 ns (spread 31.3%)"), "{note}");
+        assert!(note.contains("100.00-250.00 ns (spread 136.4%)"), "{note}");
     }
 
     #[test]

@@ -79,18 +79,6 @@ impl Prober {
     }
 }
 
-/// Spread of a series as (max - min) / median, percent (as the report's
-/// spreads); `None` for fewer than two readings.
-pub fn spread_pct(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-    if v.len() < 2 {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let med = v[v.len() / 2];
-    (med > 0.0).then(|| (v[v.len() - 1] - v[0]) / med * 100.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,12 +102,5 @@ mod tests {
         let r = Prober::new().measure();
         assert!(r.alu_ns.is_finite() && r.alu_ns > 0.0);
         assert!(r.mem_ns.is_finite() && r.mem_ns > 0.0);
-    }
-
-    #[test]
-    fn spread_is_range_over_median() {
-        assert_eq!(spread_pct([10.0]), None);
-        let s = spread_pct([10.0, 12.0, 11.0]).unwrap();
-        assert!((s - 2.0 / 11.0 * 100.0).abs() < 1e-9);
     }
 }
