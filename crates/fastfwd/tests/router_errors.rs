@@ -83,6 +83,24 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
     forwarding("0");
     assert!(!okay && err.contains("kernel forwarding is on"), "{err}");
 
+    // An AF_XDP ring the kernel would refuse: named before anything opens.
+    let (okay, err) = run_in(
+        &lab.dut,
+        &[
+            "--config",
+            &cfg_s,
+            "--xsk-rx-ring",
+            "3000",
+            "--socket",
+            &fwd_sock,
+        ],
+    );
+    assert!(
+        !okay && err.contains("--xsk-rx-ring 3000: a power of two from 64 to 65536"),
+        "{err}"
+    );
+    assert!(!lab.dut_has_xdp(), "nothing attached");
+
     // XDP attach failure: another program holds the interface.
     let d = lab.start("xdp");
     let (okay, err) = run_in(

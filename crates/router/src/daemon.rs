@@ -1497,6 +1497,7 @@ mod tests {
                 backend: IoBackend::AfXdp,
                 native: None,
                 workers: 0,
+                xsk: Default::default(),
             },
             attached: vec![None, None],
             to_workers: Vec::new(),

@@ -54,7 +54,11 @@ fn spread(
 }
 
 /// AF_XDP sockets on every RX queue of the steering program's interface.
-pub(crate) fn steered(prog: &mut XdpProgram, workers: usize) -> Result<PerWorker> {
+pub(crate) fn steered(
+    prog: &mut XdpProgram,
+    workers: usize,
+    xsk: SocketConfig,
+) -> Result<PerWorker> {
     let queues = rx_queues(prog.iface());
     if queues as usize > workers {
         tracing::info!(
@@ -65,7 +69,7 @@ pub(crate) fn steered(prog: &mut XdpProgram, workers: usize) -> Result<PerWorker
         );
     }
     spread(queues, workers, |q| {
-        Ok(Box::new(XdpPort::open(prog, q, SocketConfig::default())?))
+        Ok(Box::new(XdpPort::open(prog, q, xsk)?))
     })
 }
 
@@ -77,6 +81,7 @@ pub(crate) fn engine_exceptions(
     name: &str,
     ifindex: u32,
     workers: usize,
+    xsk: SocketConfig,
 ) -> Result<PerWorker> {
     let queues = rx_queues(name);
     if queues > xdp_engine::layout::MAX_QUEUES {
@@ -93,7 +98,7 @@ pub(crate) fn engine_exceptions(
             q,
             engine.xsks(),
             key,
-            SocketConfig::default(),
+            xsk,
             Some(xdp_engine::layout::ct_hint_of_meta),
         )?))
     })
@@ -126,6 +131,8 @@ pub(crate) struct Attach {
     /// generic (None).
     pub native: Option<bool>,
     pub workers: usize,
+    /// Ring and UMEM sizes of every AF_XDP socket.
+    pub xsk: SocketConfig,
 }
 
 impl Attach {
@@ -147,7 +154,7 @@ impl Attach {
                     bail!("{name}: the XDP engine is not loaded");
                 };
                 x.engine.attach(name, ifindex, p as u16, self.native)?;
-                engine_exceptions(&mut x.engine, p, name, ifindex, self.workers)
+                engine_exceptions(&mut x.engine, p, name, ifindex, self.workers, self.xsk)
             }
             (Engine::User, IoBackend::AfXdp) => {
                 let Some(prog) = programs.get_mut(p) else {
@@ -156,7 +163,7 @@ impl Attach {
                 if prog.ifindex() != ifindex {
                     prog.reattach(ifindex)?;
                 }
-                steered(prog, self.workers)
+                steered(prog, self.workers, self.xsk)
             }
             (Engine::User, IoBackend::Packet) => packet(name, ifindex, self.workers),
         }

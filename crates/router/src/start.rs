@@ -78,6 +78,9 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Keep polling when idle instead of sleeping.
     pub busy_poll: bool,
+    /// Entries in each AF_XDP socket's RX and fill rings (a power of two;
+    /// as many UMEM chunks are reserved for receiving).
+    pub xsk_rx_ring: u32,
     /// XDP attach mode.
     pub xdp_mode: XdpAttach,
     /// Run as this user (name or number) once set up, keeping only the
@@ -111,6 +114,12 @@ fn refuse_kernel_forwarding() -> Result<()> {
     Ok(())
 }
 
+/// Bounds of `--xsk-rx-ring`: below 64 a NAPI poll's budget overflows the
+/// ring; above 64 Ki entries one socket's UMEM passes 128 MiB.
+pub const MIN_XSK_RING: u32 = 64;
+/// See [`MIN_XSK_RING`].
+pub const MAX_XSK_RING: u32 = 65_536;
+
 /// Runs the router until SIGINT or SIGTERM (or a worker failure): opens
 /// and attaches everything, drops privileges, starts the workers and runs
 /// the control loop on this thread; detaches everything on the way out.
@@ -128,6 +137,14 @@ pub fn run(args: RunOptions) -> Result<()> {
     }
     if args.backend == IoBackend::Packet {
         refuse_kernel_forwarding()?;
+    }
+    if !(MIN_XSK_RING..=MAX_XSK_RING).contains(&args.xsk_rx_ring)
+        || !args.xsk_rx_ring.is_power_of_two()
+    {
+        bail!(
+            "--xsk-rx-ring {}: a power of two from {MIN_XSK_RING} to {MAX_XSK_RING}",
+            args.xsk_rx_ring
+        );
     }
     let cores = if args.cores.is_empty() {
         vec![*os::allowed_cpus()?.first().context("no CPU allowed")?]
@@ -189,6 +206,10 @@ pub fn run(args: RunOptions) -> Result<()> {
             XdpAttach::Generic => Some(false),
         },
         workers: cores.len(),
+        xsk: netio::xdp::SocketConfig {
+            rx_size: args.xsk_rx_ring,
+            ..Default::default()
+        },
     };
     let mut programs = Vec::new();
     let mut xdp = None;

@@ -70,6 +70,11 @@ pub struct Args {
     /// Keep polling when idle instead of sleeping (burns the cores).
     #[arg(long)]
     pub busy_poll: bool,
+    /// Entries in each AF_XDP socket's RX and fill rings (a power of two,
+    /// 64 to 65536): enough to hold what the kernel delivers while the
+    /// worker waits for its core.
+    #[arg(long, default_value_t = 2048, value_name = "ENTRIES")]
+    pub xsk_rx_ring: u32,
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub xdp_mode: XdpModeArg,
@@ -150,6 +155,7 @@ pub fn run(args: Args) -> Result<()> {
         cores,
         socket: args.socket,
         busy_poll: args.busy_poll,
+        xsk_rx_ring: args.xsk_rx_ring,
         xdp_mode: match args.xdp_mode {
             XdpModeArg::Auto => router::XdpAttach::Auto,
             XdpModeArg::Native => router::XdpAttach::Native,

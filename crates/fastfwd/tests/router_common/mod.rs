@@ -1508,7 +1508,8 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::with_queues(tag, 4) else {
         return;
     };
-    let d = lab.start(backend);
+    // Every AF_XDP socket (one per queue) with a ring twice the default.
+    let d = lab.start_with_args(backend, "", &["--xsk-rx-ring", "4096"]);
     // The first echo may be spent on ARP (gen's for the dut, the router's
     // for the sink): retry it, as a user would.
     within(Duration::from_secs(3), || {
