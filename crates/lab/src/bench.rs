@@ -174,7 +174,8 @@ pub struct Traffic {
     pub warmup_s: u32,
     /// Whole seconds left out at the end.
     pub cooldown_s: u32,
-    /// Wait for late packets after the generator stops.
+    /// Longest wait for late packets after the generator stops (the wait
+    /// ends sooner once nothing moves, [`DRAIN_QUIET`]).
     pub grace: Duration,
     /// Send one flow in this many with TTL 1 (the exception path's load).
     pub expiring_every: Option<u64>,
@@ -287,6 +288,24 @@ impl LabRunner {
         duration: Duration,
     ) -> Result<TrialDetail, LabError> {
         self.trial_until(offered_pps, frame_len, duration, &AtomicBool::new(false))
+    }
+
+    /// After the generator stops: until neither dut's output nor the
+    /// sink's input has moved for [`DRAIN_QUIET`] (nothing is left in
+    /// flight), at most the traffic's grace.
+    fn wait_for_late_packets(&mut self) -> Result<(), LabError> {
+        let end = Instant::now() + self.traffic.grace;
+        let mut last = (self.d1.read()?.tx_packets, self.s0.read()?.rx_packets);
+        let mut still_since = Instant::now();
+        while Instant::now() < end && still_since.elapsed() < DRAIN_QUIET {
+            std::thread::sleep(Duration::from_millis(5));
+            let now = (self.d1.read()?.tx_packets, self.s0.read()?.rx_packets);
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            }
+        }
+        Ok(())
     }
 
     /// As [`LabRunner::trial`], ending early when `stop` is set (by a
@@ -425,7 +444,7 @@ impl LabRunner {
                     outs.push(per_s(cur.1.since(&prev.1).tx_packets));
                     sinks.push(per_s(cur.2.since(&prev.2).rx_packets));
                 }
-                std::thread::sleep(self.traffic.grace);
+                self.wait_for_late_packets()?;
                 recv_stop.store(true, Ordering::Relaxed);
                 let r = receiver
                     .join()
@@ -537,6 +556,30 @@ impl TrialDetail {
             lost: self.lost,
             duration_s: self.generator.elapsed_s,
             latency: self.latency_summary(),
+        }
+    }
+}
+
+/// A trial runner that answers one trial from a reading already taken at
+/// that offered load (the load curve's, within 0.1%), and runs the rest:
+/// the equilibrium search's first trial, at half the generator's maximum,
+/// is the curve's point there.
+struct SeededRunner<'a, R> {
+    runner: &'a mut R,
+    seed: Option<(u64, TrialOutcome)>,
+}
+
+impl<R: TrialRunner> TrialRunner for SeededRunner<'_, R> {
+    type Error = R::Error;
+
+    fn run_trial(&mut self, spec: &TrialSpec) -> Result<TrialOutcome, R::Error> {
+        let at_seed = self
+            .seed
+            .as_ref()
+            .is_some_and(|(offered, _)| offered.abs_diff(spec.offered_pps) <= offered / 1000);
+        match self.seed.take_if(|_| at_seed) {
+            Some((_, outcome)) => Ok(outcome),
+            None => self.runner.run_trial(spec),
         }
     }
 }
@@ -985,15 +1028,26 @@ pub struct BenchConfig {
     pub cpu_load_pps: u64,
     /// Their length (zero: skip them).
     pub cpu_trial: Duration,
-    /// Pairs of trials (at the load curve's peak, then at the highest
-    /// offered load) that the receive-livelock check adds to the curve's
-    /// own readings, where the curve does not peak at its highest load.
-    pub livelock_pairs: u32,
+    /// Trials at the load curve's peak that the receive-livelock check
+    /// adds to the curve's own reading (its readings at the highest load
+    /// are the curve's, the control-socket trial's and the fixed-load
+    /// repeats').
+    pub livelock_peak_trials: u32,
+    /// Activations of each contender after its first (at least one, for
+    /// the CPU-per-packet trial), which share the fixed-load repeats after
+    /// the first in order; each visits every contender in turn, so the
+    /// repeats of one contender are spread over the run.
+    pub later_passes: u32,
     /// Fixed-load repeats on the other input (socket buffers when the run's
     /// input is live XDP frames), each beside one of the repeats, at that
     /// input's own generator maximum: the input-mode matrix (0: none).
     pub other_input_repeats: u32,
 }
+
+/// How long dut's output and the sink's input must stand still after a
+/// trial before its receiver stops: longer than a worker's sleep (1 ms) or
+/// an AF_PACKET block's timeout, far shorter than the grace.
+pub const DRAIN_QUIET: Duration = Duration::from_millis(30);
 
 /// Destinations across the full table in the default run: enough that
 /// route lookups miss the caches, as a router's do.
@@ -1004,9 +1058,12 @@ pub const DEFAULT_DSTS: usize = 65_536;
 pub const LIVELOCK_TOLERANCE: f64 = 0.10;
 
 impl BenchConfig {
-    /// The default run or `--quick` (8 min 14 s on two cores with the full
-    /// table and the ten default contenders; the default run is about three
-    /// times as long: 5 s trials, 5 repeats, 5 load points).
+    /// The default run or `--quick`, sized to take at most 20 and 5 minutes
+    /// on two cores with the full table and the ten default contenders:
+    /// 4 s trials, 5 repeats (3 of them on socket buffers too), 4 load points,
+    /// equilibrium trials of 2 s; quick: 2 s trials, 3 repeats (2), 2 load
+    /// points, 1 s equilibrium trials, the livelock check from the curve's
+    /// and the repeats' readings alone, a 1 s CPU-per-packet trial.
     pub fn new(quick: bool, out_dir: PathBuf, full_table: Option<PathBuf>) -> Self {
         let mut traffic = Traffic::default_v4();
         if quick {
@@ -1018,21 +1075,24 @@ impl BenchConfig {
             full_table,
             frame_len: 60,
             traffic,
-            trial: Duration::from_secs(if quick { 2 } else { 5 }),
+            trial: Duration::from_secs(if quick { 2 } else { 4 }),
             repeats: if quick { 3 } else { 5 },
+            // Half the generator's maximum is also the equilibrium
+            // search's first trial (taken from the curve).
             load_points: if quick {
                 vec![0.5, 1.0]
             } else {
-                vec![0.2, 0.4, 0.6, 0.8, 1.0]
+                vec![0.25, 0.5, 0.75, 1.0]
             },
-            equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 3 })),
+            equilibrium_trial: Some(Duration::from_secs(if quick { 1 } else { 2 })),
             tolerance: 0.01,
             equilibrium_max_iterations: if quick { 5 } else { 16 },
             dsts: DEFAULT_DSTS,
             cpu_load_pps: 0,
-            cpu_trial: Duration::from_secs(if quick { 2 } else { 5 }),
-            livelock_pairs: if quick { 1 } else { 2 },
-            other_input_repeats: 3,
+            cpu_trial: Duration::from_secs(if quick { 1 } else { 4 }),
+            livelock_peak_trials: if quick { 0 } else { 2 },
+            later_passes: if quick { 1 } else { 2 },
+            other_input_repeats: if quick { 2 } else { 3 },
         }
     }
 }
@@ -1167,12 +1227,13 @@ fn median(v: &[f64]) -> Option<f64> {
 
 /// The receive-livelock check of one load curve: the highest offered load
 /// against the best rate the curve reached below it (its peak, unless the
-/// curve still rises), with `pairs` more trials at each of the two loads,
-/// interleaved (`trial` runs one at an offered load and answers the
-/// forwarding rate), beside the curve's own readings and `more_at_max`
-/// (trials already run at the highest load). Run whatever the single
-/// readings say, so that noise neither hides a fall nor makes one. `None`
-/// for an empty curve; a one-point curve is compared with itself.
+/// curve still rises), with `pairs` more trials at the peak's load (`trial`
+/// runs one at an offered load and answers the forwarding rate), beside
+/// the curve's own readings and `more_at_max` (trials already run at the
+/// highest load; the bench adds its fixed-load repeats, which run there
+/// too, before judging). Run whatever the single readings say, so that
+/// noise neither hides a fall nor makes one. `None` for an empty curve; a
+/// one-point curve is compared with itself.
 fn livelock_check(
     curve: &[LoadPoint],
     more_at_max: Vec<u64>,
@@ -1206,7 +1267,6 @@ fn livelock_check(
     };
     for _ in 0..pairs {
         check.at_peak_pps.push(trial(peak.offered_pps)?);
-        check.at_max_pps.push(trial(last.offered_pps)?);
     }
     Ok(Some(check))
 }
@@ -1349,7 +1409,7 @@ pub fn run_bench(
                     TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
                 })
                 + 1
-                + 2 * cfg.livelock_pairs as usize
+                + cfg.livelock_peak_trials as usize
                 + cfg.repeats as usize
                 + other_input.map_or(0, |_| cfg.other_input_repeats.min(cfg.repeats) as usize));
     // Load curves and equilibrium, one contender at a time.
@@ -1445,10 +1505,14 @@ pub fn run_bench(
                 expected_trials - eta_base
             )
         ));
+        let mut seed = None;
         for &f in &cfg.load_points {
             let offered = gen_max * f;
             let d = runner.trial(Some(offered), cfg.frame_len, cfg.trial)?;
             progress(&d.summary_line());
+            if f == 0.5 {
+                seed = Some((offered as u64, d.outcome(warm)));
+            }
             results[i].load_curve.push(LoadPoint {
                 offered_pps: offered as u64,
                 forwarding_pps: d.forwarding_pps(warm),
@@ -1505,28 +1569,16 @@ pub fn run_bench(
         let check = livelock_check(
             &results[i].load_curve,
             more_at_max,
-            cfg.livelock_pairs,
+            cfg.livelock_peak_trials,
             |offered| {
                 let d = runner.trial(Some(offered as f64), cfg.frame_len, cfg.trial)?;
                 progress(&format!("  livelock check: {}", d.summary_line()));
                 Ok(d.forwarding_pps(warm))
             },
         )?;
-        if let Some(check) = check {
-            if check.livelock(LIVELOCK_TOLERANCE) {
-                results[i].notes.push(format!(
-                    "receive livelock: the median rate at the highest offered load is more than {:.0}% below the median at the peak's offered load",
-                    LIVELOCK_TOLERANCE * 100.0
-                ));
-            } else if falls_past_peak(&results[i].load_curve, LIVELOCK_TOLERANCE) {
-                results[i].notes.push(format!(
-                    "the load curve's last reading is more than {:.0}% below its peak, the medians of the repeated trials are not (ratio {:.2})",
-                    LIVELOCK_TOLERANCE * 100.0,
-                    check.ratio().unwrap_or(0.0)
-                ));
-            }
-            results[i].livelock = Some(check);
-        }
+        // Judged at the end, when the fixed-load repeats have added their
+        // readings at the highest load.
+        results[i].livelock = check;
         if let Some(et) = cfg.equilibrium_trial {
             progress(&format!(
                 "{}: equilibrium search ({:.1} s trials){}",
@@ -1548,7 +1600,16 @@ pub fn run_bench(
             };
             let saved = runner.traffic.warmup_s;
             runner.traffic.warmup_s = 0;
-            let r = equilibrium::search(&ecfg, &mut runner, |line| progress(line));
+            if seed.is_some() {
+                progress(
+                    "  (iteration 1 at half the generator's maximum: the load curve's trial there)",
+                );
+            }
+            let mut seeded = SeededRunner {
+                runner: &mut runner,
+                seed,
+            };
+            let r = equilibrium::search(&ecfg, &mut seeded, |line| progress(line));
             runner.traffic.warmup_s = saved;
             match r {
                 Ok(e) => results[i].equilibrium = Some(e),
@@ -1593,16 +1654,24 @@ pub fn run_bench(
         (sustained * 8 / 10).max(10_000)
     };
     // Fixed offered load at the generator's maximum, contenders interleaved
-    // (the first repeat ran in the first pass); the CPU-per-packet trials in
-    // the second pass, whether or not there is a second repeat.
-    for rep in 1..cfg.repeats.max(2) {
+    // (the first repeat ran in the first pass), the later repeats shared
+    // in order between the later passes; the CPU-per-packet trials in the
+    // first of them, whether or not it has a repeat.
+    let later: Vec<u32> = (1..cfg.repeats).collect();
+    let passes = cfg.later_passes.max(1) as usize;
+    let per_pass = later.len().div_ceil(passes).max(1);
+    for pass in 0..passes {
+        let reps = later.chunks(per_pass).nth(pass).unwrap_or(&[]);
+        if pass > 0 && reps.is_empty() {
+            break;
+        }
         for (i, c) in contenders.iter_mut().enumerate() {
             if failed[i] {
                 continue;
             }
             runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
             c.activate(&topo)?;
-            if rep == 1 && !cfg.cpu_trial.is_zero() {
+            if pass == 0 && !cfg.cpu_trial.is_zero() {
                 progress(&format!(
                     "{}: CPU per packet at {cpu_load} pps offered",
                     c.name()
@@ -1619,7 +1688,7 @@ pub fn run_bench(
                     ));
                 }
             }
-            if rep == 1 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
+            if pass == 0 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
                 // The XDP receiver's own cost, at overload, behind the first
                 // contender (the kernel: no BPF program of its own). BPF run
                 // statistics cost every program two clock reads, so they
@@ -1634,7 +1703,7 @@ pub fn run_bench(
                 receiver_ns = d.recv.program_ns_per_frame;
                 progress(&d.summary_line());
             }
-            if rep < cfg.repeats {
+            for &rep in reps {
                 let busy = repeat_at(rep, &c.name(), &mut runner, &mut results[i], &mut progress)?;
                 fwd_busy[i].extend(busy.0);
                 gen_busy.extend(busy.1);
@@ -1644,6 +1713,27 @@ pub fn run_bench(
     }
 
     for (i, r) in results.iter_mut().enumerate() {
+        if let Some(check) = &mut r.livelock {
+            // The fixed-load repeats ran at the highest offered load too.
+            check.at_max_pps.extend(
+                r.runs
+                    .iter()
+                    .filter(|x| x.offered_pps == check.max_offered_pps)
+                    .map(|x| x.forwarding_pps),
+            );
+            if check.livelock(LIVELOCK_TOLERANCE) {
+                r.notes.push(format!(
+                    "receive livelock: the median rate at the highest offered load is more than {:.0}% below the median at the peak's offered load",
+                    LIVELOCK_TOLERANCE * 100.0
+                ));
+            } else if falls_past_peak(&r.load_curve, LIVELOCK_TOLERANCE) {
+                r.notes.push(format!(
+                    "the load curve's last reading is more than {:.0}% below its peak, the medians of the repeated trials are not (ratio {:.2})",
+                    LIVELOCK_TOLERANCE * 100.0,
+                    check.ratio().unwrap_or(0.0)
+                ));
+            }
+        }
         if let Some(note) = machine_probe_note(r.runs.iter()) {
             r.notes.push(note);
         }
@@ -1964,7 +2054,7 @@ mod tests {
     }
 
     #[test]
-    fn the_livelock_check_repeats_the_peak_and_the_maximum_interleaved() {
+    fn the_livelock_check_repeats_the_peak_beside_the_readings_at_the_maximum() {
         let p = |o, f| LoadPoint {
             offered_pps: o,
             forwarding_pps: f,
@@ -1973,13 +2063,14 @@ mod tests {
         // Peaks at 200 (the first of two equal peaks), falls at 300.
         let curve = [p(100, 90), p(200, 180), p(250, 180), p(300, 120)];
         let mut asked = Vec::new();
-        let check = livelock_check(&curve, vec![170], 2, |o| {
+        let check = livelock_check(&curve, vec![170, 175, 175], 2, |o| {
             asked.push(o);
-            Ok(if o == 300 { 175 } else { 185 })
+            Ok(185)
         })
         .unwrap()
         .unwrap();
-        assert_eq!(asked, [200, 300, 200, 300]);
+        // Only the peak is repeated: the maximum has its readings already.
+        assert_eq!(asked, [200, 200]);
         assert_eq!((check.peak_offered_pps, check.max_offered_pps), (200, 300));
         assert_eq!(check.at_peak_pps, [180, 185, 185]);
         assert_eq!(check.at_max_pps, [120, 170, 175, 175]);
@@ -1988,9 +2079,12 @@ mod tests {
         // best point below the highest load: the median may show a fall
         // the single readings did not.
         let rising = [p(100, 90), p(200, 150), p(300, 200)];
-        let check = livelock_check(&rising, vec![], 2, |o| Ok(if o == 300 { 100 } else { 150 }))
-            .unwrap()
-            .unwrap();
+        let check = livelock_check(&rising, vec![100, 100], 2, |o| {
+            assert_eq!(o, 200);
+            Ok(150)
+        })
+        .unwrap()
+        .unwrap();
         assert_eq!((check.peak_offered_pps, check.at_peak_pps.len()), (200, 3));
         assert_eq!(check.at_max_pps, [200, 100, 100]);
         assert!(check.livelock(LIVELOCK_TOLERANCE));
@@ -2004,6 +2098,55 @@ mod tests {
         // A trial's error is the check's.
         assert!(livelock_check(&curve, vec![], 1, |_| Err(LabError::Interrupted)).is_err());
         assert!(livelock_check(&[], vec![], 1, |_| Ok(0)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_seeded_runner_answers_one_trial_at_the_seeds_load_and_runs_the_rest() {
+        struct Counting(Vec<u64>);
+        impl TrialRunner for Counting {
+            type Error = LabError;
+            fn run_trial(&mut self, spec: &TrialSpec) -> Result<TrialOutcome, LabError> {
+                self.0.push(spec.offered_pps);
+                Ok(TrialOutcome {
+                    generator_pps: spec.offered_pps,
+                    ..Default::default()
+                })
+            }
+        }
+        let seed = TrialOutcome {
+            generator_pps: 7,
+            ..Default::default()
+        };
+        let mut inner = Counting(Vec::new());
+        let mut r = SeededRunner {
+            runner: &mut inner,
+            seed: Some((2_567_269, seed)),
+        };
+        let spec = |offered_pps| TrialSpec {
+            offered_pps,
+            frame_len: 60,
+            duration_s: 1.0,
+        };
+        // Another load first: run; then the seed's load (rounded to Kpps
+        // by the search): the seed, once; then run again.
+        assert_eq!(
+            r.run_trial(&spec(1_000_000)).unwrap().generator_pps,
+            1_000_000
+        );
+        assert_eq!(r.run_trial(&spec(2_567_000)).unwrap().generator_pps, 7);
+        assert_eq!(
+            r.run_trial(&spec(2_567_000)).unwrap().generator_pps,
+            2_567_000
+        );
+        assert_eq!(inner.0, [1_000_000, 2_567_000]);
+        // A load 1% away is not the seed's.
+        let mut inner = Counting(Vec::new());
+        let mut r = SeededRunner {
+            runner: &mut inner,
+            seed: Some((2_567_269, TrialOutcome::default())),
+        };
+        r.run_trial(&spec(2_541_000)).unwrap();
+        assert_eq!(inner.0, [2_541_000]);
     }
 
     #[test]

@@ -403,8 +403,8 @@ fn the_live_generators_counts_equal_what_the_xdp_receiver_counted() {
 
 /// A short `lab bench` end to end (two kernel contenders, no full table):
 /// the other input's maximum is measured, every contender runs on both
-/// inputs, the livelock check repeats its two loads, and the report and
-/// JSON carry both.
+/// inputs, the livelock check repeats the peak and counts the fixed-load
+/// repeats at the highest load, and the report and JSON carry both.
 #[test]
 fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
     let _serial = one_at_a_time();
@@ -418,7 +418,7 @@ fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
     cfg.cpu_trial = Duration::from_secs(1);
     cfg.repeats = 2;
     cfg.equilibrium_trial = None;
-    cfg.livelock_pairs = 1;
+    cfg.livelock_peak_trials = 1;
     cfg.other_input_repeats = 2;
     let mut contenders: Vec<Box<dyn lab::bench::Contender>> = vec![
         Box::new(lab::bench::KernelForwarding {
@@ -445,8 +445,9 @@ fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
         );
         let check = c.livelock.as_ref().expect("a livelock check");
         assert!(check.peak_offered_pps < check.max_offered_pps);
-        // The curve's reading and one more at each load.
-        assert_eq!((check.at_peak_pps.len(), check.at_max_pps.len()), (2, 2));
+        // At the peak: the curve's reading and one more; at the highest
+        // load: the curve's and the two fixed-load repeats'.
+        assert_eq!((check.at_peak_pps.len(), check.at_max_pps.len()), (2, 3));
         assert!(check.ratio().is_some(), "{check:?}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

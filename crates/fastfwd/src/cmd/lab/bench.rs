@@ -21,8 +21,8 @@ pub enum Receiver {
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// A short run (about eight minutes on two cores with the full table):
-    /// 2 s trials, 3 repeats, short searches.
+    /// A short run (about five minutes on two cores with the full table):
+    /// 2 s trials, 3 repeats, two load points, short searches.
     #[arg(long)]
     quick: bool,
     /// Output folder (default lab-results/bench-<unix time>).
