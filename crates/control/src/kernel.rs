@@ -106,6 +106,74 @@ pub fn dump_now() -> Result<KernelState, ControlError> {
     dump_all(&sock, &mut seq, &mut buf)
 }
 
+/// Requests per datagram in [`replace_routes`]: each datagram's
+/// acknowledgements must fit the socket's receive buffer whatever fails.
+const ROUTES_PER_DATAGRAM: usize = 512;
+
+/// Adds or replaces static routes in the calling thread's namespace, over a
+/// request socket of its own: many requests a datagram, only the last of
+/// each acknowledged (the kernel handles a datagram's messages in order and
+/// answers any refusal), so a full table costs the kernel's work and a few
+/// thousand system calls instead of two per route. Stops at the first
+/// datagram with a refusal and names its first refused prefix; the routes
+/// before it are installed.
+pub fn replace_routes(
+    routes: impl IntoIterator<Item = (Cidr, netlink::KernelHop)>,
+) -> Result<usize, ControlError> {
+    let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink route socket", e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = Vec::with_capacity(ROUTES_PER_DATAGRAM * 80);
+    let mut batch: Vec<Cidr> = Vec::with_capacity(ROUTES_PER_DATAGRAM);
+    let mut seq = 0u32;
+    let mut installed = 0;
+    let mut routes = routes.into_iter().peekable();
+    while routes.peek().is_some() {
+        out.clear();
+        batch.clear();
+        let first_seq = seq.wrapping_add(1);
+        while batch.len() < ROUTES_PER_DATAGRAM {
+            let Some((prefix, hop)) = routes.next() else {
+                break;
+            };
+            seq = seq.wrapping_add(1);
+            let last = batch.len() + 1 == ROUTES_PER_DATAGRAM || routes.peek().is_none();
+            netlink::push_route_replace(&mut out, prefix, &[hop], seq, last);
+            batch.push(prefix);
+        }
+        sock.send(&out)
+            .map_err(|e| nl_err("netlink route request", e))?;
+        let mut refused: Option<(u32, i32)> = None;
+        'acks: loop {
+            let n = match sock.recv(&mut buf, false) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(e) => return Err(nl_err("netlink route acknowledgement", e)),
+            };
+            for (t, _, s, body) in netlink::messages(&buf[..n]) {
+                let Some(Event::Ack(e)) = netlink::parse(t, body) else {
+                    continue;
+                };
+                if e < 0 && refused.is_none() {
+                    refused = Some((s, e));
+                }
+                if s == seq {
+                    break 'acks;
+                }
+            }
+        }
+        if let Some((s, e)) = refused {
+            let at = s.wrapping_sub(first_seq) as usize;
+            let prefix = batch.get(at).map_or("?".into(), |p| p.to_string());
+            return Err(nl_err(
+                &format!("route {prefix}"),
+                std::io::Error::from_raw_os_error(-e),
+            ));
+        }
+        installed += batch.len();
+    }
+    Ok(installed)
+}
+
 /// One dump of everything, or None if the kernel marked a part of it
 /// interrupted (NLM_F_DUMP_INTR).
 fn dump_once(

@@ -505,6 +505,38 @@ pub fn resolve_request(ifindex: u32, ip: IpAddr, seq: u32) -> Vec<u8> {
 /// Adds (or replaces, `add`) or deletes a static unicast route in the main
 /// table.
 pub fn route_request(add: bool, prefix: Cidr, hops: &[KernelHop], seq: u32) -> Vec<u8> {
+    let m = static_route(prefix, hops);
+    if add {
+        request(
+            RouteNetlinkMessage::NewRoute(m),
+            NLM_F_CREATE | NLM_F_ACK | NLM_F_REPLACE,
+            seq,
+        )
+    } else {
+        request(RouteNetlinkMessage::DelRoute(m), NLM_F_ACK, seq)
+    }
+}
+
+/// As [`route_request`] adding or replacing, appended to `out`, with an
+/// acknowledgement only if `ack`: without one the kernel answers only a
+/// refusal, so a batch of these needs one acknowledged request at its end.
+pub fn push_route_replace(
+    out: &mut Vec<u8>,
+    prefix: Cidr,
+    hops: &[KernelHop],
+    seq: u32,
+    ack: bool,
+) {
+    let flags = NLM_F_CREATE | NLM_F_REPLACE | if ack { NLM_F_ACK } else { 0 };
+    out.extend_from_slice(&request(
+        RouteNetlinkMessage::NewRoute(static_route(prefix, hops)),
+        flags,
+        seq,
+    ));
+}
+
+/// A static unicast route in the main table.
+fn static_route(prefix: Cidr, hops: &[KernelHop]) -> RouteMessage {
     let mut m = RouteMessage::default();
     let dst = match prefix {
         Cidr::V4(p) => {
@@ -541,15 +573,7 @@ pub fn route_request(add: bool, prefix: Cidr, hops: &[KernelHop], seq: u32) -> V
             .collect();
         m.attributes.push(RouteAttribute::MultiPath(members));
     }
-    if add {
-        request(
-            RouteNetlinkMessage::NewRoute(m),
-            NLM_F_CREATE | NLM_F_ACK | NLM_F_REPLACE,
-            seq,
-        )
-    } else {
-        request(RouteNetlinkMessage::DelRoute(m), NLM_F_ACK, seq)
-    }
+    m
 }
 
 #[cfg(test)]

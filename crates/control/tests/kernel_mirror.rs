@@ -535,3 +535,73 @@ fn routes_changing_while_broadcasts_are_lost_end_in_the_kernels_state() {
     std::fs::remove_file(&churn).ok();
     r.unwrap();
 }
+
+/// Routes installed in batches (several datagrams of requests, a final
+/// short one, both families) all arrive in the kernel with their gateways,
+/// a second pass replaces rather than fails, and a refused route (a gateway
+/// on no link) is reported by its prefix.
+#[test]
+fn batched_route_replaces_reach_the_kernel_and_a_refusal_names_its_prefix() {
+    use control::netlink::KernelHop;
+    use wire::Cidr;
+    let Some(p) = pair("b") else { return };
+    let ns = p.a.clone();
+    std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&ns).unwrap();
+        let ifindex = netio::if_index("va").unwrap();
+        let gw4: IpAddr = "10.78.0.2".parse().unwrap();
+        let gw6: IpAddr = "2001:db8:78::2".parse().unwrap();
+        // 1,300 IPv4 /24s and 300 IPv6 /48s: three full datagrams and a
+        // partial one.
+        let routes: Vec<(Cidr, KernelHop)> = (0..1_300u32)
+            .map(|i| {
+                let c: Cidr = format!("100.{}.{}.0/24", 64 + i / 256, i % 256)
+                    .parse()
+                    .unwrap();
+                (c, gw4)
+            })
+            .chain((0..300u32).map(|i| {
+                let c: Cidr = format!("2001:db8:{:x}::/48", 0x1000 + i).parse().unwrap();
+                (c, gw6)
+            }))
+            .map(|(c, gw)| {
+                let hop = KernelHop {
+                    ifindex,
+                    gateway: Some(gw),
+                };
+                (c, hop)
+            })
+            .collect();
+        for _ in 0..2 {
+            let n = control::kernel::replace_routes(routes.iter().copied()).unwrap();
+            assert_eq!(n, routes.len());
+        }
+        let st = control::kernel::dump_now().unwrap();
+        for (c, hop) in &routes {
+            let found = st
+                .routes
+                .iter()
+                .find(|((p, _), _)| p == c)
+                .unwrap_or_else(|| panic!("{c} not in the kernel"));
+            assert_eq!(found.1, &KernelRoute::Via(vec![*hop]), "{c}");
+        }
+        // A gateway on no link of this namespace: the kernel refuses.
+        let far = KernelHop {
+            ifindex,
+            gateway: Some("192.0.2.1".parse().unwrap()),
+        };
+        let bad: Cidr = "100.99.1.0/24".parse().unwrap();
+        let err = control::kernel::replace_routes(
+            routes[..10]
+                .iter()
+                .copied()
+                .chain([(bad, far)])
+                .chain(routes[10..20].iter().copied()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("100.99.1.0/24"), "{err}");
+    })
+    .join()
+    .unwrap();
+}
