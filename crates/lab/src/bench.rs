@@ -1295,7 +1295,7 @@ pub fn run_bench(
     let fib = match &cfg.full_table {
         Some(p) => {
             progress(&format!(
-                "full table: loading {} into dut with ip -batch",
+                "full table: loading {} into dut over netlink",
                 p.display()
             ));
             let l = topo.load_full_table(p)?;
