@@ -505,15 +505,16 @@ pub fn resolve_request(ifindex: u32, ip: IpAddr, seq: u32) -> Vec<u8> {
 /// Adds (or replaces, `add`) or deletes a static unicast route in the main
 /// table.
 pub fn route_request(add: bool, prefix: Cidr, hops: &[KernelHop], seq: u32) -> Vec<u8> {
-    let m = static_route(prefix, hops);
     if add {
+        let mut out = Vec::new();
+        push_route_replace(&mut out, prefix, hops, seq, true);
+        out
+    } else {
         request(
-            RouteNetlinkMessage::NewRoute(m),
-            NLM_F_CREATE | NLM_F_ACK | NLM_F_REPLACE,
+            RouteNetlinkMessage::DelRoute(static_route(prefix, hops)),
+            NLM_F_ACK,
             seq,
         )
-    } else {
-        request(RouteNetlinkMessage::DelRoute(m), NLM_F_ACK, seq)
     }
 }
 

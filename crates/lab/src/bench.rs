@@ -1227,7 +1227,7 @@ fn median(v: &[f64]) -> Option<f64> {
 
 /// The receive-livelock check of one load curve: the highest offered load
 /// against the best rate the curve reached below it (its peak, unless the
-/// curve still rises), with `pairs` more trials at the peak's load (`trial`
+/// curve still rises), with `peak_trials` more trials at the peak's load (`trial`
 /// runs one at an offered load and answers the forwarding rate), beside
 /// the curve's own readings and `more_at_max` (trials already run at the
 /// highest load; the bench adds its fixed-load repeats, which run there
@@ -1237,7 +1237,7 @@ fn median(v: &[f64]) -> Option<f64> {
 fn livelock_check(
     curve: &[LoadPoint],
     more_at_max: Vec<u64>,
-    pairs: u32,
+    peak_trials: u32,
     mut trial: impl FnMut(u64) -> Result<u64, LabError>,
 ) -> Result<Option<report::LivelockCheck>, LabError> {
     let Some(last) = curve.iter().max_by_key(|p| p.offered_pps) else {
@@ -1265,7 +1265,7 @@ fn livelock_check(
         at_peak_pps: vec![peak.forwarding_pps],
         at_max_pps: at_max,
     };
-    for _ in 0..pairs {
+    for _ in 0..peak_trials {
         check.at_peak_pps.push(trial(peak.offered_pps)?);
     }
     Ok(Some(check))
