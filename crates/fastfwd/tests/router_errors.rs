@@ -101,6 +101,64 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
     );
     assert!(!lab.dut_has_xdp(), "nothing attached");
 
+    // Real-time workers: a priority SCHED_FIFO does not have, busy polling
+    // at a real-time priority, and a process that may not use SCHED_FIFO.
+    let (okay, err) = run_in(
+        &lab.dut,
+        &[
+            "--config",
+            &cfg_s,
+            "--worker-rt-priority",
+            "100",
+            "--socket",
+            &fwd_sock,
+        ],
+    );
+    assert!(
+        !okay && err.contains("--worker-rt-priority 100: 0 (ordinary scheduling) or a SCHED_FIFO priority from 1 to 99"),
+        "{err}"
+    );
+    let (okay, err) = run_in(
+        &lab.dut,
+        &[
+            "--config",
+            &cfg_s,
+            "--busy-poll",
+            "--worker-rt-priority",
+            "1",
+            "--socket",
+            &fwd_sock,
+        ],
+    );
+    assert!(
+        !okay && err.contains("--busy-poll with --worker-rt-priority 1"),
+        "{err}"
+    );
+    let o = sh(&[
+        "setpriv",
+        "--bounding-set=-sys_nice",
+        "--inh-caps=-sys_nice",
+        "ip",
+        "netns",
+        "exec",
+        &lab.dut,
+        env!("CARGO_BIN_EXE_fastfwd"),
+        "run",
+        "--config",
+        &cfg_s,
+        "--socket",
+        &fwd_sock,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains(
+                "--worker-rt-priority 1: this process may not run threads under SCHED_FIFO"
+            ),
+        "{err}"
+    );
+    assert!(!lab.dut_has_xdp(), "nothing left attached");
+
     // XDP attach failure: another program holds the interface.
     let d = lab.start("xdp");
     let (okay, err) = run_in(

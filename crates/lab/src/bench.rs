@@ -737,12 +737,26 @@ pub struct FastfwdForwarding {
     pub firewall: FirewallPreset,
     /// One flow in N with TTL 1 (ICMP time exceeded from the pipeline).
     pub expiring_every: Option<u64>,
+    /// Workers under ordinary scheduling (`--worker-rt-priority 0`)
+    /// instead of the daemon's default SCHED_FIFO: the receive livelock
+    /// the default avoids, measured.
+    pub ordinary_workers: bool,
     child: Option<std::process::Child>,
 }
 
+/// The suffix of a `--backends` name asking for workers under ordinary
+/// scheduling: `xdp-ordinary`, `packet-ordinary`, `xdp-engine-ordinary`.
+pub const ORDINARY_SUFFIX: &str = "-ordinary";
+
 impl FastfwdForwarding {
-    /// A contender running `binary run --backend backend --cores cores`.
+    /// A contender running `binary run --backend backend --cores cores`
+    /// (`backend` with [`ORDINARY_SUFFIX`]: its workers under ordinary
+    /// scheduling).
     pub fn new(binary: PathBuf, backend: &str, cores: &str, dir: PathBuf) -> Self {
+        let (backend, ordinary_workers) = match backend.strip_suffix(ORDINARY_SUFFIX) {
+            Some(b) => (b, true),
+            None => (backend, false),
+        };
         Self {
             binary,
             backend: backend.into(),
@@ -750,6 +764,7 @@ impl FastfwdForwarding {
             dir,
             firewall: FirewallPreset::None,
             expiring_every: None,
+            ordinary_workers,
             child: None,
         }
     }
@@ -846,9 +861,14 @@ fn mac_str(m: [u8; 6]) -> String {
 
 impl Contender for FastfwdForwarding {
     fn name(&self) -> String {
+        let suffix = if self.ordinary_workers {
+            ORDINARY_SUFFIX
+        } else {
+            ""
+        };
         let base = match self.firewall {
-            FirewallPreset::None => format!("fastfwd-{}", self.backend),
-            f => format!("fastfwd-{}+fw-{}", self.backend, f.label()),
+            FirewallPreset::None => format!("fastfwd-{}{suffix}", self.backend),
+            f => format!("fastfwd-{}{suffix}+fw-{}", self.backend, f.label()),
         };
         match self.expiring_every {
             Some(n) => format!("{base}+ttl1-1in{n}"),
@@ -882,8 +902,13 @@ impl Contender for FastfwdForwarding {
             ),
             None => String::new(),
         };
+        let sched = if self.ordinary_workers {
+            "SCHED_OTHER (--worker-rt-priority 0)"
+        } else {
+            "SCHED_FIFO 1"
+        };
         format!(
-            "fastfwd run {how} ({io}), worker on core {}, kernel forwarding off{rules}{expiring}",
+            "fastfwd run {how} ({io}), worker on core {} under {sched}, kernel forwarding off{rules}{expiring}",
             self.cores
         )
     }
@@ -892,6 +917,14 @@ impl Contender for FastfwdForwarding {
             ("forwarding".into(), "fastfwd".into()),
             ("backend".into(), self.backend.clone()),
             ("cores".into(), self.cores.clone()),
+            (
+                "worker_scheduling".into(),
+                if self.ordinary_workers {
+                    "other".into()
+                } else {
+                    "fifo-1".into()
+                },
+            ),
             ("firewall".into(), self.firewall.label()),
             (
                 "ttl_expiring_every".into(),
@@ -954,6 +987,8 @@ impl Contender for FastfwdForwarding {
                 },
                 "--cores",
                 &self.cores,
+                "--worker-rt-priority",
+                if self.ordinary_workers { "0" } else { "1" },
                 "--socket",
             ])
             .arg(self.socket())

@@ -78,6 +78,9 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Keep polling when idle instead of sleeping.
     pub busy_poll: bool,
+    /// SCHED_FIFO priority of the workers (0: ordinary scheduling); None:
+    /// [`DEFAULT_WORKER_RT_PRIORITY`], or 0 with `busy_poll`.
+    pub worker_rt_priority: Option<u8>,
     /// Entries in each AF_XDP socket's RX and fill rings (a power of two;
     /// as many UMEM chunks are reserved for receiving).
     pub xsk_rx_ring: u32,
@@ -120,6 +123,29 @@ pub const MIN_XSK_RING: u32 = 64;
 /// See [`MIN_XSK_RING`].
 pub const MAX_XSK_RING: u32 = 65_536;
 
+/// The workers' SCHED_FIFO priority unless told otherwise: the lowest real-
+/// time one. A worker that preempts its CPU's ordinary threads, the receive
+/// (NAPI) thread of an interface included, drains its rings before more is
+/// received into them, so overload is refused at the ring's producer, where
+/// it is cheap, and not after the kernel has paid for each frame (receive
+/// livelock; docs/router.md, "Worker scheduling").
+pub const DEFAULT_WORKER_RT_PRIORITY: u8 = 1;
+
+/// The workers' SCHED_FIFO priority `args` asks for, or why it is refused.
+fn worker_rt_priority(args: &RunOptions) -> Result<u8> {
+    match args.worker_rt_priority {
+        None if args.busy_poll => Ok(0),
+        None => Ok(DEFAULT_WORKER_RT_PRIORITY),
+        Some(p) if p > 99 => bail!(
+            "--worker-rt-priority {p}: 0 (ordinary scheduling) or a SCHED_FIFO priority from 1 to 99"
+        ),
+        Some(p) if p > 0 && args.busy_poll => bail!(
+            "--busy-poll with --worker-rt-priority {p}: a worker that never sleeps at a real-time priority keeps its CPU from every ordinary thread, the kernel's receive work it waits for included; use --worker-rt-priority 0"
+        ),
+        Some(p) => Ok(p),
+    }
+}
+
 /// Runs the router until SIGINT or SIGTERM (or a worker failure): opens
 /// and attaches everything, drops privileges, starts the workers and runs
 /// the control loop on this thread; detaches everything on the way out.
@@ -146,6 +172,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             args.xsk_rx_ring
         );
     }
+    let rt_priority = worker_rt_priority(&args)?;
     let cores = if args.cores.is_empty() {
         vec![*os::allowed_cpus()?.first().context("no CPU allowed")?]
     } else {
@@ -271,6 +298,17 @@ pub fn run(args: RunOptions) -> Result<()> {
     };
     // Everything that needs privileges is open or attached: keep only
     // what the running daemon uses (docs/router.md, "Privileges").
+    if rt_priority > 0 {
+        // Only a privileged thread may choose SCHED_FIFO, and a thread
+        // starts under its creator's policy: this thread takes it while it
+        // still may, passes it to the workers it starts below, and then
+        // returns to ordinary scheduling.
+        os::set_realtime(0, rt_priority.into()).with_context(|| {
+            format!(
+                "--worker-rt-priority {rt_priority}: this process may not run threads under SCHED_FIFO (it needs CAP_SYS_NICE); --worker-rt-priority 0 keeps ordinary scheduling"
+            )
+        })?;
+    }
     os::drop_privileges(os::DAEMON_CAPABILITIES, user).context("dropping privileges")?;
     let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
     let mut handles = Vec::new();
@@ -311,6 +349,9 @@ pub fn run(args: RunOptions) -> Result<()> {
         );
     }
     drop(miss_tx);
+    if rt_priority > 0 {
+        os::set_ordinary(0).context("returning the control thread to SCHED_OTHER")?;
+    }
     info!(
         ports = %port_names.join(","),
         workers = handles.len(),

@@ -66,6 +66,14 @@ pub fn set_realtime(tid: i32, priority: i32) -> io::Result<()> {
     cvt(unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) }).map(|_| ())
 }
 
+/// Returns thread `tid` (0: the calling thread) to ordinary scheduling
+/// (SCHED_OTHER), which needs no privilege.
+pub fn set_ordinary(tid: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a live sched_param the kernel only reads.
+    cvt(unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) }).map(|_| ())
+}
+
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     let set = sched_getaffinity(None)?;

@@ -70,6 +70,13 @@ pub struct Args {
     /// Keep polling when idle instead of sleeping (burns the cores).
     #[arg(long)]
     pub busy_poll: bool,
+    /// SCHED_FIFO priority of the workers, 1-99, or 0 for ordinary
+    /// scheduling (default 1; 0 with --busy-poll). At 1 a worker preempts
+    /// its CPU's ordinary threads, the kernel's receive thread included, so
+    /// under overload it drains its rings instead of losing its CPU to
+    /// receive work that its full rings then drop.
+    #[arg(long, value_name = "PRIORITY")]
+    pub worker_rt_priority: Option<u8>,
     /// Entries in each AF_XDP socket's RX and fill rings (a power of two,
     /// 64 to 65536): enough to hold what the kernel delivers while the
     /// worker waits for its core.
@@ -155,6 +162,7 @@ pub fn run(args: Args) -> Result<()> {
         cores,
         socket: args.socket,
         busy_poll: args.busy_poll,
+        worker_rt_priority: args.worker_rt_priority,
         xsk_rx_ring: args.xsk_rx_ring,
         xdp_mode: match args.xdp_mode {
             XdpModeArg::Auto => router::XdpAttach::Auto,

@@ -1509,7 +1509,16 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
         return;
     };
     // Every AF_XDP socket (one per queue) with a ring twice the default.
-    let d = lab.start_with_args(backend, "", &["--xsk-rx-ring", "4096"]);
+    let d = lab.start_with_args(
+        backend,
+        "",
+        &["--xsk-rx-ring", "4096", "--worker-rt-priority", "7"],
+    );
+    let workers = workers_policies(d.pid());
+    assert!(
+        !workers.is_empty() && workers.iter().all(|&(p, r)| (p, r) == (SCHED_FIFO, 7)),
+        "{workers:?}"
+    );
     // The first echo may be spent on ARP (gen's for the dut, the router's
     // for the sink): retry it, as a user would.
     within(Duration::from_secs(3), || {
@@ -1729,6 +1738,20 @@ pub fn user_scenario(backend: &str, tag: &str) {
     for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
         assert_eq!(field(k), "0000000000003000", "{k} {status}");
     }
+    // The workers run under SCHED_FIFO 1 (the default) though the daemon
+    // gave up CAP_SYS_NICE; every other thread under SCHED_OTHER.
+    let threads = thread_policies(d.pid());
+    assert!(
+        threads.iter().any(|(c, _, _)| c.starts_with("fastfwd-w")),
+        "{threads:?}"
+    );
+    for (comm, policy, prio) in &threads {
+        if comm.starts_with("fastfwd-w") {
+            assert_eq!((*policy, *prio), (SCHED_FIFO, 1), "{comm}: {threads:?}");
+        } else {
+            assert_eq!((*policy, *prio), (SCHED_OTHER, 0), "{comm}: {threads:?}");
+        }
+    }
     assert!(
         within(Duration::from_secs(3), || lab
             .ping(&lab.generator, SINK4, 1)
@@ -1763,6 +1786,38 @@ pub fn user_scenario(backend: &str, tag: &str) {
         !lab.dut_has_xdp(),
         "XDP left attached after SIGTERM as nobody"
     );
+}
+
+/// `sched_setscheduler(2)`'s policy numbers.
+pub const SCHED_OTHER: u32 = 0;
+/// See [`SCHED_OTHER`].
+pub const SCHED_FIFO: u32 = 1;
+
+/// Every thread of process `pid`: (name, scheduling policy, real-time
+/// priority), from /proc/PID/task/TID/stat (fields 40 and 41).
+pub fn thread_policies(pid: u32) -> Vec<(String, u32, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(e.unwrap().path().join("stat")).unwrap();
+        let (open, close) = (stat.find('(').unwrap(), stat.rfind(')').unwrap());
+        // Fields from the third (state) on, after the name.
+        let rest: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        out.push((
+            stat[open + 1..close].to_string(),
+            rest[41 - 3].parse().unwrap(),
+            rest[40 - 3].parse().unwrap(),
+        ));
+    }
+    out
+}
+
+/// The (policy, real-time priority) of each worker thread of `pid`.
+pub fn workers_policies(pid: u32) -> Vec<(u32, u32)> {
+    thread_policies(pid)
+        .into_iter()
+        .filter(|(c, _, _)| c.starts_with("fastfwd-w"))
+        .map(|(_, p, r)| (p, r))
+        .collect()
 }
 
 /// `fastfwd fib audit` on a daemon following kernel and CLI routes: no
@@ -1876,7 +1931,16 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let d = lab.start_with_args(backend, "", &["--metrics", "127.0.0.1:9469"]);
+    let d = lab.start_with_args(
+        backend,
+        "",
+        &["--metrics", "127.0.0.1:9469", "--worker-rt-priority", "0"],
+    );
+    let workers = workers_policies(d.pid());
+    assert!(
+        !workers.is_empty() && workers.iter().all(|&(p, r)| (p, r) == (SCHED_OTHER, 0)),
+        "{workers:?}"
+    );
     assert!(
         within(Duration::from_secs(3), || lab
             .ping(&lab.generator, SINK4, 1)

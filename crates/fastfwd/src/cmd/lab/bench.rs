@@ -51,7 +51,8 @@ pub struct Args {
     kernel_only: bool,
     /// fastfwd engines to measure: xdp-engine (the XDP program, exceptions
     /// over AF_XDP), or the user-space pipeline on xdp (AF_XDP) or packet
-    /// (AF_PACKET).
+    /// (AF_PACKET); with `-ordinary` (`xdp-ordinary`), its workers under
+    /// ordinary scheduling instead of SCHED_FIFO 1.
     #[arg(long, value_delimiter = ',', default_value = "xdp-engine,xdp,packet")]
     backends: Vec<String>,
     /// How frames reach the dut: `live` (XDP frames from the live-frames
@@ -151,6 +152,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(0)
             .to_string();
         let dir = std::env::temp_dir().join(format!("fastfwd-lab-{}", cfg.tag));
+        for b in &a.backends {
+            let engine = b.strip_suffix(lab::bench::ORDINARY_SUFFIX).unwrap_or(b);
+            if !["xdp-engine", "xdp", "packet"].contains(&engine) {
+                anyhow::bail!(
+                    "--backends {b}: xdp-engine, xdp or packet, each optionally with {}",
+                    lab::bench::ORDINARY_SUFFIX
+                );
+            }
+        }
         for b in &a.backends {
             contenders.push(Box::new(FastfwdForwarding::new(
                 exe.clone(),
