@@ -29,6 +29,9 @@ pub const HOLD_NS: u64 = 1_000_000_000;
 const SPIN_ROUNDS: u32 = 64;
 /// Longest sleep in poll(2), so stop requests are seen promptly.
 const SLEEP_MS: i32 = 100;
+/// The idle sleep while frames wait for a neighbour: how late a held frame
+/// may leave after its neighbour is learnt.
+const HELD_SLEEP_MS: i32 = 1;
 /// How often a worker publishes its counters.
 pub const REPORT_NS: u64 = 100_000_000;
 
@@ -509,14 +512,24 @@ impl WorkerLoop {
                 last_report = now;
                 self.publish(&shared);
             }
-            if !self.setup.busy_poll && idle_rounds > SPIN_ROUNDS && !self.holds_frames() {
+            if !self.setup.busy_poll && idle_rounds > SPIN_ROUNDS {
                 self.report.view.sleeps += 1;
                 // Counters are current whenever the worker sleeps.
                 if now.saturating_sub(last_report) > 10_000_000 {
                     last_report = now;
                     self.publish(&shared);
                 }
-                let _ = os::poll_readable(&fds, SLEEP_MS);
+                // Frames held for a neighbour go again when the tables
+                // change, which no descriptor signals: wake up soon to look.
+                // A short sleep, not a spin: a real-time worker spinning
+                // would keep its CPU from the threads that resolve the
+                // neighbour (the kernel's receive, the control thread).
+                let timeout = if self.holds_frames() {
+                    HELD_SLEEP_MS
+                } else {
+                    SLEEP_MS
+                };
+                let _ = os::poll_readable(&fds, timeout);
             }
         }
         self.publish(&shared);
@@ -705,6 +718,53 @@ mod tests {
         r.worker.publish(&r.shared);
         let rep = r.shared.reports[0].lock().unwrap().clone();
         assert_eq!((rep.view.held, rep.view.held_expired), (1, 0));
+    }
+
+    #[test]
+    fn a_running_worker_sleeps_while_it_holds_frames_and_sends_them_once_the_neighbour_is_learnt() {
+        let Rig {
+            mut router,
+            shared,
+            worker,
+            wires,
+            misses,
+        } = rig();
+        wires[0]
+            .lock()
+            .unwrap()
+            .incoming
+            .push_back(udp_to([198, 19, 0, 57], 64));
+        let running = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || worker.run(shared))
+        };
+        let (_, ip) = misses
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a neighbour miss reported");
+        // Holding the frame, the worker sleeps between rounds (a spinning
+        // real-time worker would starve the threads that resolve it).
+        let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !f() {
+                assert!(std::time::Instant::now() < end, "{what}");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        wait_for("no sleep while holding a frame", &|| {
+            shared.reports[0].lock().unwrap().view.sleeps >= 5
+        });
+        assert!(sent(&wires[1]).is_empty());
+        router
+            .state
+            .api_neighbours
+            .insert(("d1".into(), ip), [2, 0, 0, 0, 1, 0x57]);
+        router.refresh_neighbours(&shared.snapshot);
+        wait_for("the held frame was not sent", &|| {
+            !wires[1].lock().unwrap().sent.is_empty()
+        });
+        shared.stop.store(true, Ordering::Relaxed);
+        running.join().unwrap();
+        assert_eq!(sent(&wires[1])[0][..6], [2, 0, 0, 0, 1, 0x57]);
     }
 
     #[test]
