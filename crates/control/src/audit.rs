@@ -300,17 +300,21 @@ pub type AuditResult = Result<(Vec<Difference>, Checked), crate::ControlError>;
 
 /// Runs an audit on a thread of its own: dumps the kernel, expands the
 /// installed routes, compares every layer. The control loop goes on; the
-/// result arrives on the returned channel.
+/// result arrives on the returned channel. The thread runs on `cpus` (empty:
+/// any; see [`crate::kernel::keep_off_worker_cpus`]).
 pub fn start(
     state: RouterState,
     installed: (BTreeMap<Cidr, u32>, Vec<Vec<String>>),
     tables: Arc<RouterTables>,
     engine: Option<EngineAudit>,
+    cpus: &[usize],
 ) -> std::sync::mpsc::Receiver<AuditResult> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let cpus = cpus.to_vec();
     let spawned = std::thread::Builder::new()
         .name("fastfwd-audit".into())
         .spawn(move || {
+            crate::kernel::keep_off_worker_cpus(&cpus);
             let r = crate::kernel::dump_now().map(|fresh| {
                 let (routes, texts) = installed;
                 let installed = routes

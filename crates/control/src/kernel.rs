@@ -60,6 +60,21 @@ pub struct KernelLink {
     drops_seen: u32,
     /// Re-reads started so far.
     resyncs: u64,
+    /// CPUs for background work (re-reads, audits): none of the workers'.
+    background_cpus: Vec<usize>,
+}
+
+/// Keeps the calling thread, a background job's, on `cpus` (if any): its
+/// system calls (a full table's dump, hundreds of MiB given back) can hold
+/// a CPU for tens of milliseconds where the kernel is not preemptible, and
+/// a worker's CPU also runs the kernel's receive work.
+pub fn keep_off_worker_cpus(cpus: &[usize]) {
+    if !cpus.is_empty() {
+        // A subset of the CPUs the process may use: only a concurrent
+        // change of its affinity refuses it, and then the thread stays
+        // where it may run, which is still correct.
+        let _ = netio::sys::os::set_affinity(0, cpus);
+    }
 }
 
 /// A re-dump in progress: its result, and the broadcasts received since it
@@ -245,7 +260,18 @@ impl KernelLink {
             resync: None,
             drops_seen,
             resyncs: 0,
+            background_cpus: Vec::new(),
         })
+    }
+
+    /// Runs background work (re-reads, audits) on `cpus` only (empty: any).
+    pub fn set_background_cpus(&mut self, cpus: Vec<usize>) {
+        self.background_cpus = cpus;
+    }
+
+    /// The CPUs background work runs on (empty: any).
+    pub fn background_cpus(&self) -> &[usize] {
+        &self.background_cpus
     }
 
     /// The descriptor that becomes readable when the kernel broadcasts a change.
@@ -334,9 +360,11 @@ impl KernelLink {
         self.resyncs += 1;
         let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink resync socket", e))?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let cpus = self.background_cpus.clone();
         std::thread::Builder::new()
             .name("fastfwd-resync".into())
             .spawn(move || {
+                keep_off_worker_cpus(&cpus);
                 let mut seq = 1;
                 let mut buf = vec![0u8; 1 << 16];
                 // A table still loading interrupts dumps; keep trying (the
@@ -411,5 +439,43 @@ impl KernelLink {
     /// Discards acknowledgements of earlier resolution requests.
     fn drain_acks(&mut self) {
         while let Ok(Some(_)) = self.requests.recv(&mut self.buf, true) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU a thread may run on, from /proc (its own view of itself).
+    fn own_cpus_allowed() -> String {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn a_background_thread_keeps_to_the_cpus_it_is_given() {
+        let all = netio::sys::os::allowed_cpus().unwrap();
+        let last = *all.last().unwrap();
+        let moved = std::thread::spawn(move || {
+            keep_off_worker_cpus(&[last]);
+            own_cpus_allowed()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(moved, last.to_string());
+        // No CPUs given: the thread stays where it may run.
+        let before = std::thread::spawn(own_cpus_allowed).join().unwrap();
+        let stayed = std::thread::spawn(|| {
+            keep_off_worker_cpus(&[]);
+            own_cpus_allowed()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(stayed, before);
     }
 }

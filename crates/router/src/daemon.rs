@@ -486,6 +486,7 @@ impl Daemon {
             self.router.installed(),
             Arc::clone(&self.shared.snapshot.load()),
             engine,
+            self.kernel.background_cpus(),
         );
         self.audit = Some(AuditJob {
             result: rx,

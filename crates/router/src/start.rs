@@ -195,6 +195,13 @@ pub fn run(args: RunOptions) -> Result<()> {
         );
     }
     let mut kernel = KernelLink::open().context("opening netlink")?;
+    // Re-reads and audits run on the CPUs no worker uses, where there are.
+    kernel.set_background_cpus(
+        os::allowed_cpus()?
+            .into_iter()
+            .filter(|c| !cores.contains(c))
+            .collect(),
+    );
     let mut state = RouterState::new(config);
     kernel
         .dump(&mut state.kernel)

@@ -55,6 +55,21 @@ pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
     Ok(sched_setaffinity(Pid::from_raw(tid), &set)?)
 }
 
+/// Lets thread `tid` (0: the calling thread) run on `cpus` only.
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        if cpu >= CpuSet::MAX_CPU {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cpu number too large",
+            ));
+        }
+        set.set(cpu);
+    }
+    Ok(sched_setaffinity(Pid::from_raw(tid), &set)?)
+}
+
 /// Runs thread `tid` (0: the calling thread) under SCHED_FIFO at
 /// `priority` (1-99): it preempts every ordinary thread of its CPU when it
 /// becomes runnable, as softirq work does.
