@@ -1514,11 +1514,7 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
         "",
         &["--xsk-rx-ring", "4096", "--worker-rt-priority", "7"],
     );
-    let workers = workers_policies(d.pid());
-    assert!(
-        !workers.is_empty() && workers.iter().all(|&(p, r)| (p, r) == (SCHED_FIFO, 7)),
-        "{workers:?}"
-    );
+    assert_workers_scheduled(d.pid(), SCHED_FIFO, 7);
     // The first echo may be spent on ARP (gen's for the dut, the router's
     // for the sink): retry it, as a user would.
     within(Duration::from_secs(3), || {
@@ -1811,13 +1807,18 @@ pub fn thread_policies(pid: u32) -> Vec<(String, u32, u32)> {
     out
 }
 
-/// The (policy, real-time priority) of each worker thread of `pid`.
-pub fn workers_policies(pid: u32) -> Vec<(u32, u32)> {
-    thread_policies(pid)
+/// Asserts that process `pid` has workers, each under `policy` at real-time
+/// priority `priority`.
+pub fn assert_workers_scheduled(pid: u32, policy: u32, priority: u32) {
+    let workers: Vec<(u32, u32)> = thread_policies(pid)
         .into_iter()
         .filter(|(c, _, _)| c.starts_with("fastfwd-w"))
         .map(|(_, p, r)| (p, r))
-        .collect()
+        .collect();
+    assert!(
+        !workers.is_empty() && workers.iter().all(|&w| w == (policy, priority)),
+        "{workers:?}"
+    );
 }
 
 /// `fastfwd fib audit` on a daemon following kernel and CLI routes: no
@@ -1936,11 +1937,7 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
         "",
         &["--metrics", "127.0.0.1:9469", "--worker-rt-priority", "0"],
     );
-    let workers = workers_policies(d.pid());
-    assert!(
-        !workers.is_empty() && workers.iter().all(|&(p, r)| (p, r) == (SCHED_OTHER, 0)),
-        "{workers:?}"
-    );
+    assert_workers_scheduled(d.pid(), SCHED_OTHER, 0);
     assert!(
         within(Duration::from_secs(3), || lab
             .ping(&lab.generator, SINK4, 1)
