@@ -44,15 +44,7 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 
 /// Pins thread `tid` (0: the calling thread) to one CPU.
 pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
-    if cpu >= CpuSet::MAX_CPU {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "cpu number too large",
-        ));
-    }
-    let mut set = CpuSet::new();
-    set.set(cpu);
-    Ok(sched_setaffinity(Pid::from_raw(tid), &set)?)
+    set_affinity(tid, &[cpu])
 }
 
 /// Lets thread `tid` (0: the calling thread) run on `cpus` only.
@@ -74,19 +66,21 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
 /// `priority` (1-99): it preempts every ordinary thread of its CPU when it
 /// becomes runnable, as softirq work does.
 pub fn set_realtime(tid: i32, priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: `param` is a live sched_param the kernel only reads.
-    cvt(unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) }).map(|_| ())
+    set_scheduler(tid, libc::SCHED_FIFO, priority)
 }
 
 /// Returns thread `tid` (0: the calling thread) to ordinary scheduling
 /// (SCHED_OTHER), which needs no privilege.
 pub fn set_ordinary(tid: i32) -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
+    set_scheduler(tid, libc::SCHED_OTHER, 0)
+}
+
+fn set_scheduler(tid: i32, policy: libc::c_int, priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: `param` is a live sched_param the kernel only reads.
-    cvt(unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) }).map(|_| ())
+    cvt(unsafe { libc::sched_setscheduler(tid, policy, &param) }).map(|_| ())
 }
 
 /// The CPUs this process may run on.
