@@ -218,9 +218,15 @@ impl FibImage {
                 room: leaves_room as usize,
             });
         }
+        // Whole pairs first (a loop without a branch per element: the top
+        // level alone is hundreds of thousands of them), then an odd last
+        // element paired with "no route".
         let pairs = |v: &[u32]| -> Vec<u64> {
-            v.chunks(2)
-                .map(|c| layout::pair(c[0], c.get(1).copied().unwrap_or(layout::NO_ROUTE)))
+            let whole = v.chunks_exact(2);
+            let odd = whole.remainder().first().copied();
+            whole
+                .map(|c| layout::pair(c[0], c[1]))
+                .chain(odd.map(|lo| layout::pair(lo, layout::NO_ROUTE)))
                 .collect()
         };
         Ok(FibImage {
