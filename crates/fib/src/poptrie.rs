@@ -26,9 +26,12 @@
 //! and rebuilds only the chunks under them. The structure itself is
 //! single-writer; [`crate::shared`] publishes it to readers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::{Address, Lookup, NextHopId, RouteTable};
+
+mod deep;
+use deep::DeepRoutes;
 
 /// The largest next-hop id the trie stores (bit 31 marks node references).
 pub const MAX_NEXT_HOP: NextHopId = 0x7FFF_FFFE;
@@ -49,6 +52,10 @@ const LANES: usize = 32;
 pub trait TrieKey: Address + Ord {
     /// Bits resolved by the direct-indexed top level.
     const DIRECT_BITS: u8;
+    /// Routes longer than the direct bits are kept for updates in buckets
+    /// of this many leading bits: small enough that a bucket is a few cache
+    /// lines, large enough that recompiling a node reads one bucket.
+    const BUCKET_BITS: u8;
     /// The top-level index: the first `DIRECT_BITS` bits.
     fn top_index(self) -> usize;
     /// Six bits starting `offset` bits from the most significant bit, zero
@@ -62,6 +69,8 @@ pub trait TrieKey: Address + Ord {
 
 impl TrieKey for u32 {
     const DIRECT_BITS: u8 = 18;
+    // A chunk: 29 routes on average over the full table's routes, 126 at most.
+    const BUCKET_BITS: u8 = 18;
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (32 - Self::DIRECT_BITS)) as usize
@@ -80,6 +89,9 @@ impl TrieKey for u32 {
 
 impl TrieKey for u128 {
     const DIRECT_BITS: u8 = 16;
+    // A /16 chunk holds up to 20,000 of the full table's routes, a /40 at
+    // most 414 (35 on average over its routes).
+    const BUCKET_BITS: u8 = 40;
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (128 - Self::DIRECT_BITS)) as usize
@@ -152,6 +164,40 @@ fn rank(v: u64, s: u32) -> u32 {
     (v << (63 - s)).count_ones()
 }
 
+/// Encodes a node's 64 values as leaves: a run of equal values over the
+/// slots without a child is stored once, where `leafvec` marks its start.
+/// Returns `leafvec`, the runs' values and their number.
+#[inline]
+fn encode_leaves(values: &[u32; 64], children: u64) -> (u64, [u32; 64], usize) {
+    let leaf = !children;
+    // Slots that differ from the slot before them (compared in bulk).
+    let mut differs = 1u64;
+    for s in 1..64 {
+        differs |= u64::from(values[s] != values[s - 1]) << s;
+    }
+    // A slot after a leaf starts a run where it differs from it; a slot
+    // after a child compares with the last leaf before the child, if any.
+    let mut leafvec = differs & leaf & !(children << 1);
+    let mut after_child = leaf & (children << 1);
+    while after_child != 0 {
+        let s = after_child.trailing_zeros();
+        after_child &= after_child - 1;
+        let before = leaf & ((1u64 << s) - 1);
+        if before == 0 || values[(63 - before.leading_zeros()) as usize] != values[s as usize] {
+            leafvec |= 1u64 << s;
+        }
+    }
+    let mut runs = [0u32; 64];
+    let mut nl = 0usize;
+    let mut starts = leafvec;
+    while starts != 0 {
+        runs[nl] = values[starts.trailing_zeros() as usize];
+        starts &= starts - 1;
+        nl += 1;
+    }
+    (leafvec, runs, nl)
+}
+
 /// Memory use of a trie, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryUse {
@@ -178,11 +224,16 @@ pub struct Poptrie<A: TrieKey> {
     short: Vec<HashMap<A, NextHopId>>,
     /// Per top-level entry: length of the longest short route covering it.
     best_short_len: Vec<u8>,
-    /// Routes longer than the direct bits, ordered by (address, length):
-    /// the routes under any prefix form one range.
-    deep: BTreeMap<(A, u8), NextHopId>,
-    /// Number of deep routes per length, to skip absent lengths.
-    deep_lens: Vec<u32>,
+    /// Per top-level entry: that route's next hop (`NO_ROUTE` for none),
+    /// the default a chunk's leaves fall back to, in one read.
+    slot_defaults: Vec<u32>,
+    /// Routes longer than the direct bits.
+    deep: DeepRoutes<A>,
+    /// Per node (same index as `nodes`): the default it was compiled with,
+    /// the next hop of the longest route no longer than its offset covering
+    /// it. A change deeper than a node leaves its default as it is, so an
+    /// update finds it here rather than by searching the routes.
+    node_defaults: Vec<u32>,
     /// Free node and leaf blocks by size (1 to 64).
     free_nodes: Vec<Vec<u32>>,
     free_leaves: Vec<Vec<u32>>,
@@ -228,8 +279,9 @@ impl<A: TrieKey> Poptrie<A> {
             leaves: Vec::new(),
             short: (0..=A::DIRECT_BITS).map(|_| HashMap::new()).collect(),
             best_short_len: vec![NO_LEN; top_len],
-            deep: BTreeMap::new(),
-            deep_lens: vec![0; A::BITS as usize + 1],
+            slot_defaults: vec![NO_ROUTE; top_len],
+            deep: DeepRoutes::default(),
+            node_defaults: Vec::new(),
             free_nodes: vec![Vec::new(); 65],
             free_leaves: vec![Vec::new(); 65],
             free_node_count: 0,
@@ -277,6 +329,7 @@ impl<A: TrieKey> Poptrie<A> {
             for (addr, nh) in rs {
                 for s in Self::short_range(addr, len) {
                     t.best_short_len[s] = len;
+                    t.slot_defaults[s] = nh;
                     t.top[s] = nh;
                 }
             }
@@ -292,14 +345,11 @@ impl<A: TrieKey> Poptrie<A> {
             let default = t.slot_default(slot);
             let root = t.alloc_nodes(1);
             let node = t.build(&dedup[i..j], A::DIRECT_BITS, default);
-            t.nodes[root as usize] = node;
+            t.put_node(root, node, default);
             t.top[slot] = NODE_FLAG | root;
             i = j;
         }
-        for r in &dedup {
-            t.deep_lens[r.1 as usize] += 1;
-        }
-        t.deep = dedup.into_iter().map(|(a, l, n)| ((a, l), n)).collect();
+        t.deep = DeepRoutes::from_sorted(dedup);
         t
     }
 
@@ -307,14 +357,8 @@ impl<A: TrieKey> Poptrie<A> {
     /// the route copy rather than the lookup structure: for the control
     /// side and for checking, not for the per-packet path.
     pub fn lookup_route(&self, addr: A) -> Option<(A::Prefix, NextHopId)> {
-        for l in (A::DIRECT_BITS + 1..=A::BITS).rev() {
-            if self.deep_lens[l as usize] == 0 {
-                continue;
-            }
-            let net = addr.masked(l);
-            if let Some(&nh) = self.deep.get(&(net, l)) {
-                return Some((A::prefix(net, l), nh));
-            }
+        if let Some((l, nh)) = self.deep.covering(addr, A::DIRECT_BITS + 1, A::BITS) {
+            return Some((A::prefix(addr.masked(l), l), nh));
         }
         let len = *self.best_short_len.get(addr.top_index())?;
         if len == NO_LEN {
@@ -346,8 +390,9 @@ impl<A: TrieKey> Poptrie<A> {
     /// Memory used by the lookup structure and by the route copy.
     pub fn memory(&self) -> MemoryUse {
         let node_sz = core::mem::size_of::<Node>();
-        // A B-tree entry plus its share of node overhead, roughly.
-        let deep_sz = core::mem::size_of::<((A, u8), NextHopId)>() + 8;
+        // A bucket: its key twice (map and order), a vector, map overhead.
+        let deep_sz = core::mem::size_of::<(A, u8, NextHopId)>();
+        let bucket_sz = 3 * core::mem::size_of::<A>() + 32;
         let short_routes: usize = self.short.iter().map(HashMap::capacity).sum();
         MemoryUse {
             lookup_bytes: self.top.len() * 4 + self.nodes.len() * node_sz + self.leaves.len() * 4,
@@ -355,8 +400,11 @@ impl<A: TrieKey> Poptrie<A> {
             nodes: self.nodes.len() - self.free_node_count,
             leaves: self.leaves.len() - self.free_leaf_count,
             control_bytes: self.deep.len() * deep_sz
+                + self.deep.buckets() * bucket_sz
                 + short_routes * (core::mem::size_of::<A>() + 8)
-                + self.best_short_len.len(),
+                + self.best_short_len.len()
+                + self.slot_defaults.len() * 4
+                + self.node_defaults.len() * 4,
         }
     }
 
@@ -378,7 +426,7 @@ impl<A: TrieKey> Poptrie<A> {
             .iter()
             .enumerate()
             .flat_map(|(len, m)| m.iter().map(move |(&a, &nh)| (A::prefix(a, len as u8), nh)));
-        let deep = self.deep.iter().map(|(&(a, l), &nh)| (A::prefix(a, l), nh));
+        let deep = self.deep.iter().map(|&(a, l, nh)| (A::prefix(a, l), nh));
         short.chain(deep)
     }
 
@@ -412,39 +460,14 @@ impl<A: TrieKey> Poptrie<A> {
 
     /// The default for top-level entry `slot`: the longest short route
     /// covering it.
+    #[inline]
     fn slot_default(&self, slot: usize) -> u32 {
-        let len = self.best_short_len[slot];
-        if len == NO_LEN {
-            return NO_ROUTE;
-        }
-        let net = A::from_top_index(slot).masked(len);
-        self.short[len as usize]
-            .get(&net)
-            .copied()
-            .unwrap_or(NO_ROUTE)
-    }
-
-    /// The next hop of the longest route of length `<= len` covering `addr`.
-    fn covering_default(&self, addr: A, len: u8) -> u32 {
-        for l in (A::DIRECT_BITS + 1..=len).rev() {
-            if self.deep_lens[l as usize] == 0 {
-                continue;
-            }
-            if let Some(&nh) = self.deep.get(&(addr.masked(l), l)) {
-                return nh;
-            }
-        }
-        self.slot_default(addr.top_index())
+        self.slot_defaults[slot]
     }
 
     /// Whether any route longer than `len` lies under `addr/len`.
     fn has_longer(&self, addr: A, len: u8) -> bool {
-        let first = addr.masked(len);
-        let last = A::last_of(first, len);
-        self.deep
-            .range((first, len + 1)..=(last, u8::MAX))
-            .next()
-            .is_some()
+        self.deep.any_under(addr.masked(len), len)
     }
 
     fn alloc_nodes(&mut self, n: u32) -> u32 {
@@ -455,7 +478,15 @@ impl<A: TrieKey> Poptrie<A> {
         let start = self.nodes.len() as u32;
         self.nodes
             .resize(self.nodes.len() + n as usize, Node::default());
+        self.node_defaults.resize(self.nodes.len(), NO_ROUTE);
         start
+    }
+
+    /// Writes a node and the default it was compiled with.
+    #[inline]
+    fn put_node(&mut self, idx: u32, node: Node, default: u32) {
+        self.nodes[idx as usize] = node;
+        self.node_defaults[idx as usize] = default;
     }
 
     fn alloc_leaves(&mut self, n: u32) -> u32 {
@@ -509,21 +540,7 @@ impl<A: TrieKey> Poptrie<A> {
                 children |= 1u64 << slot;
             }
         }
-        let mut leafvec = 0u64;
-        let mut runs = [0u32; 64];
-        let mut nl = 0usize;
-        let mut prev = None;
-        for (s, &v) in values.iter().enumerate() {
-            if (children >> s) & 1 != 0 {
-                continue;
-            }
-            if prev != Some(v) {
-                leafvec |= 1u64 << s;
-                runs[nl] = v;
-                nl += 1;
-                prev = Some(v);
-            }
-        }
+        let (leafvec, runs, nl) = encode_leaves(&values, children);
         let leaf_base = if nl > 0 {
             let b = self.alloc_leaves(nl as u32);
             self.leaves[b as usize..b as usize + nl].copy_from_slice(&runs[..nl]);
@@ -544,7 +561,7 @@ impl<A: TrieKey> Poptrie<A> {
             }
             if (children >> slot) & 1 != 0 {
                 let child = self.build(&routes[i..j], end, values[slot as usize]);
-                self.nodes[(child_base + k) as usize] = child;
+                self.put_node(child_base + k, child, values[slot as usize]);
                 k += 1;
             }
             i = j;
@@ -563,17 +580,12 @@ impl<A: TrieKey> Poptrie<A> {
         let old = self.nodes[idx as usize];
         // This copy has no readers (see `shared`): blocks are reused at once.
         self.free_below(old);
-        let first = addr.masked(offset);
-        let last = A::last_of(first, offset);
         let mut routes = core::mem::take(&mut self.scratch);
         routes.clear();
-        routes.extend(
-            self.deep
-                .range((first, offset + 1)..=(last, u8::MAX))
-                .map(|(&(a, l), &n)| (a, l, n)),
-        );
+        self.deep
+            .collect_under(addr.masked(offset), offset, &mut routes);
         let node = self.build(&routes, offset, default);
-        self.nodes[idx as usize] = node;
+        self.put_node(idx, node, default);
         self.scratch = routes;
     }
 
@@ -654,12 +666,37 @@ impl<A: TrieKey> Poptrie<A> {
             idx = node.child_base + rank(node.children, s) - 1;
             off += STRIDE;
         }
-        // The root exists while the slot has deep routes; a deeper node while
-        // routes longer than its offset remain under it.
+        // Most changes touch one node: a route ending in a node that stays
+        // (the root while the slot has deep routes, a deeper node while
+        // routes longer than its offset remain under it) changes its leaves;
+        // a delete that empties a subtree takes one child from the deepest
+        // node that stays; an insert below the last node on its path adds
+        // one child there. The rest recompile a subtree.
+        let (idx, off) = path[depth - 1];
+        if len <= off + STRIDE {
+            if self.has_longer(addr, off) {
+                if self.patch_leaves(idx, addr, off, len) {
+                    return;
+                }
+            } else {
+                for d in (0..depth - 1).rev() {
+                    let (parent, parent_off) = path[d];
+                    if self.has_longer(addr, parent_off) {
+                        self.remove_child(parent, addr, parent_off);
+                        return;
+                    }
+                }
+                self.rebuild_slot(slot);
+                return;
+            }
+        } else if depth < path.len() && self.deep.get(addr, len).is_some() {
+            self.add_child(idx, addr, off);
+            return;
+        }
         for d in (1..depth).rev() {
             let (idx, off) = path[d];
             if self.has_longer(addr, off) {
-                let default = self.covering_default(addr, off);
+                let default = self.node_defaults[idx as usize];
                 self.rebuild_at(idx, addr, off, default);
                 return;
             }
@@ -667,10 +704,193 @@ impl<A: TrieKey> Poptrie<A> {
         self.rebuild_slot(slot);
     }
 
+    /// Repaints the leaves of the node at `idx` (prefix `addr/off`) where
+    /// the route `addr/len` ends (`off < len <= off + STRIDE`), when no
+    /// child lies under the route: the children and the defaults they were
+    /// built with stay as they are. Returns false, having changed nothing,
+    /// when the node must be recompiled instead.
+    fn patch_leaves(&mut self, idx: u32, addr: A, off: u8, len: u8) -> bool {
+        let end = off + STRIDE;
+        let node = self.nodes[idx as usize];
+        let first = addr.stride_bits(off) as usize;
+        let n = 1usize << (end - len);
+        if node.children & (((1u64 << n) - 1) << first) != 0 {
+            return false;
+        }
+        let Some(routes) = self.deep.within(addr.masked(len), len) else {
+            return false;
+        };
+        let mut values = self.node_values(&node);
+        // Under the route: the longest shorter route covering it (ending in
+        // this node or above), then the routes at least as long as it.
+        let covering = match self.deep.covering(addr, off + 1, len - 1) {
+            Some((_, nh)) => nh,
+            None => self.node_defaults[idx as usize],
+        };
+        values[first..first + n].fill(covering);
+        for &(a, l, nh) in routes {
+            if l <= end {
+                let s = a.stride_bits(off) as usize;
+                values[s..s + (1usize << (end - l))].fill(nh);
+            }
+        }
+        self.set_leaves(idx, &values, node.children);
+        true
+    }
+
+    /// The node's 64 values as its leaves hold them (child slots hold no
+    /// meaningful value).
+    fn node_values(&self, node: &Node) -> [u32; 64] {
+        let mut values = [NO_ROUTE; 64];
+        let base = node.leaf_base as usize;
+        let Some(runs) = self
+            .leaves
+            .get(base..base + node.leafvec.count_ones() as usize)
+        else {
+            return values;
+        };
+        if runs.is_empty() {
+            return values;
+        }
+        // Each run fills the slots from its start to the next run's; child
+        // slots get the run around them, and slots before the first run the
+        // first (callers skip child slots).
+        let mut starts = node.leafvec;
+        let mut from = 0usize;
+        for &run in runs {
+            starts &= starts - 1;
+            let to = if starts == 0 {
+                64
+            } else {
+                starts.trailing_zeros() as usize
+            };
+            values[from..to].fill(run);
+            from = to;
+        }
+        values
+    }
+
+    /// Gives the node at `idx` the leaves for `values` (child slots
+    /// skipped), reusing its leaf block when the number of runs is the same.
+    fn set_leaves(&mut self, idx: u32, values: &[u32; 64], children: u64) {
+        let node = self.nodes[idx as usize];
+        let (leafvec, runs, nl) = encode_leaves(values, children);
+        let old_nl = node.leafvec.count_ones();
+        let leaf_base = if nl as u32 == old_nl {
+            node.leaf_base
+        } else {
+            if old_nl > 0 {
+                self.free_leaves[old_nl as usize].push(node.leaf_base);
+                self.free_leaf_count += old_nl as usize;
+            }
+            if nl > 0 {
+                self.alloc_leaves(nl as u32)
+            } else {
+                0
+            }
+        };
+        self.leaves[leaf_base as usize..leaf_base as usize + nl].copy_from_slice(&runs[..nl]);
+        let node = &mut self.nodes[idx as usize];
+        node.leafvec = leafvec;
+        node.leaf_base = leaf_base;
+    }
+
+    /// Moves the node at `idx`'s children to a new block for the child set
+    /// `children`, with `new_child` (if any) at its place; the children's own
+    /// blocks stay where they are. Returns the new block's base.
+    fn move_children(
+        &mut self,
+        idx: u32,
+        children: u64,
+        new_child: Option<(u32, Node, u32)>,
+    ) -> u32 {
+        let node = self.nodes[idx as usize];
+        let old_nc = node.children.count_ones();
+        let nc = children.count_ones();
+        let base = if nc > 0 { self.alloc_nodes(nc) } else { 0 };
+        let mut k = 0;
+        for s in 0..64u32 {
+            if (children >> s) & 1 == 0 {
+                continue;
+            }
+            let (child, default) = match new_child {
+                Some((slot, c, d)) if slot == s => (c, d),
+                _ => {
+                    let i = (node.child_base + rank(node.children, s) - 1) as usize;
+                    (self.nodes[i], self.node_defaults[i])
+                }
+            };
+            self.put_node(base + k, child, default);
+            k += 1;
+        }
+        if old_nc > 0 {
+            self.free_nodes[old_nc as usize].push(node.child_base);
+            self.free_node_count += old_nc as usize;
+        }
+        base
+    }
+
+    /// Adds the child under the node at `idx` (prefix `addr/off`) that the
+    /// newly inserted route `addr/len` (`len > off + STRIDE`) needs: builds
+    /// its subtree and moves the siblings' entries; nothing else below is
+    /// recompiled.
+    fn add_child(&mut self, idx: u32, addr: A, off: u8) {
+        let end = off + STRIDE;
+        let node = self.nodes[idx as usize];
+        let s = addr.stride_bits(off);
+        let mut values = self.node_values(&node);
+        let mut routes = core::mem::take(&mut self.scratch);
+        routes.clear();
+        self.deep.collect_under(addr.masked(end), end, &mut routes);
+        let child = self.build(&routes, end, values[s as usize]);
+        self.scratch = routes;
+        let children = node.children | (1u64 << s);
+        let base = self.move_children(idx, children, Some((s, child, values[s as usize])));
+        values[s as usize] = NO_ROUTE;
+        self.set_leaves(idx, &values, children);
+        let node = &mut self.nodes[idx as usize];
+        node.children = children;
+        node.child_base = base;
+    }
+
+    /// Removes the child on `addr`'s path under the node at `idx` (prefix
+    /// `addr/off`), whose subtree a delete left without routes; the slot
+    /// becomes a leaf again.
+    fn remove_child(&mut self, idx: u32, addr: A, off: u8) {
+        let node = self.nodes[idx as usize];
+        let s = addr.stride_bits(off);
+        let child = self.nodes[(node.child_base + rank(node.children, s) - 1) as usize];
+        self.free_below(child);
+        let children = node.children & !(1u64 << s);
+        let base = self.move_children(idx, children, None);
+        let mut values = self.node_values(&node);
+        values[s as usize] = match self.deep.covering(addr, off + 1, off + STRIDE) {
+            Some((_, nh)) => nh,
+            None => self.node_defaults[idx as usize],
+        };
+        self.set_leaves(idx, &values, children);
+        let node = &mut self.nodes[idx as usize];
+        node.children = children;
+        node.child_base = base;
+    }
+
     /// The range of top-level entries a short prefix covers.
     fn short_range(addr: A, len: u8) -> core::ops::Range<usize> {
         let first = addr.top_index();
         first..first + (1usize << (A::DIRECT_BITS - len))
+    }
+
+    /// Starts fetching the root node of `addr`'s chunk, so that the walk an
+    /// update makes after changing the route copy does not begin with a
+    /// cache miss: the two chains of reads overlap.
+    #[inline]
+    fn prefetch_chunk(&self, addr: A) {
+        if let Some(&e) = self.top.get(addr.top_index())
+            && e & NODE_FLAG != 0
+            && let Some(n) = self.nodes.get((e & !NODE_FLAG) as usize)
+        {
+            prefetch(n);
+        }
     }
 
     fn insert_checked(&mut self, prefix: A::Prefix, nh: NextHopId) -> Option<NextHopId> {
@@ -684,16 +904,16 @@ impl<A: TrieKey> Poptrie<A> {
                 let b = self.best_short_len[s];
                 if b == NO_LEN || b <= len {
                     self.best_short_len[s] = len;
+                    self.slot_defaults[s] = nh;
                     self.refresh_default(s);
                 }
             }
             old
         } else {
-            let old = self.deep.insert((addr, len), nh);
-            match old {
-                Some(o) if o == nh => return old,
-                Some(_) => {}
-                None => self.deep_lens[len as usize] += 1,
+            self.prefetch_chunk(addr);
+            let old = self.deep.insert(addr, len, nh);
+            if old == Some(nh) {
+                return old;
             }
             self.update_deep(addr, len);
             old
@@ -710,16 +930,24 @@ impl<A: TrieKey> Poptrie<A> {
                 .rev()
                 .find(|&l| self.short[l as usize].contains_key(&addr.masked(l)))
                 .unwrap_or(NO_LEN);
+            let repl_nh = match repl {
+                NO_LEN => NO_ROUTE,
+                l => self.short[l as usize]
+                    .get(&addr.masked(l))
+                    .copied()
+                    .unwrap_or(NO_ROUTE),
+            };
             for s in Self::short_range(addr, len) {
                 if self.best_short_len[s] == len {
                     self.best_short_len[s] = repl;
+                    self.slot_defaults[s] = repl_nh;
                     self.refresh_default(s);
                 }
             }
             Some(old)
         } else {
-            let old = self.deep.remove(&(addr, len))?;
-            self.deep_lens[len as usize] -= 1;
+            self.prefetch_chunk(addr);
+            let old = self.deep.remove(addr, len)?;
             self.update_deep(addr, len);
             Some(old)
         }
@@ -843,7 +1071,7 @@ impl<A: TrieKey> RouteTable<A> for Poptrie<A> {
         if len <= A::DIRECT_BITS {
             self.short[len as usize].get(&addr).copied()
         } else {
-            self.deep.get(&(addr, len)).copied()
+            self.deep.get(addr, len)
         }
     }
 
