@@ -14,8 +14,10 @@
 //!
 //! Measured for each structure: lookups/s (single and batched) for keys
 //! inside table prefixes and for uniform random keys, IPv4 and IPv6; memory;
-//! full-table build time; single-route update rate; and, for fastfwd, the
-//! lookup rate while another thread streams updates at 100k routes/s.
+//! full-table build time; single-route inserts into an empty table in file
+//! order (what dpdk-test-fib times as "FIB add") and random deletes and
+//! re-adds on the full table; and, for fastfwd, the lookup rate while
+//! another thread streams updates at 100k routes/s.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -102,6 +104,11 @@ struct Row {
     memory: Option<f64>,
     memory_note: &'static str,
     build_s: Option<f64>,
+    /// Routes inserted one at a time into an empty table, in route-file
+    /// order: the workload of dpdk-test-fib's "FIB add".
+    inserts: Option<f64>,
+    /// Random table routes deleted and added back, one change at a time
+    /// (changes per second).
     updates: Option<f64>,
 }
 
@@ -181,6 +188,20 @@ fn bench_ours<A: TrieKey>(f: &Family<'_, A>, repeat: usize, rng: &mut StdRng) ->
             })
             .collect(),
     );
+    let inserts = median(
+        (0..repeat.min(3))
+            .map(|_| {
+                let start = cpu_time();
+                let mut t = Poptrie::<A>::new();
+                for &(p, nh) in f.routes {
+                    t.insert(p, nh);
+                }
+                let s = (cpu_time() - start).as_secs_f64();
+                black_box(t.len());
+                f.routes.len() as f64 / s
+            })
+            .collect(),
+    );
     let mut t = Poptrie::<A>::from_routes(f.routes.iter().copied());
     let mem = t.memory();
     let batch = |k: &[A], o: &mut [Option<u32>]| t.lookup_batch(k, o);
@@ -208,6 +229,7 @@ fn bench_ours<A: TrieKey>(f: &Family<'_, A>, repeat: usize, rng: &mut StdRng) ->
         memory: Some(mem.lookup_bytes as f64),
         memory_note: "exact",
         build_s: Some(build),
+        inserts: Some(inserts),
         updates: Some(updates),
     };
     (row, t)
@@ -327,6 +349,8 @@ where
         // structures were freed reads mostly reused pages.
         memory: None,
         build_s: Some(build),
+        // The build inserts the routes one at a time in file order.
+        inserts: Some(f.routes.len() as f64 / build),
         updates: Some(updates),
         ..Row::default()
     }
@@ -362,6 +386,8 @@ fn bench_ip_network_table4(f: &Family<'_, u32>, repeat: usize, rng: &mut StdRng)
         // structures were freed reads mostly reused pages.
         memory: None,
         build_s: Some(build),
+        // The build inserts the routes one at a time in file order.
+        inserts: Some(f.routes.len() as f64 / build),
         updates: Some(updates),
         ..Row::default()
     }
@@ -397,6 +423,8 @@ fn bench_ip_network_table6(f: &Family<'_, u128>, repeat: usize, rng: &mut StdRng
         // structures were freed reads mostly reused pages.
         memory: None,
         build_s: Some(build),
+        // The build inserts the routes one at a time in file order.
+        inserts: Some(f.routes.len() as f64 / build),
         updates: Some(updates),
         ..Row::default()
     }
@@ -569,14 +597,14 @@ fn bench_dpdk(
         memory: Some(fib_memory),
         memory_note: "tables in use",
         build_s: None,
-        updates: med(fib_add),
+        inserts: med(fib_add),
         ..Row::default()
     };
     let lpm = Row {
         name: format!("DPDK rte_lpm{} {fam}", if v6 { "6" } else { "" }),
         batch_in: med(lpm_in),
         batch_rand: med(lpm_rand),
-        updates: med(lpm_add),
+        inserts: med(lpm_add),
         ..Row::default()
     };
     Ok((fib, lpm))
@@ -596,16 +624,16 @@ fn print_table(title: &str, rows: &[Row], out: &mut String) {
     let _ = writeln!(out, "\n### {title}\n");
     let _ = writeln!(
         out,
-        "| structure | single, in-table (M/s) | batched, in-table (M/s) | single, random (M/s) | batched, random (M/s) | memory (MiB) | build (s) | updates (M routes/s) |"
+        "| structure | single, in-table (M/s) | batched, in-table (M/s) | single, random (M/s) | batched, random (M/s) | memory (MiB) | build (s) | inserts, file order (M/s) | delete + re-add (M/s) |"
     );
     let _ = writeln!(
         out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} {} | {} | {} | {} |",
             r.name,
             fmt_rate(r.single_in),
             fmt_rate(r.batch_in),
@@ -620,6 +648,7 @@ fn print_table(title: &str, rows: &[Row], out: &mut String) {
             r.build_s
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_else(|| "-".into()),
+            fmt_rate(r.inserts),
             fmt_rate(r.updates),
         );
     }
@@ -636,9 +665,9 @@ fn print_ratios(ours: &Row, peers: &[Row], flag: &str, out: &mut String) {
     };
     let _ = writeln!(
         out,
-        "\n| fastfwd vs | in-table | random | memory (peer/ours) | updates |"
+        "\n| fastfwd vs | in-table | random | memory (peer/ours) | inserts | delete + re-add |"
     );
-    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |");
     for p in peers {
         let (oi, orr, pi, pr) = if p.single_in.is_some() {
             (ours.single_in, ours.single_rand, p.single_in, p.single_rand)
@@ -647,11 +676,12 @@ fn print_ratios(ours: &Row, peers: &[Row], flag: &str, out: &mut String) {
         };
         let _ = writeln!(
             out,
-            "| {}{flag} | {} | {} | {} | {} |",
+            "| {}{flag} | {} | {} | {} | {} | {} |",
             p.name,
             ratio(oi, pi),
             ratio(orr, pr),
             ratio(p.memory, ours.memory),
+            ratio(ours.inserts, p.inserts),
             ratio(ours.updates, p.updates),
         );
     }
