@@ -638,8 +638,9 @@ impl<A: TrieKey> Poptrie<A> {
     /// Brings the compiled trie up to date after the route `addr/len`
     /// (longer than the direct bits) was added, changed or removed: only
     /// the subtree of the deepest node on its path that must still exist
-    /// is recompiled.
-    fn update_deep(&mut self, addr: A, len: u8) {
+    /// is recompiled. `next_hop` is the route's after an insert or change,
+    /// `None` after a delete.
+    fn update_deep(&mut self, addr: A, len: u8, next_hop: Option<NextHopId>) {
         let slot = addr.top_index();
         let e = self.top[slot];
         if e & NODE_FLAG == 0 {
@@ -674,8 +675,9 @@ impl<A: TrieKey> Poptrie<A> {
         // one child there. The rest recompile a subtree.
         let (idx, off) = path[depth - 1];
         if len <= off + STRIDE {
-            if self.has_longer(addr, off) {
-                if self.patch_leaves(idx, addr, off, len) {
+            // An inserted route keeps its node; after a delete, ask.
+            if next_hop.is_some() || self.has_longer(addr, off) {
+                if self.patch_leaves(idx, addr, off, len, next_hop) {
                     return;
                 }
             } else {
@@ -689,7 +691,7 @@ impl<A: TrieKey> Poptrie<A> {
                 self.rebuild_slot(slot);
                 return;
             }
-        } else if depth < path.len() && self.deep.get(addr, len).is_some() {
+        } else if depth < path.len() && next_hop.is_some() {
             self.add_child(idx, addr, off);
             return;
         }
@@ -707,9 +709,17 @@ impl<A: TrieKey> Poptrie<A> {
     /// Repaints the leaves of the node at `idx` (prefix `addr/off`) where
     /// the route `addr/len` ends (`off < len <= off + STRIDE`), when no
     /// child lies under the route: the children and the defaults they were
-    /// built with stay as they are. Returns false, having changed nothing,
-    /// when the node must be recompiled instead.
-    fn patch_leaves(&mut self, idx: u32, addr: A, off: u8, len: u8) -> bool {
+    /// built with stay as they are. `next_hop` as for
+    /// [`Self::update_deep`]. Returns false, having changed nothing, when
+    /// the node must be recompiled instead.
+    fn patch_leaves(
+        &mut self,
+        idx: u32,
+        addr: A,
+        off: u8,
+        len: u8,
+        next_hop: Option<NextHopId>,
+    ) -> bool {
         let end = off + STRIDE;
         let node = self.nodes[idx as usize];
         let first = addr.stride_bits(off) as usize;
@@ -717,21 +727,32 @@ impl<A: TrieKey> Poptrie<A> {
         if node.children & (((1u64 << n) - 1) << first) != 0 {
             return false;
         }
-        let Some(routes) = self.deep.within(addr.masked(len), len) else {
-            return false;
+        // Under the route: the route itself, or after a delete the longest
+        // shorter route covering it (ending in this node or above); then
+        // the longer routes ending in this node, if the route covers more
+        // than one slot.
+        let under = match next_hop {
+            Some(nh) => nh,
+            None => match self.deep.covering(addr, off + 1, len - 1) {
+                Some((_, nh)) => nh,
+                None => self.node_defaults[idx as usize],
+            },
         };
+        if n == 1 {
+            self.set_slot(idx, first as u32, under);
+            return true;
+        }
         let mut values = self.node_values(&node);
-        // Under the route: the longest shorter route covering it (ending in
-        // this node or above), then the routes at least as long as it.
-        let covering = match self.deep.covering(addr, off + 1, len - 1) {
-            Some((_, nh)) => nh,
-            None => self.node_defaults[idx as usize],
-        };
-        values[first..first + n].fill(covering);
-        for &(a, l, nh) in routes {
-            if l <= end {
-                let s = a.stride_bits(off) as usize;
-                values[s..s + (1usize << (end - l))].fill(nh);
+        values[first..first + n].fill(under);
+        if len < end {
+            let Some(routes) = self.deep.within(addr.masked(len), len) else {
+                return false;
+            };
+            for &(a, l, nh) in routes {
+                if l > len && l <= end {
+                    let s = a.stride_bits(off) as usize;
+                    values[s..s + (1usize << (end - l))].fill(nh);
+                }
             }
         }
         self.set_leaves(idx, &values, node.children);
@@ -773,8 +794,58 @@ impl<A: TrieKey> Poptrie<A> {
     /// Gives the node at `idx` the leaves for `values` (child slots
     /// skipped), reusing its leaf block when the number of runs is the same.
     fn set_leaves(&mut self, idx: u32, values: &[u32; 64], children: u64) {
-        let node = self.nodes[idx as usize];
         let (leafvec, runs, nl) = encode_leaves(values, children);
+        self.store_runs(idx, leafvec, &runs[..nl]);
+    }
+
+    /// Sets leaf slot `s` of the node at `idx` to `v`, working on the runs
+    /// alone: only the runs at `s` and at the next leaf slot can start or
+    /// stop, so the node's 64 values are never expanded.
+    fn set_slot(&mut self, idx: u32, s: u32, v: u32) {
+        let node = self.nodes[idx as usize];
+        let base = node.leaf_base as usize;
+        let leaves = &self.leaves;
+        // Every leaf slot has a run start at or before it.
+        let old = |b: u32| leaves[base + rank(node.leafvec, b) as usize - 1];
+        if old(s) == v {
+            return;
+        }
+        let leaf = !node.children;
+        let below = leaf & ((1u64 << s) - 1);
+        let above = if s == 63 {
+            0
+        } else {
+            leaf & (u64::MAX << (s + 1))
+        };
+        let mut leafvec = node.leafvec & !(1u64 << s);
+        if below == 0 || old(63 - below.leading_zeros()) != v {
+            leafvec |= 1u64 << s;
+        }
+        if above != 0 {
+            let t = above.trailing_zeros();
+            leafvec &= !(1u64 << t);
+            if old(t) != v {
+                leafvec |= 1u64 << t;
+            }
+        }
+        let mut runs = [0u32; 64];
+        let mut nl = 0;
+        let mut starts = leafvec;
+        while starts != 0 {
+            let b = starts.trailing_zeros();
+            runs[nl] = if b == s { v } else { old(b) };
+            starts &= starts - 1;
+            nl += 1;
+        }
+        self.store_runs(idx, leafvec, &runs[..nl]);
+    }
+
+    /// Gives the node at `idx` the leaf runs `runs` starting where
+    /// `leafvec` says, reusing its leaf block when the number of runs is
+    /// the same.
+    fn store_runs(&mut self, idx: u32, leafvec: u64, runs: &[u32]) {
+        let node = self.nodes[idx as usize];
+        let nl = runs.len();
         let old_nl = node.leafvec.count_ones();
         let leaf_base = if nl as u32 == old_nl {
             node.leaf_base
@@ -789,7 +860,7 @@ impl<A: TrieKey> Poptrie<A> {
                 0
             }
         };
-        self.leaves[leaf_base as usize..leaf_base as usize + nl].copy_from_slice(&runs[..nl]);
+        self.leaves[leaf_base as usize..leaf_base as usize + nl].copy_from_slice(runs);
         let node = &mut self.nodes[idx as usize];
         node.leafvec = leafvec;
         node.leaf_base = leaf_base;
@@ -915,7 +986,7 @@ impl<A: TrieKey> Poptrie<A> {
             if old == Some(nh) {
                 return old;
             }
-            self.update_deep(addr, len);
+            self.update_deep(addr, len, Some(nh));
             old
         }
     }
@@ -948,7 +1019,7 @@ impl<A: TrieKey> Poptrie<A> {
         } else {
             self.prefetch_chunk(addr);
             let old = self.deep.remove(addr, len)?;
-            self.update_deep(addr, len);
+            self.update_deep(addr, len, None);
             Some(old)
         }
     }
@@ -1127,6 +1198,58 @@ mod tests {
         assert_eq!(t.get(&p4("10.1.2.3/32")), Some(4));
         assert_eq!(t.remove(&p4("0.0.0.0/0")), Some(1));
         assert_eq!(t.lookup(0x0b00_0000), None);
+    }
+
+    #[test]
+    fn one_slot_changes_match_a_fresh_build() {
+        // One chunk (10.0.0.0/18): /24s at its edges, around a child (the
+        // /25 under slot 5) and equal to their neighbours or not.
+        let s24 = |slot: u32| Ipv4Cidr::new(0x0a00_0000 | (slot << 8), 24).unwrap();
+        let mut t = Poptrie4::new();
+        let mut routes: std::collections::BTreeMap<Ipv4Cidr, u32> = Default::default();
+        let mut apply = |t: &mut Poptrie4, p: Ipv4Cidr, nh: Option<u32>| {
+            match nh {
+                Some(nh) => {
+                    t.insert(p, nh);
+                    routes.insert(p, nh);
+                }
+                None => {
+                    t.remove(&p);
+                    routes.remove(&p);
+                }
+            }
+            let fresh = Poptrie4::from_routes(routes.iter().map(|(&p, &n)| (p, n)));
+            for slot in 0..64u32 {
+                for a in [0x0a00_0000 | (slot << 8), 0x0a00_0000 | (slot << 8) | 0xff] {
+                    assert_eq!(t.lookup(a), fresh.lookup(a), "{a:x} after {p} {nh:?}");
+                }
+            }
+            let (m, f) = (t.memory(), fresh.memory());
+            assert_eq!((m.nodes, m.leaves), (f.nodes, f.leaves), "after {p} {nh:?}");
+        };
+        apply(&mut t, p4("10.0.0.0/16"), Some(1));
+        apply(&mut t, p4("10.0.5.0/25"), Some(2));
+        for (slot, nh) in [
+            (0, Some(3)),
+            (63, Some(3)),
+            (62, Some(3)),
+            (4, Some(1)),
+            (6, Some(1)),
+            (4, Some(7)),
+            (6, Some(7)),
+            (5, Some(7)),
+            (1, Some(3)),
+            (0, None),
+            (63, None),
+            (6, None),
+            (4, None),
+            (62, Some(1)),
+            (62, None),
+            (5, None),
+            (1, None),
+        ] {
+            apply(&mut t, s24(slot), nh);
+        }
     }
 
     #[test]
