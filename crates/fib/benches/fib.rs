@@ -8,6 +8,8 @@
 //! * `FIB_BENCH_TABLE`: route file (default: the full table in `data/`);
 //! * `FIB_BENCH_KEYS`: keys per key set (default 1,048,576);
 //! * `FIB_BENCH_REPEAT`: repetitions of each measurement (median taken, 5);
+//! * `FIB_BENCH_INSERTS=N`: only the single-route insert comparison,
+//!   fastfwd and dpdk-test-fib alternated N times;
 //! * `FIB_BENCH_DPDK_EAL`: EAL arguments for `dpdk-test-fib` (default
 //!   `-l 0 --no-pci --no-huge -m 3072`); `FIB_BENCH_NO_DPDK=1` skips it;
 //! * `FIB_BENCH_DIR`: where route and key files for DPDK are written.
@@ -610,6 +612,100 @@ fn bench_dpdk(
     Ok((fib, lpm))
 }
 
+/// Inserts one at a time into an empty trie in file order (routes/s).
+fn file_order_inserts<A: TrieKey>(routes: &[(A::Prefix, u32)]) -> f64 {
+    let start = cpu_time();
+    let mut t = Poptrie::<A>::new();
+    for &(p, nh) in routes {
+        t.insert(p, nh);
+    }
+    let s = (cpu_time() - start).as_secs_f64();
+    black_box(t.len());
+    routes.len() as f64 / s
+}
+
+/// `FIB_BENCH_INSERTS=N`: the insert comparison alone, fastfwd and
+/// dpdk-test-fib's "FIB add" alternated `rounds` times per family. The
+/// machine's speed drifts between the phases of a full run; pairs taken
+/// seconds apart compare better. Reports each pair and the median ratio.
+fn inserts_alternated(rounds: usize, table: &fib::table::RouteFile, report: &mut String) {
+    let eal: Vec<String> = std::env::var("FIB_BENCH_DPDK_EAL")
+        .unwrap_or_else(|_| "-l 0 --no-pci --no-huge -m 3072".into())
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let dir = std::env::var("FIB_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir().join("fastfwd-fib-bench"));
+    let r4 = dir.join("routes4.txt");
+    let r6 = dir.join("routes6.txt");
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| write_lines(&r4, table.v4.iter().map(|(p, nh)| format!("{p} {nh}"))))
+        .and_then(|()| write_lines(&r6, table.v6.iter().map(|(p, nh)| format!("{p} {nh}"))));
+    if let Err(e) = written {
+        let _ = writeln!(report, "writing {}: {e}", dir.display());
+        return;
+    }
+    let _ = writeln!(
+        report,
+        "\n### Inserts into an empty table in file order, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
+        eal.join(" ")
+    );
+    let _ = writeln!(
+        report,
+        "| family | round | fastfwd (M/s) | DPDK rte_fib / rte_fib6 add (M/s) | ratio |"
+    );
+    let _ = writeln!(report, "| --- | ---: | ---: | ---: | ---: |");
+    for (v6, routes) in [(false, &r4), (true, &r6)] {
+        let mut ratios = Vec::new();
+        for round in 1..=rounds {
+            let ours = if v6 {
+                file_order_inserts::<u128>(&table.v6)
+            } else {
+                file_order_inserts::<u32>(&table.v4)
+            };
+            let mut args: Vec<&str> = if v6 { vec!["-6"] } else { vec![] };
+            let routes_s = routes.to_str().unwrap_or_default();
+            // A short generated key set: only the adds are read here.
+            args.extend(["-f", routes_s, "-l", "65536"]);
+            args.extend(if v6 {
+                ["-b", "trie", "-g", "400000"]
+            } else {
+                ["-b", "dir", "-g", "100000"]
+            });
+            let dpdk = match run_dpdk(&eal, &args) {
+                Ok(r) if !r.fib_add_cycles.is_empty() => {
+                    let c = r.fib_add_cycles.iter().sum::<f64>() / r.fib_add_cycles.len() as f64;
+                    r.tsc_hz / c
+                }
+                Ok(_) => {
+                    let _ = writeln!(report, "dpdk-test-fib printed no FIB add figure");
+                    return;
+                }
+                Err(e) => {
+                    let _ = writeln!(report, "{e}");
+                    return;
+                }
+            };
+            ratios.push(ours / dpdk);
+            let _ = writeln!(
+                report,
+                "| IPv{} | {round} | {:.2} | {:.2} | {:.2}x |",
+                if v6 { 6 } else { 4 },
+                ours / 1e6,
+                dpdk / 1e6,
+                ours / dpdk
+            );
+        }
+        let _ = writeln!(
+            report,
+            "| IPv{} | median | | | **{:.2}x** |",
+            if v6 { 6 } else { 4 },
+            median(ratios)
+        );
+    }
+}
+
 fn fmt_rate(v: Option<f64>) -> String {
     v.map(|x| format!("{:.1}", x / 1e6))
         .unwrap_or_else(|| "-".into())
@@ -776,6 +872,16 @@ fn main() {
         keys_in: &v6_in,
         keys_rand: &v6_rand,
     };
+
+    if let Some(rounds) = std::env::var("FIB_BENCH_INSERTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        inserts_alternated(rounds.max(1), &table, &mut report);
+        let _ = writeln!(report, "{}", load.footer());
+        print!("{report}");
+        return;
+    }
 
     eprintln!("fastfwd IPv4 ...");
     let (ours4, trie4) = bench_ours(&f4, repeat, &mut rng);
