@@ -612,6 +612,19 @@ fn bench_dpdk(
     Ok((fib, lpm))
 }
 
+/// DPDK's EAL arguments and the directory for its route and key files.
+fn dpdk_settings() -> (Vec<String>, PathBuf) {
+    let eal = std::env::var("FIB_BENCH_DPDK_EAL")
+        .unwrap_or_else(|_| "-l 0 --no-pci --no-huge -m 3072".into())
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let dir = std::env::var("FIB_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir().join("fastfwd-fib-bench"));
+    (eal, dir)
+}
+
 /// Inserts one at a time into an empty trie in file order (routes/s).
 fn file_order_inserts<A: TrieKey>(routes: &[(A::Prefix, u32)]) -> f64 {
     let start = cpu_time();
@@ -629,14 +642,7 @@ fn file_order_inserts<A: TrieKey>(routes: &[(A::Prefix, u32)]) -> f64 {
 /// machine's speed drifts between the phases of a full run; pairs taken
 /// seconds apart compare better. Reports each pair and the median ratio.
 fn inserts_alternated(rounds: usize, table: &fib::table::RouteFile, report: &mut String) {
-    let eal: Vec<String> = std::env::var("FIB_BENCH_DPDK_EAL")
-        .unwrap_or_else(|_| "-l 0 --no-pci --no-huge -m 3072".into())
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    let dir = std::env::var("FIB_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir().join("fastfwd-fib-bench"));
+    let (eal, dir) = dpdk_settings();
     let r4 = dir.join("routes4.txt");
     let r6 = dir.join("routes6.txt");
     let written = std::fs::create_dir_all(&dir)
@@ -930,14 +936,7 @@ fn main() {
     let mut rows6 = vec![ours6.clone(), pt6, int6];
     if std::env::var("FIB_BENCH_NO_DPDK").is_err() {
         eprintln!("DPDK dpdk-test-fib ...");
-        let eal: Vec<String> = std::env::var("FIB_BENCH_DPDK_EAL")
-            .unwrap_or_else(|_| "-l 0 --no-pci --no-huge -m 3072".into())
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        let dir = std::env::var("FIB_BENCH_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| std::env::temp_dir().join("fastfwd-fib-bench"));
+        let (eal, dir) = dpdk_settings();
         let files = (|| -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;
             write_lines(
