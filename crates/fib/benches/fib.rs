@@ -641,7 +641,12 @@ fn file_order_inserts<A: TrieKey>(routes: &[(A::Prefix, u32)]) -> f64 {
 /// dpdk-test-fib's "FIB add" alternated `rounds` times per family. The
 /// machine's speed drifts between the phases of a full run; pairs taken
 /// seconds apart compare better. Reports each pair and the median ratio.
-fn inserts_alternated(rounds: usize, table: &fib::table::RouteFile, report: &mut String) {
+fn inserts_alternated(
+    rounds: usize,
+    table: &fib::table::RouteFile,
+    flag: &str,
+    report: &mut String,
+) {
     let (eal, dir) = dpdk_settings();
     let r4 = dir.join("routes4.txt");
     let r6 = dir.join("routes6.txt");
@@ -705,7 +710,7 @@ fn inserts_alternated(rounds: usize, table: &fib::table::RouteFile, report: &mut
         }
         let _ = writeln!(
             report,
-            "| IPv{} | median | | | **{:.2}x** |",
+            "| IPv{} | median | | | **{:.2}x**{flag} |",
             if v6 { 6 } else { 4 },
             median(ratios)
         );
@@ -883,7 +888,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
     {
-        inserts_alternated(rounds.max(1), &table, &mut report);
+        inserts_alternated(rounds.max(1), &table, load.ratio_flag(), &mut report);
         let _ = writeln!(report, "{}", load.footer());
         print!("{report}");
         return;
