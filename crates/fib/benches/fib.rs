@@ -939,8 +939,7 @@ fn main() {
     let (idle4, busy4, ach4, pub4) = bench_under_updates(&f4, repeat, 100_000, 1);
     let (idle6, busy6, ach6, pub6) = bench_under_updates(&f6, repeat, 100_000, 1);
     // The same stream published ten times less often: what the readers
-    // lose follows publications (each moves them to the other copy, cold
-    // in their caches) more than changes.
+    // lose follows publications more than changes.
     let (idle4s, busy4s, ach4s, pub4s) = bench_under_updates(&f4, repeat, 100_000, 10);
 
     let mut rows4 = vec![ours4.clone(), pt4, int4];
