@@ -49,6 +49,21 @@ fn bucket_of<A: TrieKey>(addr: A) -> A {
     addr.masked(A::BUCKET_BITS)
 }
 
+/// Where `addr/len` is, or would go, in a bucket.
+#[inline]
+fn position<A: TrieKey>(v: &[DeepRoute<A>], addr: A, len: u8) -> Result<usize, usize> {
+    v.binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
+}
+
+/// The routes of a bucket with an address in `first..=last` and, at
+/// `first`, a length of at least `min_len`.
+#[inline]
+fn span<A: TrieKey>(v: &[DeepRoute<A>], first: A, last: A, min_len: u8) -> &[DeepRoute<A>] {
+    let lo = v.partition_point(|r| (r.0, r.1) < (first, min_len));
+    let hi = v.partition_point(|r| r.0 <= last).max(lo);
+    &v[lo..hi]
+}
+
 impl<A: TrieKey> DeepRoutes<A> {
     /// From routes sorted by (address, length), without duplicates.
     pub(super) fn from_sorted(routes: Vec<DeepRoute<A>>) -> Self {
@@ -84,9 +99,7 @@ impl<A: TrieKey> DeepRoutes<A> {
 
     pub(super) fn get(&self, addr: A, len: u8) -> Option<NextHopId> {
         let v = self.buckets.get(&bucket_of(addr))?;
-        v.binary_search_by(|r| (r.0, r.1).cmp(&(addr, len)))
-            .ok()
-            .map(|i| v[i].2)
+        position(v, addr, len).ok().map(|i| v[i].2)
     }
 
     /// The longest route of length `min_len..=max_len` covering `addr`:
@@ -101,11 +114,7 @@ impl<A: TrieKey> DeepRoutes<A> {
             let net = addr.masked(l);
             let found = if l >= A::BUCKET_BITS {
                 let v = *bucket.get_or_insert_with(|| self.buckets.get(&bucket_of(addr)));
-                v.and_then(|v| {
-                    v.binary_search_by(|r| (r.0, r.1).cmp(&(net, l)))
-                        .ok()
-                        .map(|i| v[i].2)
-                })
+                v.and_then(|v| position(v, net, l).ok().map(|i| v[i].2))
             } else {
                 self.get(net, l)
             };
@@ -123,7 +132,7 @@ impl<A: TrieKey> DeepRoutes<A> {
             self.order.insert(b);
             Vec::new()
         });
-        match v.binary_search_by(|r| (r.0, r.1).cmp(&(addr, len))) {
+        match position(v, addr, len) {
             Ok(i) => Some(core::mem::replace(&mut v[i].2, nh)),
             Err(i) => {
                 v.insert(i, (addr, len, nh));
@@ -138,7 +147,7 @@ impl<A: TrieKey> DeepRoutes<A> {
     pub(super) fn remove(&mut self, addr: A, len: u8) -> Option<NextHopId> {
         let b = bucket_of(addr);
         let v = self.buckets.get_mut(&b)?;
-        let i = v.binary_search_by(|r| (r.0, r.1).cmp(&(addr, len))).ok()?;
+        let i = position(v, addr, len).ok()?;
         let (_, _, nh) = v.remove(i);
         self.len -= 1;
         self.lens[len as usize] -= 1;
@@ -154,24 +163,18 @@ impl<A: TrieKey> DeepRoutes<A> {
     /// (`first` masked to `len`), in (address, length) order, as slices.
     fn for_each_under(&self, first: A, len: u8, mut f: impl FnMut(&[DeepRoute<A>]) -> bool) {
         let last = A::last_of(first, len);
-        let within = |v: &[DeepRoute<A>]| {
-            let lo = v.partition_point(|r| (r.0, r.1) < (first, len.saturating_add(1)));
-            let hi = v.partition_point(|r| r.0 <= last);
-            (lo, hi.max(lo))
-        };
+        let longer = len.saturating_add(1);
         if len >= A::BUCKET_BITS {
             if let Some(v) = self.buckets.get(&bucket_of(first)) {
-                let (lo, hi) = within(v);
-                f(&v[lo..hi]);
+                f(span(v, first, last, longer));
             }
             return;
         }
         for b in self.order.range(first..=last) {
-            if let Some(v) = self.buckets.get(b) {
-                let (lo, hi) = within(v);
-                if !f(&v[lo..hi]) {
-                    return;
-                }
+            if let Some(v) = self.buckets.get(b)
+                && !f(span(v, first, last, longer))
+            {
+                return;
             }
         }
     }
@@ -186,10 +189,7 @@ impl<A: TrieKey> DeepRoutes<A> {
         let Some(v) = self.buckets.get(&bucket_of(first)) else {
             return Some(&[]);
         };
-        let last = A::last_of(first, len);
-        let lo = v.partition_point(|r| (r.0, r.1) < (first, len));
-        let hi = v.partition_point(|r| r.0 <= last).max(lo);
-        Some(&v[lo..hi])
+        Some(span(v, first, A::last_of(first, len), len))
     }
 
     /// Appends to `out` the routes longer than `len` under `first/len`, in
