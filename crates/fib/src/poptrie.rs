@@ -221,7 +221,7 @@ pub struct Poptrie<A: TrieKey> {
     nodes: Vec<Node>,
     leaves: Vec<u32>,
     /// Routes of length `0..=DIRECT_BITS`, one map per length.
-    short: Vec<HashMap<A, NextHopId>>,
+    short: Vec<HashMap<A, NextHopId, foldhash::fast::RandomState>>,
     /// Per top-level entry: length of the longest short route covering it.
     best_short_len: Vec<u8>,
     /// Per top-level entry: that route's next hop (`NO_ROUTE` for none),
@@ -277,7 +277,7 @@ impl<A: TrieKey> Poptrie<A> {
             top: vec![NO_ROUTE; top_len],
             nodes: Vec::new(),
             leaves: Vec::new(),
-            short: (0..=A::DIRECT_BITS).map(|_| HashMap::new()).collect(),
+            short: (0..=A::DIRECT_BITS).map(|_| HashMap::default()).collect(),
             best_short_len: vec![NO_LEN; top_len],
             slot_defaults: vec![NO_ROUTE; top_len],
             deep: DeepRoutes::default(),
