@@ -57,3 +57,8 @@ fn packet_fib_audit_finds_no_difference() {
 fn packet_serves_prometheus_metrics() {
     router_common::metrics_scenario("packet", "pm");
 }
+
+#[test]
+fn packet_applies_a_route_stream_in_spaced_batches() {
+    router_common::route_stream_scenario("packet", "ps");
+}

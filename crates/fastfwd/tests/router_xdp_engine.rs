@@ -62,3 +62,8 @@ fn xdp_engine_serves_prometheus_metrics() {
 fn xdp_engine_forwards_with_the_full_table_loaded() {
     router_common::full_table_scenario(XDP_ENGINE, "et");
 }
+
+#[test]
+fn xdp_engine_applies_a_route_stream_in_spaced_batches() {
+    router_common::route_stream_scenario(XDP_ENGINE, "es");
+}

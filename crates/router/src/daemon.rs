@@ -7,6 +7,7 @@
 //! workers' counters for `show`. See docs/router.md.
 
 use crate::IoBackend;
+use crate::batching::ChangeBatcher;
 use crate::ports::{Attach, PortChange};
 use crate::worker::{FirewallReport, Shared, WorkerReport};
 use anyhow::{Result, bail};
@@ -99,6 +100,8 @@ pub(crate) struct Daemon {
     /// Route changes applied (prefixes re-decided) and full rebuilds.
     pub(crate) route_updates: u64,
     pub(crate) rebuilds: u64,
+    /// Batches of kernel changes applied, each published once.
+    pub(crate) kernel_batches: u64,
     /// What `clear_runtime` saw: when, each worker's stages, the XDP
     /// program's counters; `show_runtime` reports the difference.
     pub(crate) runtime_base: RuntimeBase,
@@ -322,8 +325,8 @@ impl Daemon {
         misses: &Receiver<(u16, IpAddr)>,
     ) -> Result<()> {
         // A burst of kernel changes (a routing daemon loading a table) is
-        // applied with one rebuild when it pauses, or every 100 ms while it lasts.
-        let mut dirty_since: Option<Instant> = None;
+        // applied in batches: see `batching`.
+        let mut batcher = ChangeBatcher::default();
         let mut delta = Delta::default();
         while !os::stop_requested() {
             if self.shared.worker_failed.load(Ordering::SeqCst) {
@@ -331,7 +334,11 @@ impl Daemon {
             }
             let mut fds = server.poll_fds();
             fds.push(self.kernel.events_fd());
-            os::poll_readable(&fds, 25)?;
+            // Awake when the changes waiting may be applied.
+            let timeout = batcher
+                .wait(Instant::now())
+                .map_or(25, |w| w.as_millis().min(25) as i32 + 1);
+            os::poll_readable(&fds, timeout)?;
             let (resyncs, resyncing) = (self.kernel.resyncs(), self.kernel.resyncing());
             self.kernel
                 .poll_events(&mut self.router.state.kernel, &mut delta)?;
@@ -344,13 +351,11 @@ impl Daemon {
                 info!("kernel tables re-read; the mirror is complete again");
             }
             if !delta.is_empty() {
-                dirty_since.get_or_insert_with(Instant::now);
-            }
-            if let Some(since) = dirty_since {
+                batcher.changed(Instant::now());
                 let quiet = os::poll_readable(&[self.kernel.events_fd()], 0)? == 0;
-                if quiet || since.elapsed() >= Duration::from_millis(100) {
+                if batcher.due(Instant::now(), quiet) {
                     self.apply(std::mem::take(&mut delta));
-                    dirty_since = None;
+                    batcher.applied(Instant::now());
                 }
             }
             // Neighbour misses: ask the kernel, within the limiter's caps
@@ -396,6 +401,7 @@ impl Daemon {
     /// everything, routes change only their prefixes, neighbours only the
     /// small tables around the same FIBs.
     fn apply(&mut self, delta: Delta) {
+        self.kernel_batches += 1;
         if !delta.links.is_empty() || delta.other {
             self.follow_ports();
         }
@@ -1226,6 +1232,12 @@ impl Daemon {
             self.route_updates,
         );
         m.counter(
+            "kernel_change_batches",
+            "Batches of kernel changes applied to the tables, each published to the workers once.",
+            &[],
+            self.kernel_batches,
+        );
+        m.counter(
             "table_rebuilds",
             "Full rebuilds of the tables (links, addresses, config).",
             &[],
@@ -1505,6 +1517,7 @@ mod tests {
             audit: None,
             route_updates: 0,
             rebuilds: 0,
+            kernel_batches: 0,
             runtime_base: RuntimeBase::default(),
         }
     }

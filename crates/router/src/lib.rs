@@ -15,6 +15,7 @@
 //! one source of truth); the per-packet work is `pipeline`'s and
 //! `xdp_engine`'s. See docs/router.md.
 
+mod batching;
 pub mod capture;
 mod daemon;
 pub mod memport;

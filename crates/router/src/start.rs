@@ -384,6 +384,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         to_workers,
         audit: None,
         route_updates: 0,
+        kernel_batches: 0,
         rebuilds: 0,
         runtime_base: Default::default(),
     };
