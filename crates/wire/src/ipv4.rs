@@ -192,7 +192,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Whether the header checksum verifies (RFC 1812 §5.2.2).
     #[inline]
     pub fn verify_checksum(&self) -> bool {
-        checksum::verifies(checksum::sum(self.header()))
+        checksum::verifies(checksum::sum_ipv4_header(self.header()))
     }
 
     /// The payload: from the header's end to the total length.

@@ -70,7 +70,7 @@ pub(crate) fn validate(h: &[u8]) -> Result<(usize, usize), DropReason> {
     if total > h.len() {
         return Err(DropReason::Ipv4Truncated);
     }
-    if !wire::checksum::verifies(wire::checksum::sum(&h[..ihl])) {
+    if !wire::checksum::verifies(wire::checksum::sum_ipv4_header(&h[..ihl])) {
         return Err(DropReason::Ipv4BadChecksum);
     }
     Ok((ihl, total))

@@ -404,7 +404,13 @@ pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype:
         return 0;
     }
     buf[..6].copy_from_slice(&dst.0);
-    buf[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
+    if n == 6 {
+        // No VLAN tag: a copy of fixed length, in line (a variable one is
+        // a call to memcpy).
+        buf[6..12].copy_from_slice(&ifr.l2_src_and_tags[..6]);
+    } else {
+        buf[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
+    }
     buf[6 + n..len].copy_from_slice(&ethertype.to_be_bytes());
     len
 }
