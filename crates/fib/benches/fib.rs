@@ -30,7 +30,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fib::poptrie::{Poptrie, TrieKey};
@@ -240,13 +240,17 @@ fn bench_ours<A: TrieKey>(f: &Family<'_, A>, repeat: usize, rng: &mut StdRng) ->
 
 /// Lookup rate through a reader while a writer thread streams updates at
 /// `target` routes/s, publishing every `tick_ms` milliseconds, against the
-/// idle rate through the same reader.
+/// idle rate through the same reader. Idle and busy readings alternate,
+/// `repeat` of each, so that a drift in the machine's speed (this VM's
+/// varies by tens of percent between minutes) falls on both; returns the
+/// medians of idle, busy and of each round's busy / idle, and the rate
+/// the writer achieved while streaming.
 fn bench_under_updates<A: TrieKey>(
     f: &Family<'_, A>,
     repeat: usize,
     target: u64,
     tick_ms: u64,
-) -> (f64, f64, f64, f64)
+) -> (f64, f64, f64, f64, f64)
 where
     A::Prefix: Send,
 {
@@ -254,7 +258,7 @@ where
     let keys = f.keys_in;
     let lookups = |reader: &fib::shared::FibReader<A>| {
         let mut out = vec![None; BATCH];
-        rate(repeat, keys.len(), || {
+        rate(1, keys.len(), || {
             let mut acc = 0u32;
             for chunk in keys.chunks(BATCH) {
                 let snap = reader.snapshot();
@@ -264,19 +268,28 @@ where
             black_box(acc);
         })
     };
-    let idle = lookups(&reader);
     let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
+    let streaming = Arc::new(AtomicBool::new(false));
     let routes: Vec<(A::Prefix, u32)> = f.routes.to_vec();
     let handle = {
         let stop = Arc::clone(&stop);
-        let done = Arc::clone(&done);
+        let streaming = Arc::clone(&streaming);
         std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(99);
-            let start = Instant::now();
             let per_tick = (target * tick_ms / 1000).max(1);
-            let mut n = 0u64;
+            let (mut n, mut total, mut secs) = (0u64, 0u64, 0f64);
+            let mut start: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
+                if !streaming.load(Ordering::Relaxed) {
+                    if let Some(t) = start.take() {
+                        secs += t.elapsed().as_secs_f64();
+                        total += n;
+                        n = 0;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                let t0 = *start.get_or_insert_with(Instant::now);
                 // Ticks of `tick_ms`: apply the tick's changes, publish once.
                 for _ in 0..per_tick {
                     let (p, nh) = routes[rng.random_range(0..routes.len())];
@@ -285,19 +298,31 @@ where
                 }
                 writer.publish();
                 let due = Duration::from_micros(n * 1_000_000 / target);
-                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                if let Some(wait) = due.checked_sub(t0.elapsed()) {
                     std::thread::sleep(wait);
                 }
             }
-            done.store(n, Ordering::Relaxed);
-            start.elapsed().as_secs_f64()
+            if let Some(t) = start {
+                secs += t.elapsed().as_secs_f64();
+                total += n;
+            }
+            total as f64 / secs.max(1e-9)
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
-    let busy = lookups(&reader);
+    let (mut idle, mut busy, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        streaming.store(false, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        let i = lookups(&reader);
+        streaming.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(50));
+        let b = lookups(&reader);
+        idle.push(i);
+        busy.push(b);
+        ratio.push(b / i);
+    }
     stop.store(true, Ordering::Relaxed);
-    let secs = handle.join().unwrap_or(1.0);
-    let achieved = done.load(Ordering::Relaxed) as f64 / secs;
+    let achieved = handle.join().unwrap_or(0.0);
     // Published single-route update rate: every change applied to both
     // copies, published every 1,000 changes.
     let (mut w2, _r2) = FibWriter::<A>::from_routes(f.routes.iter().copied());
@@ -314,7 +339,13 @@ where
     w2.publish();
     w2.len();
     let published = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
-    (idle, busy, achieved, published)
+    (
+        median(idle),
+        median(busy),
+        median(ratio),
+        achieved,
+        published,
+    )
 }
 
 fn bench_prefix_trie<A, R>(
@@ -940,10 +971,12 @@ fn main() {
     // Published every 10 ms, as the daemon applies a stream of kernel
     // changes (crates/router/src/batching.rs), then ten times as often:
     // what the readers lose follows publications more than changes.
-    let (idle4s, busy4s, ach4s, pub4s) = bench_under_updates(&f4, repeat, 100_000, 10);
-    let (idle6s, busy6s, ach6s, pub6s) = bench_under_updates(&f6, repeat, 100_000, 10);
-    let (idle4, busy4, ach4, pub4) = bench_under_updates(&f4, repeat, 100_000, 1);
-    let (idle6, busy6, ach6, pub6) = bench_under_updates(&f6, repeat, 100_000, 1);
+    let under = [
+        ("IPv4", 10, bench_under_updates(&f4, repeat, 100_000, 10)),
+        ("IPv6", 10, bench_under_updates(&f6, repeat, 100_000, 10)),
+        ("IPv4", 1, bench_under_updates(&f4, repeat, 100_000, 1)),
+        ("IPv6", 1, bench_under_updates(&f6, repeat, 100_000, 1)),
+    ];
 
     let mut rows4 = vec![ours4.clone(), pt4, int4];
     let mut rows6 = vec![ours6.clone(), pt6, int6];
@@ -1028,38 +1061,26 @@ fn main() {
     print_ratios(&ours6, &rows6[1..], load.ratio_flag(), &mut report);
     let _ = writeln!(
         report,
-        "\n### fastfwd under updates (reader snapshot per 64-key batch, in-table keys)\n"
+        "\n### fastfwd under updates (reader snapshot per 64-key batch, in-table keys; {repeat} rounds of an idle reading then one while updating)\n"
     );
     let _ = writeln!(
         report,
-        "| family | idle (M/s) | while updating (M/s) | ratio | updates achieved (routes/s) | published updates, both copies (M routes/s) |"
+        "| family | idle (M/s) | while updating (M/s) | ratio (median of the rounds) | updates achieved (routes/s) | published updates, both copies (M routes/s) |"
     );
     let _ = writeln!(report, "| --- | ---: | ---: | ---: | ---: | ---: |");
-    for (fam, idle, busy, ach, publ) in [
-        (
-            "IPv4, published every 10 ms (the daemon's batching)",
-            idle4s,
-            busy4s,
-            ach4s,
-            pub4s,
-        ),
-        (
-            "IPv6, published every 10 ms (the daemon's batching)",
-            idle6s,
-            busy6s,
-            ach6s,
-            pub6s,
-        ),
-        ("IPv4, published every 1 ms", idle4, busy4, ach4, pub4),
-        ("IPv6, published every 1 ms", idle6, busy6, ach6, pub6),
-    ] {
+    for (fam, tick, (idle, busy, ratio, ach, publ)) in under {
+        let why = if tick == 10 {
+            " (the daemon's batching)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             report,
-            "| {fam}{} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} |",
+            "| {fam}, published every {tick} ms{why}{} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} |",
             load.ratio_flag(),
             idle / 1e6,
             busy / 1e6,
-            busy / idle,
+            ratio,
             ach,
             publ / 1e6
         );
