@@ -8,14 +8,21 @@
 //! lookups kept 0.53-0.71 of their idle rate under 100,000 changes a
 //! second published every millisecond, 0.87-0.89 published every 10 ms
 //! (BENCHMARKS.md). So a burst is applied when the netlink socket is
-//! quiet, or after [`MAX_BURST`] while it lasts, and never sooner than
-//! [`MIN_INTERVAL`] after the previous application: a change after a quiet
-//! spell still goes out at once.
+//! quiet, or after [`MAX_BURST`] while it lasts, and never sooner than a
+//! spacing after the previous application: [`MIN_INTERVAL`] at first,
+//! doubled each time the next change was already waiting when the spacing
+//! ended (a stream, not a lone change), up to [`MAX_INTERVAL`], and back to
+//! the minimum once a change finds the spacing over (as an IGP throttles
+//! its SPF runs under churn). A change after a quiet spell goes out at
+//! once; under a long stream each change waits at most about 50 ms.
 
 use std::time::{Duration, Instant};
 
 /// The shortest time between two applications of kernel changes.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The longest, reached while changes keep coming.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The longest a burst's first change waits while changes keep coming.
 pub(crate) const MAX_BURST: Duration = Duration::from_millis(100);
@@ -27,6 +34,8 @@ pub(crate) struct ChangeBatcher {
     pending_since: Option<Instant>,
     /// When changes were last applied.
     last_applied: Option<Instant>,
+    /// The spacing after the last application (zero: the minimum).
+    interval: Duration,
 }
 
 impl ChangeBatcher {
@@ -43,7 +52,7 @@ impl ChangeBatcher {
         };
         let spaced = self
             .last_applied
-            .is_none_or(|t| now.saturating_duration_since(t) >= MIN_INTERVAL);
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.spacing());
         spaced && (quiet || now.saturating_duration_since(since) >= MAX_BURST)
     }
 
@@ -52,11 +61,30 @@ impl ChangeBatcher {
     pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         self.pending_since?;
         let last = self.last_applied?;
-        Some(MIN_INTERVAL.saturating_sub(now.saturating_duration_since(last)))
+        Some(
+            self.spacing()
+                .saturating_sub(now.saturating_duration_since(last)),
+        )
+    }
+
+    /// The spacing that must pass after the last application.
+    pub(crate) fn spacing(&self) -> Duration {
+        self.interval.max(MIN_INTERVAL)
     }
 
     /// The waiting changes were applied at `now`.
     pub(crate) fn applied(&mut self, now: Instant) {
+        // Part of a stream: the first of these changes came before the
+        // spacing was over.
+        let stream = match (self.pending_since, self.last_applied) {
+            (Some(since), Some(last)) => since < last + self.spacing(),
+            _ => false,
+        };
+        self.interval = if stream {
+            (self.spacing() * 2).min(MAX_INTERVAL)
+        } else {
+            MIN_INTERVAL
+        };
         self.pending_since = None;
         self.last_applied = Some(now);
     }
@@ -123,19 +151,50 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_with_pauses_is_applied_at_most_every_interval() {
+    fn a_stream_backs_off_to_the_longest_spacing_and_a_pause_resets_it() {
         let t0 = Instant::now();
         let mut b = ChangeBatcher::default();
-        let mut count = 0;
-        // A change every 50 us with the socket quiet after each.
+        let mut at = Vec::new();
+        // A change every 50 us for one second, the socket quiet after each.
         for i in 0..20_000u64 {
             let now = t0 + Duration::from_micros(50 * i);
             b.changed(now);
             if b.due(now, true) {
                 b.applied(now);
-                count += 1;
+                at.push((now - t0).as_millis());
             }
         }
-        assert_eq!(count, 100);
+        let gaps: Vec<u128> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps[..4], [10, 20, 40, 50], "{at:?}");
+        assert!(gaps[3..].iter().all(|&g| g == 50), "{gaps:?}");
+        assert_eq!(at.len(), 4 + (1000 - 70) / 50);
+        // The stream's last changes, 50 ms after the last application.
+        let t1 = t0 + ms(1020);
+        assert!(b.due(t1, true));
+        b.applied(t1);
+        assert_eq!(b.spacing(), MAX_INTERVAL);
+        // A pause longer than the spacing: the next change goes out at
+        // once and the spacing is back to the minimum.
+        let t2 = t1 + ms(200);
+        b.changed(t2);
+        assert!(b.due(t2, true));
+        b.applied(t2);
+        assert_eq!(b.spacing(), MIN_INTERVAL);
+        b.changed(t2 + ms(2));
+        assert_eq!(b.wait(t2 + ms(2)), Some(ms(8)));
+    }
+
+    #[test]
+    fn lone_changes_keep_the_shortest_spacing() {
+        let t0 = Instant::now();
+        let mut b = ChangeBatcher::default();
+        // A change every 15 ms: each finds the spacing over.
+        for i in 0..10u64 {
+            let now = t0 + ms(15 * i);
+            b.changed(now);
+            assert!(b.due(now, true), "change {i}");
+            b.applied(now);
+            assert_eq!(b.spacing(), MIN_INTERVAL);
+        }
     }
 }
