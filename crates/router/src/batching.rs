@@ -129,41 +129,35 @@ mod tests {
         assert_eq!(b.wait(t0 + ms(12)), Some(Duration::ZERO));
     }
 
-    #[test]
-    fn a_burst_that_never_pauses_is_applied_every_max_burst() {
-        let t0 = Instant::now();
-        let mut b = ChangeBatcher::default();
-        let mut applied = Vec::new();
-        // A change every 50 us for one second, the socket never quiet.
+    /// Feeds `b` a change every 50 us for one second, the socket `quiet`
+    /// after each or not, applying when due; returns when it applied, in
+    /// ms from `t0`.
+    fn one_second_stream(b: &mut ChangeBatcher, t0: Instant, quiet: bool) -> Vec<u128> {
+        let mut at = Vec::new();
         for i in 0..20_000u64 {
             let now = t0 + Duration::from_micros(50 * i);
             b.changed(now);
-            if b.due(now, false) {
+            if b.due(now, quiet) {
                 b.applied(now);
-                applied.push(now - t0);
+                at.push((now - t0).as_millis());
             }
         }
+        at
+    }
+
+    #[test]
+    fn a_burst_that_never_pauses_is_applied_every_max_burst() {
+        let t0 = Instant::now();
+        let applied = one_second_stream(&mut ChangeBatcher::default(), t0, false);
         assert_eq!(applied.len(), 9, "{applied:?}");
-        assert!(
-            applied.iter().all(|d| d.as_millis() % 100 == 0),
-            "{applied:?}"
-        );
+        assert!(applied.iter().all(|ms| ms % 100 == 0), "{applied:?}");
     }
 
     #[test]
     fn a_stream_backs_off_to_the_longest_spacing_and_a_pause_resets_it() {
         let t0 = Instant::now();
         let mut b = ChangeBatcher::default();
-        let mut at = Vec::new();
-        // A change every 50 us for one second, the socket quiet after each.
-        for i in 0..20_000u64 {
-            let now = t0 + Duration::from_micros(50 * i);
-            b.changed(now);
-            if b.due(now, true) {
-                b.applied(now);
-                at.push((now - t0).as_millis());
-            }
-        }
+        let at = one_second_stream(&mut b, t0, true);
         let gaps: Vec<u128> = at.windows(2).map(|w| w[1] - w[0]).collect();
         assert_eq!(gaps[..4], [10, 20, 40, 50], "{at:?}");
         assert!(gaps[3..].iter().all(|&g| g == 50), "{gaps:?}");
