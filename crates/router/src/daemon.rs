@@ -351,9 +351,10 @@ impl Daemon {
                 info!("kernel tables re-read; the mirror is complete again");
             }
             if !delta.is_empty() {
-                batcher.changed(Instant::now());
+                let now = Instant::now();
+                batcher.changed(now);
                 let quiet = os::poll_readable(&[self.kernel.events_fd()], 0)? == 0;
-                if batcher.due(Instant::now(), quiet) {
+                if batcher.due(now, quiet) {
                     self.apply(std::mem::take(&mut delta));
                     batcher.applied(Instant::now());
                 }

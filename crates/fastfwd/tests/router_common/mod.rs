@@ -1935,7 +1935,7 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
     let d = lab.start_with_args(
         backend,
         "",
-        &["--metrics", "127.0.0.1:9469", "--worker-rt-priority", "0"],
+        &["--metrics", METRICS_ADDR, "--worker-rt-priority", "0"],
     );
     assert_workers_scheduled(d.pid(), SCHED_OTHER, 0);
     assert!(
@@ -1945,19 +1945,7 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
         .is_some()
     );
     assert!(lab.ping(&lab.generator, SINK4, 3).is_some());
-    let scrape = || {
-        let o = sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &lab.dut,
-            "curl",
-            "-sf",
-            "http://127.0.0.1:9469/metrics",
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let scrape = || lab.metrics_text().expect("the metrics endpoint answers");
     let forwarded = |text: &str| -> u64 {
         text.lines()
             .find_map(|l| l.strip_prefix("fastfwd_forwarded_total{family=\"ipv4\"} "))
@@ -2237,18 +2225,27 @@ pub const METRICS_ADDR: &str = "127.0.0.1:9469";
 pub const BATCHES: &str = "fastfwd_kernel_change_batches_total{}";
 
 impl Lab {
-    /// The value of metric `name` (with its labels, as printed) from a
-    /// daemon started with `--metrics METRICS_ADDR`, once it answers
-    /// (within 3 s); None if it does not or has no such line.
-    pub fn metric(&self, name: &str) -> Option<u64> {
+    /// One scrape of a daemon started with `--metrics METRICS_ADDR` (curl
+    /// inside dut); None if it does not answer.
+    pub fn metrics_text(&self) -> Option<String> {
         let url = format!("http://{METRICS_ADDR}/metrics");
-        let mut text = String::new();
+        let o = sh(&["ip", "netns", "exec", &self.dut, "curl", "-sf", &url]);
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    /// The value of metric `name` (with its labels, as printed), once the
+    /// daemon answers (within 3 s); None if it does not or has no such
+    /// line.
+    pub fn metric(&self, name: &str) -> Option<u64> {
+        let mut text = None;
         within(Duration::from_secs(3), || {
-            let o = sh(&["ip", "netns", "exec", &self.dut, "curl", "-sf", &url]);
-            text = String::from_utf8_lossy(&o.stdout).into_owned();
-            o.status.success()
+            text = self.metrics_text();
+            text.is_some()
         })?;
-        text.lines()
+        text?
+            .lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
             .and_then(|v| v.trim().parse().ok())
     }

@@ -404,12 +404,11 @@ pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype:
         return 0;
     }
     buf[..6].copy_from_slice(&dst.0);
-    if n == 6 {
-        // No VLAN tag: a copy of fixed length, in line (a variable one is
-        // a call to memcpy).
-        buf[6..12].copy_from_slice(&ifr.l2_src_and_tags[..6]);
-    } else {
-        buf[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
+    // The source MAC, then the VLAN tags if any: copies of fixed length
+    // stay in line, one of variable length is a call to memcpy.
+    buf[6..12].copy_from_slice(&ifr.l2_src_and_tags[..6]);
+    if n > 6 {
+        buf[12..6 + n].copy_from_slice(&ifr.l2_src_and_tags[6..n]);
     }
     buf[6 + n..len].copy_from_slice(&ethertype.to_be_bytes());
     len
