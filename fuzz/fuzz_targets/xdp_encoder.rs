@@ -28,8 +28,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use fib::poptrie::Poptrie;
-use fib::reference::{ReferenceFib4, ReferenceFib6};
+use fib::poptrie::{Poptrie, TrieKey};
+use fib::reference::{ReferenceFib, ReferenceFib4, ReferenceFib6};
 use fib::{Lookup, RouteTable};
 use pipeline::Datapath;
 use wire::{Ipv4Cidr, Ipv6Cidr};
@@ -48,13 +48,13 @@ fn datapath() -> &'static Datapath {
 /// the incrementally built trie (each costs a hash lookup there).
 const SHORT_BUDGET: u32 = 1 << 12;
 
+/// The tries of one input, the reference FIBs holding exactly their
+/// routes, and the addresses to probe.
 struct Fibs {
     t4: Poptrie<u32>,
     t6: Poptrie<u128>,
     r4: ReferenceFib4,
     r6: ReferenceFib6,
-    all4: ReferenceFib4,
-    all6: ReferenceFib6,
     probes4: Vec<u32>,
     probes6: Vec<u128>,
 }
@@ -68,18 +68,65 @@ fn cost(len: u8, direct: u8) -> u32 {
     }
 }
 
-fn apply(data: &[u8]) -> Fibs {
-    let mut f = Fibs {
-        t4: Poptrie::new(),
-        t6: Poptrie::new(),
-        r4: ReferenceFib4::new(),
-        r6: ReferenceFib6::new(),
-        all4: ReferenceFib4::new(),
-        all6: ReferenceFib6::new(),
-        probes4: vec![0, u32::MAX, 0x0a00_0001, 0xc000_0201],
-        probes6: vec![0, u128::MAX, 0x2001_0db8 << 96 | 1],
-    };
-    let (mut budget4, mut budget6) = (SHORT_BUDGET, SHORT_BUDGET);
+/// One family's routes: the reference FIB, and the trie updated route by
+/// route beside it (`incremental`, within a budget of short routes) or
+/// left empty, to be built from the reference at the end.
+struct Family<A: TrieKey> {
+    trie: Option<Poptrie<A>>,
+    reference: ReferenceFib<A>,
+    budget: u32,
+}
+
+impl<A: TrieKey> Family<A> {
+    fn new(incremental: bool) -> Self {
+        Family {
+            trie: incremental.then(Poptrie::new),
+            reference: ReferenceFib::new(),
+            budget: SHORT_BUDGET,
+        }
+    }
+
+    /// One record: the trie, when updated in place, must accept and refuse
+    /// what its checked insert should, and remove what the reference held.
+    fn apply(&mut self, p: A::Prefix, nh: u32, remove: bool, cost: u32) {
+        let valid = nh <= fib::poptrie::MAX_NEXT_HOP;
+        let Some(t) = &mut self.trie else {
+            if remove {
+                self.reference.remove(&p);
+            } else if valid {
+                self.reference.insert(p, nh);
+            }
+            return;
+        };
+        if cost > self.budget {
+            return;
+        }
+        self.budget -= cost;
+        if remove {
+            assert_eq!(t.remove(&p), self.reference.remove(&p), "remove {p}");
+        } else if t.try_insert(p, nh).is_ok() {
+            assert!(valid, "{p} -> {nh} accepted");
+            self.reference.insert(p, nh);
+        } else {
+            assert!(!valid, "{p} -> {nh} refused");
+        }
+    }
+
+    /// The trie, built from the reference's routes if it was not updated
+    /// in place, and the reference.
+    fn finish(self) -> (Poptrie<A>, ReferenceFib<A>) {
+        let trie = self
+            .trie
+            .unwrap_or_else(|| Poptrie::from_routes(self.reference.iter()));
+        (trie, self.reference)
+    }
+}
+
+fn apply(data: &[u8], incremental: bool) -> Fibs {
+    let mut f4 = Family::<u32>::new(incremental);
+    let mut f6 = Family::<u128>::new(incremental);
+    let mut probes4 = vec![0, u32::MAX, 0x0a00_0001, 0xc000_0201];
+    let mut probes6 = vec![0, u128::MAX, 0x2001_0db8 << 96 | 1];
     let mut at = 0;
     while at + 4 <= data.len() {
         let flags = data[at];
@@ -93,30 +140,13 @@ fn apply(data: &[u8]) -> Fibs {
         let Some(a) = data.get(at + 4..at + 4 + alen) else {
             break;
         };
-        let valid = nh <= fib::poptrie::MAX_NEXT_HOP;
         if v6 {
             let addr = u128::from_be_bytes(a.try_into().unwrap());
             let len = data[at + 1] % 129;
             let p = Ipv6Cidr::new(addr, len).unwrap();
-            if remove {
-                f.all6.remove(&p);
-            } else if valid {
-                f.all6.insert(p, nh);
-            }
-            let c = cost(len, 16);
-            if c <= budget6 {
-                budget6 -= c;
-                if remove {
-                    assert_eq!(f.t6.remove(&p), f.r6.remove(&p), "remove {p}");
-                } else if f.t6.try_insert(p, nh).is_ok() {
-                    assert!(valid, "{p} -> {nh} accepted");
-                    f.r6.insert(p, nh);
-                } else {
-                    assert!(!valid, "{p} -> {nh} refused");
-                }
-            }
+            f6.apply(p, nh, remove, cost(len, 16));
             let net = p.addr();
-            f.probes6.extend([
+            probes6.extend([
                 addr,
                 net,
                 p.last(),
@@ -127,25 +157,9 @@ fn apply(data: &[u8]) -> Fibs {
             let addr = u32::from_be_bytes(a.try_into().unwrap());
             let len = data[at + 1] % 33;
             let p = Ipv4Cidr::new(addr, len).unwrap();
-            if remove {
-                f.all4.remove(&p);
-            } else if valid {
-                f.all4.insert(p, nh);
-            }
-            let c = cost(len, 18);
-            if c <= budget4 {
-                budget4 -= c;
-                if remove {
-                    assert_eq!(f.t4.remove(&p), f.r4.remove(&p), "remove {p}");
-                } else if f.t4.try_insert(p, nh).is_ok() {
-                    assert!(valid, "{p} -> {nh} accepted");
-                    f.r4.insert(p, nh);
-                } else {
-                    assert!(!valid, "{p} -> {nh} refused");
-                }
-            }
+            f4.apply(p, nh, remove, cost(len, 18));
             let net = p.addr();
-            f.probes4.extend([
+            probes4.extend([
                 addr,
                 net,
                 p.last(),
@@ -155,33 +169,26 @@ fn apply(data: &[u8]) -> Fibs {
         }
         at += 4 + alen;
     }
-    f
-}
-
-struct Case<'a> {
-    what: &'static str,
-    t4: &'a Poptrie<u32>,
-    t6: &'a Poptrie<u128>,
-    r4: &'a ReferenceFib4,
-    r6: &'a ReferenceFib6,
-}
-
-fn check_image(img: &Image, c: &Case, f: &Fibs) {
-    let Case {
-        what,
+    let ((t4, r4), (t6, r6)) = (f4.finish(), f6.finish());
+    Fibs {
         t4,
         t6,
         r4,
         r6,
-    } = c;
+        probes4,
+        probes6,
+    }
+}
+
+fn check_image(img: &Image, what: &str, f: &Fibs) {
     for &a in &f.probes4 {
-        let want = r4.lookup(a);
-        assert_eq!(t4.lookup(a), want, "{what}: trie, IPv4 {a:#010x}");
+        let want = f.r4.lookup(a);
+        assert_eq!(f.t4.lookup(a), want, "{what}: trie, IPv4 {a:#010x}");
         assert_eq!(img.lookup4(a), want, "{what}: image, IPv4 {a:#010x}");
     }
     for &a in &f.probes6 {
-        let want = r6.lookup(a);
-        assert_eq!(t6.lookup(a), want, "{what}: trie, IPv6 {a:#034x}");
+        let want = f.r6.lookup(a);
+        assert_eq!(f.t6.lookup(a), want, "{what}: trie, IPv6 {a:#034x}");
         assert_eq!(img.lookup6(a), want, "{what}: image, IPv6 {a:#034x}");
     }
 }
@@ -196,23 +203,22 @@ fn capacity(t4: &Poptrie<u32>, t6: &Poptrie<u128>) -> FibCapacity {
     )
 }
 
-fn check(c: &Case, f: &Fibs, sized: bool) {
-    let what = c.what;
+fn check(what: &str, f: &Fibs, sized: bool) {
     // The trie holds exactly the reference's routes.
-    let routes4: BTreeMap<_, _> = c.t4.routes().collect();
-    let routes6: BTreeMap<_, _> = c.t6.routes().collect();
-    assert_eq!(routes4, c.r4.iter().collect::<BTreeMap<_, _>>(), "{what}");
-    assert_eq!(routes6, c.r6.iter().collect::<BTreeMap<_, _>>(), "{what}");
-    assert_eq!((c.t4.len(), c.t6.len()), (c.r4.len(), c.r6.len()), "{what}");
+    let routes4: BTreeMap<_, _> = f.t4.routes().collect();
+    let routes6: BTreeMap<_, _> = f.t6.routes().collect();
+    assert_eq!(routes4, f.r4.iter().collect::<BTreeMap<_, _>>(), "{what}");
+    assert_eq!(routes6, f.r6.iter().collect::<BTreeMap<_, _>>(), "{what}");
+    assert_eq!((f.t4.len(), f.t6.len()), (f.r4.len(), f.r6.len()), "{what}");
     let cap = if sized {
-        capacity(c.t4, c.t6)
+        capacity(&f.t4, &f.t6)
     } else {
         FibCapacity::SMALL
     };
-    match Image::compile(datapath(), c.t4, c.t6, None, &cap) {
+    match Image::compile(datapath(), &f.t4, &f.t6, None, &cap) {
         Ok(img) => {
             assert!(!img.except_all && img.firewall.is_none());
-            check_image(&img, c, f);
+            check_image(&img, what, f);
         }
         Err(CompileError::TooLarge { .. }) if !sized => {}
         Err(e) => panic!("{what}: tries sized for the maps did not fit: {e}"),
@@ -224,26 +230,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         return;
     };
     let sized = mode & 1 != 0;
-    let f = apply(records);
-    if mode & 2 == 0 {
-        let incremental = Case {
-            what: "incremental",
-            t4: &f.t4,
-            t6: &f.t6,
-            r4: &f.r4,
-            r6: &f.r6,
-        };
-        check(&incremental, &f, sized);
+    let incremental = mode & 2 == 0;
+    let f = apply(records, incremental);
+    let what = if incremental {
+        "incremental"
     } else {
-        let b4 = Poptrie::from_routes(f.all4.iter());
-        let b6 = Poptrie::from_routes(f.all6.iter());
-        let bulk = Case {
-            what: "from_routes",
-            t4: &b4,
-            t6: &b6,
-            r4: &f.all4,
-            r6: &f.all6,
-        };
-        check(&bulk, &f, sized);
-    }
+        "from_routes"
+    };
+    check(what, &f, sized);
 });
