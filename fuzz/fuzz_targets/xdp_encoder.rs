@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 
 use fib::poptrie::{Poptrie, TrieKey};
 use fib::reference::{ReferenceFib, ReferenceFib4, ReferenceFib6};
-use fib::{Lookup, RouteTable};
+use fib::{Address, Lookup, RouteTable};
 use pipeline::Datapath;
 use wire::{Ipv4Cidr, Ipv6Cidr};
 use xdp_engine::{CompileError, FibCapacity, Image};
@@ -59,15 +59,6 @@ struct Fibs {
     probes6: Vec<u128>,
 }
 
-/// What a route of length `len` costs the incremental trie.
-fn cost(len: u8, direct: u8) -> u32 {
-    if len <= direct {
-        1 << (direct - len)
-    } else {
-        0
-    }
-}
-
 /// One family's routes: the reference FIB, and the trie updated route by
 /// route beside it (`incremental`, within a budget of short routes) or
 /// left empty, to be built from the reference at the end.
@@ -88,8 +79,15 @@ impl<A: TrieKey> Family<A> {
 
     /// One record: the trie, when updated in place, must accept and refuse
     /// what its checked insert should, and remove what the reference held.
-    fn apply(&mut self, p: A::Prefix, nh: u32, remove: bool, cost: u32) {
+    /// A route no longer than the trie's direct level costs the
+    /// `2^(direct bits - length)` top-level entries it rewrites.
+    fn apply(&mut self, p: A::Prefix, nh: u32, remove: bool) {
         let valid = nh <= fib::poptrie::MAX_NEXT_HOP;
+        let len = A::split(&p).1;
+        let cost = match A::DIRECT_BITS.checked_sub(len) {
+            Some(d) => 1 << d,
+            None => 0,
+        };
         let Some(t) = &mut self.trie else {
             if remove {
                 self.reference.remove(&p);
@@ -144,7 +142,7 @@ fn apply(data: &[u8], incremental: bool) -> Fibs {
             let addr = u128::from_be_bytes(a.try_into().unwrap());
             let len = data[at + 1] % 129;
             let p = Ipv6Cidr::new(addr, len).unwrap();
-            f6.apply(p, nh, remove, cost(len, 16));
+            f6.apply(p, nh, remove);
             let net = p.addr();
             probes6.extend([
                 addr,
@@ -157,7 +155,7 @@ fn apply(data: &[u8], incremental: bool) -> Fibs {
             let addr = u32::from_be_bytes(a.try_into().unwrap());
             let len = data[at + 1] % 33;
             let p = Ipv4Cidr::new(addr, len).unwrap();
-            f4.apply(p, nh, remove, cost(len, 18));
+            f4.apply(p, nh, remove);
             let net = p.addr();
             probes4.extend([
                 addr,
