@@ -4,7 +4,7 @@
 //! Layout of the lookup structure:
 //!
 //! * `top`: one `u32` per value of the first [`TrieKey::DIRECT_BITS`] bits of
-//!   the address (2^18 for IPv4, 2^16 for IPv6). An entry is either a next
+//!   the address (2^18 for both families). An entry is either a next
 //!   hop (bit 31 clear; `NO_ROUTE` for none) or, with bit 31 set, the index
 //!   of the root node of a *chunk*: the sub-trie holding the routes longer
 //!   than the direct bits under that entry.
@@ -88,9 +88,12 @@ impl TrieKey for u32 {
 }
 
 impl TrieKey for u128 {
-    const DIRECT_BITS: u8 = 16;
-    // A /16 chunk holds up to 20,000 of the full table's routes, a /40 at
-    // most 414 (35 on average over its routes).
+    // 18 rather than 16: a /48 (most of the table) then sits five nodes
+    // below `top` instead of six, and a /36 three instead of four; the
+    // table's 2000::/3 uses 2^15 of the entries (128 KiB).
+    const DIRECT_BITS: u8 = 18;
+    // A /40 bucket holds at most 414 of the full table's routes (35 on
+    // average over its routes).
     const BUCKET_BITS: u8 = 40;
     #[inline(always)]
     fn top_index(self) -> usize {

@@ -350,11 +350,13 @@ __noinline __u32 ff_fib6(__u32 set, __u64 hi, __u64 lo, __u32 half, __u32 leaf_h
 		struct ff_node *n = bpf_map_lookup_elem(&fib6_nodes, &k);
 		if (!n)
 			return FF_FIB_ERROR;
-		/* Offsets run 16, 22, ..., 58, then 64, 70, ..., 124: no stride
-		 * straddles the halves; bits past the end read as zero. */
+		/* Offsets run 18, 24, ..., 54, 60, 66, ..., 126: the stride at
+		 * 60 takes four bits of hi and two of lo (off is never 0 here,
+		 * so the right shift is 1 to 46); bits past the end read as
+		 * zero. */
 		__u32 s;
 		if (off < 64)
-			s = (__u32)((hi << (off & 63)) >> 58);
+			s = (__u32)(((hi << (off & 63)) | (lo >> ((64 - off) & 63))) >> 58);
 		else
 			s = (__u32)((lo << ((off - 64) & 63)) >> 58);
 		if ((n->children >> s) & 1) {

@@ -32,12 +32,12 @@
 #define FF_NO_ROUTE 0x7fffffffu
 #define FF_STRIDE 6
 #define FF_DIRECT4 18
-#define FF_DIRECT6 16
+#define FF_DIRECT6 18
 /* Top-level entries are stored two per 8-byte element (entry 2k in the low
  * half of element k, 2k+1 in the high half); leaves too. */
 #define FF_TOP4_PAIRS (1u << (FF_DIRECT4 - 1))
 #define FF_TOP6_PAIRS (1u << (FF_DIRECT6 - 1))
-/* Deepest node walk: 18 + 3*6 >= 32; 16 + 19*6 >= 128. */
+/* Deepest node walk: 18 + 3*6 >= 32; 18 + 19*6 >= 128. */
 #define FF_LEVELS4 3
 #define FF_LEVELS6 19
 

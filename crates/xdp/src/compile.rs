@@ -261,7 +261,9 @@ impl FibImage {
             layout::DIRECT6,
             |off| {
                 if off < 64 {
-                    ((hi << off) >> 58) as u32
+                    // `off` starts at DIRECT6 (> 0); the stride at 60
+                    // straddles the halves.
+                    (((hi << off) | (lo >> (64 - off))) >> 58) as u32
                 } else {
                     ((lo << (off - 64)) >> 58) as u32
                 }

@@ -18,7 +18,7 @@ pub const MAX_LOCAL: u32 = 4096;
 pub const MAX_VLANS: u32 = 4096;
 
 pub const DIRECT4: u32 = 18;
-pub const DIRECT6: u32 = 16;
+pub const DIRECT6: u32 = 18;
 pub const TOP4_PAIRS: u32 = 1 << (DIRECT4 - 1);
 pub const TOP6_PAIRS: u32 = 1 << (DIRECT6 - 1);
 pub const LEVELS4: u32 = 3;
@@ -150,6 +150,8 @@ pub const PUNTS: [(&str, PuntReason); 4] = [
 // Every reason has a counter slot; the node walks reach every address bit.
 const _: () = assert!(DropReason::COUNT <= DROP_SLOTS && PuntReason::COUNT <= PUNT_SLOTS);
 const _: () = assert!(DIRECT4 + LEVELS4 * STRIDE >= 32 && DIRECT6 + LEVELS6 * STRIDE >= 128);
+// The program's IPv6 stride reads `lo >> (64 - off)` for offsets below 64.
+const _: () = assert!(DIRECT6 > 0 && DIRECT6 < 64);
 
 /// Struct sizes, as `sizeof` gives them in C.
 pub const CONFIG_SIZE: usize = 40;
