@@ -10,6 +10,8 @@
 //! * `FIB_BENCH_REPEAT`: repetitions of each measurement (median taken, 5);
 //! * `FIB_BENCH_INSERTS=N`: only the single-route insert comparison,
 //!   fastfwd and dpdk-test-fib alternated N times;
+//! * `FIB_BENCH_LOOKUPS=N`: only the batched lookup comparison, fastfwd
+//!   and dpdk-test-fib alternated N times per family and key set;
 //! * `FIB_BENCH_DPDK_EAL`: EAL arguments for `dpdk-test-fib` (default
 //!   `-l 0 --no-pci --no-huge -m 3072`); `FIB_BENCH_NO_DPDK=1` skips it;
 //! * `FIB_BENCH_DIR`: where route and key files for DPDK are written.
@@ -148,18 +150,21 @@ fn measure_lookup<A: Copy>(
         }
         black_box(acc);
     });
-    let b = batch.map(|f| {
-        let mut out = vec![None; BATCH];
-        rate(repeat, keys.len(), || {
-            let mut acc = 0u32;
-            for chunk in keys.chunks(BATCH) {
-                f(chunk, &mut out);
-                acc = acc.wrapping_add(out[0].unwrap_or(0));
-            }
-            black_box(acc);
-        })
-    });
+    let b = batch.map(|f| batched_rate(repeat, keys, f));
     (s, b)
+}
+
+/// Lookups/s of `batch` over `keys` in chunks of [`BATCH`].
+fn batched_rate<A: Copy>(repeat: usize, keys: &[A], batch: &BatchFn<'_, A>) -> f64 {
+    let mut out = vec![None; BATCH];
+    rate(repeat, keys.len(), || {
+        let mut acc = 0u32;
+        for chunk in keys.chunks(BATCH) {
+            batch(chunk, &mut out);
+            acc = acc.wrapping_add(out[0].unwrap_or(0));
+        }
+        black_box(acc);
+    })
 }
 
 /// Update workload: delete then re-add `n` table routes (2n operations).
@@ -751,6 +756,156 @@ fn inserts_alternated(
     }
 }
 
+/// The key sets dpdk-test-fib reads, as files beside the route files.
+struct DpdkKeys<'a> {
+    v4_in: &'a [u32],
+    v4_rand: &'a [u32],
+    v6_in: &'a [u128],
+    v6_rand: &'a [u128],
+}
+
+/// Writes `routes4.txt`, `routes6.txt` and `keys{4,6}-{in,rand}.txt` to `dir`.
+fn write_dpdk_files(
+    dir: &Path,
+    table: &fib::table::RouteFile,
+    keys: &DpdkKeys<'_>,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_lines(
+        &dir.join("routes4.txt"),
+        table.v4.iter().map(|(p, nh)| format!("{p} {nh}")),
+    )?;
+    write_lines(
+        &dir.join("routes6.txt"),
+        table.v6.iter().map(|(p, nh)| format!("{p} {nh}")),
+    )?;
+    for (name, k) in [
+        ("keys4-in.txt", keys.v4_in),
+        ("keys4-rand.txt", keys.v4_rand),
+    ] {
+        write_lines(
+            &dir.join(name),
+            k.iter().map(|a| Ipv4Addr::from(*a).to_string()),
+        )?;
+    }
+    for (name, k) in [
+        ("keys6-in.txt", keys.v6_in),
+        ("keys6-rand.txt", keys.v6_rand),
+    ] {
+        write_lines(
+            &dir.join(name),
+            k.iter().map(|a| Ipv6Addr::from(*a).to_string()),
+        )?;
+    }
+    Ok(())
+}
+
+/// `FIB_BENCH_LOOKUPS=N`: the lookup comparison alone, fastfwd's batched
+/// lookups and dpdk-test-fib's alternated `rounds` times per family and
+/// key set (rte_fib dir24_8 for IPv4; for IPv6 the better of rte_fib6 trie
+/// and rte_lpm6, each round). A full run measures every structure in turn
+/// over minutes while this VM's speed drifts by tens of percent; a pair
+/// taken seconds apart sees nearly the same machine. Reports each pair, the
+/// median ratio and the ratios' spread.
+fn lookups_alternated(
+    rounds: usize,
+    table: &fib::table::RouteFile,
+    keys: &DpdkKeys<'_>,
+    flag: &str,
+    report: &mut String,
+) {
+    let (eal, dir) = dpdk_settings();
+    if let Err(e) = write_dpdk_files(&dir, table, keys) {
+        let _ = writeln!(report, "writing {}: {e}", dir.display());
+        return;
+    }
+    let _ = writeln!(
+        report,
+        "\n### Batched lookups, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
+        eal.join(" ")
+    );
+    let _ = writeln!(
+        report,
+        "| family | keys | round | fastfwd (M/s) | DPDK (M/s) | ratio |"
+    );
+    let _ = writeln!(report, "| --- | --- | ---: | ---: | ---: | ---: |");
+    let t4 = Poptrie::<u32>::from_routes(table.v4.iter().copied());
+    let t6 = Poptrie::<u128>::from_routes(table.v6.iter().copied());
+    let b4 = |k: &[u32], o: &mut [Option<u32>]| t4.lookup_batch(k, o);
+    let b6 = |k: &[u128], o: &mut [Option<u32>]| t6.lookup_batch(k, o);
+    let sets: [(bool, &str, &str, &dyn Fn() -> f64); 4] = [
+        (false, "in-table", "keys4-in.txt", &|| {
+            batched_rate(3, keys.v4_in, &b4)
+        }),
+        (false, "random", "keys4-rand.txt", &|| {
+            batched_rate(3, keys.v4_rand, &b4)
+        }),
+        (true, "in-table", "keys6-in.txt", &|| {
+            batched_rate(3, keys.v6_in, &b6)
+        }),
+        (true, "random", "keys6-rand.txt", &|| {
+            batched_rate(3, keys.v6_rand, &b6)
+        }),
+    ];
+    let mut summary = Vec::new();
+    for (v6, label, key_file, ours) in sets {
+        let fam = if v6 { "IPv6" } else { "IPv4" };
+        let routes = dir.join(if v6 { "routes6.txt" } else { "routes4.txt" });
+        let key_path = dir.join(key_file);
+        let mut ratios = Vec::new();
+        for round in 1..=rounds {
+            let our = ours();
+            let mut args: Vec<&str> = if v6 { vec!["-6"] } else { vec![] };
+            let routes_s = routes.to_str().unwrap_or_default();
+            let keys_s = key_path.to_str().unwrap_or_default();
+            args.extend(["-f", routes_s, "-t", keys_s]);
+            args.extend(if v6 {
+                ["-b", "trie", "-g", "400000"]
+            } else {
+                ["-b", "dir", "-g", "100000"]
+            });
+            if v6 {
+                // rte_lpm6 too: the IPv6 goal is against the better of the two.
+                args.push("-c");
+            }
+            let r = match run_dpdk(&eal, &args) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = writeln!(report, "{e}");
+                    return;
+                }
+            };
+            let fib = r.fib_lookup_cycles.map_or(0.0, |c| r.tsc_hz / c);
+            let lpm = r.lpm_lookup_cycles.map_or(0.0, |c| r.tsc_hz / c);
+            let (peer, which) = if lpm > fib {
+                (lpm, "rte_lpm6")
+            } else if v6 {
+                (fib, "rte_fib6")
+            } else {
+                (fib, "rte_fib")
+            };
+            ratios.push(our / peer);
+            let _ = writeln!(
+                report,
+                "| {fam} | {label} | {round} | {:.1} | {which} {:.1} | {:.2}x |",
+                our / 1e6,
+                peer / 1e6,
+                our / peer
+            );
+        }
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        let med = median(ratios);
+        summary.push(format!(
+            "| {fam} | {label} | median | | | **{med:.2}x**{flag} (rounds {lo:.2}-{hi:.2}x, spread {:.0}%) |",
+            (hi - lo) / med * 100.0
+        ));
+    }
+    for line in summary {
+        let _ = writeln!(report, "{line}");
+    }
+}
+
 fn fmt_rate(v: Option<f64>) -> String {
     v.map(|x| format!("{:.1}", x / 1e6))
         .unwrap_or_else(|| "-".into())
@@ -928,6 +1083,22 @@ fn main() {
         return;
     }
 
+    if let Some(rounds) = std::env::var("FIB_BENCH_LOOKUPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let keys = DpdkKeys {
+            v4_in: &v4_in,
+            v4_rand: &v4_rand,
+            v6_in: &v6_in,
+            v6_rand: &v6_rand,
+        };
+        lookups_alternated(rounds.max(1), &table, &keys, load.ratio_flag(), &mut report);
+        let _ = writeln!(report, "{}", load.footer());
+        print!("{report}");
+        return;
+    }
+
     eprintln!("fastfwd IPv4 ...");
     let (ours4, trie4) = bench_ours(&f4, repeat, &mut rng);
     eprintln!("fastfwd IPv6 ...");
@@ -986,33 +1157,13 @@ fn main() {
     if std::env::var("FIB_BENCH_NO_DPDK").is_err() {
         eprintln!("DPDK dpdk-test-fib ...");
         let (eal, dir) = dpdk_settings();
-        let files = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            write_lines(
-                &dir.join("routes4.txt"),
-                table.v4.iter().map(|(p, nh)| format!("{p} {nh}")),
-            )?;
-            write_lines(
-                &dir.join("routes6.txt"),
-                table.v6.iter().map(|(p, nh)| format!("{p} {nh}")),
-            )?;
-            write_lines(
-                &dir.join("keys4-in.txt"),
-                v4_in.iter().map(|a| Ipv4Addr::from(*a).to_string()),
-            )?;
-            write_lines(
-                &dir.join("keys4-rand.txt"),
-                v4_rand.iter().map(|a| Ipv4Addr::from(*a).to_string()),
-            )?;
-            write_lines(
-                &dir.join("keys6-in.txt"),
-                v6_in.iter().map(|a| Ipv6Addr::from(*a).to_string()),
-            )?;
-            write_lines(
-                &dir.join("keys6-rand.txt"),
-                v6_rand.iter().map(|a| Ipv6Addr::from(*a).to_string()),
-            )
-        })();
+        let keys = DpdkKeys {
+            v4_in: &v4_in,
+            v4_rand: &v4_rand,
+            v6_in: &v6_in,
+            v6_rand: &v6_rand,
+        };
+        let files = write_dpdk_files(&dir, &table, &keys);
         match files {
             Err(e) => {
                 let _ = writeln!(report, "DPDK skipped: writing {}: {e}", dir.display());
