@@ -75,7 +75,7 @@ fn router(stateful: bool) -> &'static AclTables {
 
 fn build(rules: &str) -> AclTables {
     let (mut b, mut f4, f6) = lab_router::lab_router();
-    let nh = b.add_discard(Discard::Prohibit);
+    let nh = b.add_discard(Discard::Prohibit).unwrap();
     f4.insert("192.0.2.0/24".parse().unwrap(), nh);
     let ifaces: InterfaceMap = b
         .interfaces()

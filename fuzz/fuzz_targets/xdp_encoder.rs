@@ -3,10 +3,10 @@
 //! `Image`, whose `lookup4` / `lookup6` walk the maps as the program does.
 //!
 //! Input: one flags byte, then route records, each a flags byte (bit 0:
-//! IPv6, bit 1: remove instead of insert, bit 2: a next-hop id near the
-//! top of the id space, where the trie refuses ids above
-//! `fib::poptrie::MAX_NEXT_HOP`), a prefix length byte, a 16-bit next-hop
-//! id and the address (4 or 16 bytes).
+//! IPv6, bit 1: remove instead of insert, bit 2: a next-hop id within two
+//! of `fib::poptrie::MAX_NEXT_HOP`, above which the trie refuses ids), a
+//! prefix length byte, a 16-bit next-hop id and the address (4 or 16
+//! bytes).
 //!
 //! The first byte's bit 1 picks how the tries are built. Clear: the routes
 //! are applied in order, one by one, to a `fib::poptrie::Poptrie` (checked
@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 
 use fib::poptrie::{Poptrie, TrieKey};
 use fib::reference::{ReferenceFib, ReferenceFib4, ReferenceFib6};
-use fib::{Address, Lookup, RouteTable};
+use fib::{Lookup, RouteTable};
 use pipeline::Datapath;
 use wire::{Ipv4Cidr, Ipv6Cidr};
 use xdp_engine::{CompileError, FibCapacity, Image};
@@ -132,7 +132,8 @@ fn apply(data: &[u8], incremental: bool) -> Fibs {
         let remove = flags & 2 != 0;
         let mut nh = u32::from(u16::from_le_bytes([data[at + 2], data[at + 3]]));
         if flags & 4 != 0 {
-            nh |= 0x7fff_0000;
+            // MAX_NEXT_HOP - 1 ..= MAX_NEXT_HOP + 2.
+            nh = fib::poptrie::MAX_NEXT_HOP - 1 + (nh & 3);
         }
         let alen = if v6 { 16 } else { 4 };
         let Some(a) = data.get(at + 4..at + 4 + alen) else {

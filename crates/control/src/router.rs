@@ -312,6 +312,15 @@ impl Router {
                                 }
                                 continue;
                             }
+                            if self.sets.len() >= pipeline::MAX_TARGETS {
+                                // Out of next-hop ids: a full build numbers
+                                // only the sets in use, or refuses (the
+                                // running tables stay, with the warning).
+                                if let Err(e) = self.rebuild_all(snap) {
+                                    self.warnings.push(format!("rebuild: {e}"));
+                                }
+                                return;
+                            }
                             let id = self.sets.len() as NextHopId;
                             self.set_text
                                 .push(crate::state::target_strings(&target, &self.ifaces));

@@ -613,11 +613,11 @@ impl RouterState {
         let mut intern = |b: &mut TablesBuilder,
                           hop_sets: &mut Vec<Vec<String>>,
                           hops: &[NextHop]|
-         -> Result<(NextHopId, u32), String> {
+         -> Result<(NextHopId, u32), pipeline::TableError> {
             if let Some(&v) = set_ids.get(hops) {
                 return Ok(v);
             }
-            let nh = b.add_next_hops(hops).map_err(|e| e.to_string())?;
+            let nh = b.add_next_hops(hops)?;
             hop_sets.push(hops.iter().map(|h| hop_string(h, &ifaces)).collect());
             let v = (nh, hop_sets.len() as u32 - 1);
             set_ids.insert(hops.to_vec(), v);
@@ -626,11 +626,21 @@ impl RouterState {
         let mut discard_ids: HashMap<Discard, (NextHopId, u32)> = HashMap::new();
         let mut intern_discard =
             |b: &mut TablesBuilder, hop_sets: &mut Vec<Vec<String>>, d: Discard| {
-                *discard_ids.entry(d).or_insert_with(|| {
-                    hop_sets.push(vec![d.name().to_string()]);
-                    (b.add_discard(d), hop_sets.len() as u32 - 1)
-                })
+                if let Some(&v) = discard_ids.get(&d) {
+                    return Ok(v);
+                }
+                let nh = b.add_discard(d)?;
+                hop_sets.push(vec![d.name().to_string()]);
+                let v = (nh, hop_sets.len() as u32 - 1);
+                discard_ids.insert(d, v);
+                Ok(v)
             };
+        // More targets than next-hop ids: the routes cannot all be
+        // installed, so no table is built (a route left out would send its
+        // traffic to a shorter one).
+        let too_many = |prefix: &Cidr, e: pipeline::TableError| {
+            crate::ControlError::Build(format!("route {prefix}: {e}"))
+        };
         let mut install = |prefix: &Cidr, nh: NextHopId| match prefix {
             Cidr::V4(p) => {
                 fib4.insert(*p, nh);
@@ -657,7 +667,8 @@ impl RouterState {
                 Some(ResolvedRoute::Via(h)) if !h.is_empty() => h,
                 Some(ResolvedRoute::Via(_)) | None => continue,
                 Some(ResolvedRoute::Discard(d)) => {
-                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, d);
+                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, d)
+                        .map_err(|e| too_many(prefix, e))?;
                     install(prefix, nh);
                     entries.push(RouteEntry {
                         prefix: *prefix,
@@ -690,6 +701,7 @@ impl RouterState {
                         hops: idx,
                     });
                 }
+                Err(e @ pipeline::TableError::TooManyTargets) => return Err(too_many(prefix, e)),
                 Err(e) => warnings.push(format!("route {prefix}: {e}")),
             }
         }
@@ -732,6 +744,7 @@ impl RouterState {
                         hops: idx,
                     });
                 }
+                Err(e @ pipeline::TableError::TooManyTargets) => return Err(too_many(prefix, e)),
                 Err(e) => warnings.push(format!("route {prefix}: {e}")),
             }
         }

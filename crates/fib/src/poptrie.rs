@@ -33,10 +33,37 @@ use crate::{Address, Lookup, NextHopId, RouteTable};
 mod deep;
 use deep::DeepRoutes;
 
-/// The largest next-hop id the trie stores (bit 31 marks node references).
-pub const MAX_NEXT_HOP: NextHopId = 0x7FFF_FFFE;
-/// Stored value meaning "no route".
+/// The largest next-hop id the trie stores: leaves are 16 bits wide (a
+/// router's next-hop ids name its distinct next-hop sets, a few thousand
+/// at most), and the all-ones leaf means "no route".
+pub const MAX_NEXT_HOP: NextHopId = 0xFFFE;
+/// Stored value meaning "no route" (`top` entries and values in flight).
 const NO_ROUTE: u32 = 0x7FFF_FFFF;
+/// A leaf: a next-hop id, or [`NO_ROUTE_LEAF`].
+pub type Leaf = u16;
+/// The leaf meaning "no route".
+pub const NO_ROUTE_LEAF: Leaf = Leaf::MAX;
+
+/// The leaf for stored value `v` (a next-hop id up to [`MAX_NEXT_HOP`], or
+/// `NO_ROUTE`).
+#[inline(always)]
+fn to_leaf(v: u32) -> Leaf {
+    if v > MAX_NEXT_HOP {
+        NO_ROUTE_LEAF
+    } else {
+        v as Leaf
+    }
+}
+
+/// The stored value of leaf `l`.
+#[inline(always)]
+pub fn leaf_value(l: Leaf) -> u32 {
+    if l == NO_ROUTE_LEAF {
+        NO_ROUTE
+    } else {
+        u32::from(l)
+    }
+}
 /// Marks a `top` entry as a node reference.
 const NODE_FLAG: u32 = 0x8000_0000;
 /// Address bits consumed per node.
@@ -123,7 +150,8 @@ pub struct Node {
 
 /// The raw arrays of a [`Poptrie`]: `top` (one entry per value of the
 /// first [`TrieKey::DIRECT_BITS`] bits; bit 31 set: a node index, else a
-/// next hop or [`NO_ROUTE_ENTRY`]), `nodes` and `leaves` (next hops).
+/// next hop or [`NO_ROUTE_ENTRY`]), `nodes` and `leaves` (next hops, or
+/// [`NO_ROUTE_LEAF`]; [`leaf_value`] widens one to a `top` entry's form).
 /// Free slots of `nodes` and `leaves` hold stale data no entry reaches.
 #[derive(Debug, Clone, Copy)]
 pub struct TrieLayout<'a> {
@@ -131,11 +159,12 @@ pub struct TrieLayout<'a> {
     pub top: &'a [u32],
     /// Trie nodes, each consuming [`STRIDE_BITS`] address bits.
     pub nodes: &'a [Node],
-    /// Next-hop ids.
-    pub leaves: &'a [u32],
+    /// Next-hop ids, 16 bits each.
+    pub leaves: &'a [Leaf],
 }
 
-/// A `top` or leaf value meaning "no route".
+/// A `top` value meaning "no route" (what [`leaf_value`] makes of
+/// [`NO_ROUTE_LEAF`]).
 pub const NO_ROUTE_ENTRY: u32 = NO_ROUTE;
 /// Marks a `top` entry as a node index.
 pub const NODE_ENTRY_FLAG: u32 = NODE_FLAG;
@@ -222,7 +251,7 @@ pub struct MemoryUse {
 pub struct Poptrie<A: TrieKey> {
     top: Vec<u32>,
     nodes: Vec<Node>,
-    leaves: Vec<u32>,
+    leaves: Vec<Leaf>,
     /// Routes of length `0..=DIRECT_BITS`, one map per length.
     short: Vec<HashMap<A, NextHopId, foldhash::fast::RandomState>>,
     /// Per top-level entry: length of the longest short route covering it.
@@ -393,13 +422,16 @@ impl<A: TrieKey> Poptrie<A> {
     /// Memory used by the lookup structure and by the route copy.
     pub fn memory(&self) -> MemoryUse {
         let node_sz = core::mem::size_of::<Node>();
+        let leaf_sz = core::mem::size_of::<Leaf>();
         // A bucket: its key twice (map and order), a vector, map overhead.
         let deep_sz = core::mem::size_of::<(A, u8, NextHopId)>();
         let bucket_sz = 3 * core::mem::size_of::<A>() + 32;
         let short_routes: usize = self.short.iter().map(HashMap::capacity).sum();
         MemoryUse {
-            lookup_bytes: self.top.len() * 4 + self.nodes.len() * node_sz + self.leaves.len() * 4,
-            free_bytes: self.free_node_count * node_sz + self.free_leaf_count * 4,
+            lookup_bytes: self.top.len() * 4
+                + self.nodes.len() * node_sz
+                + self.leaves.len() * leaf_sz,
+            free_bytes: self.free_node_count * node_sz + self.free_leaf_count * leaf_sz,
             nodes: self.nodes.len() - self.free_node_count,
             leaves: self.leaves.len() - self.free_leaf_count,
             control_bytes: self.deep.len() * deep_sz
@@ -456,7 +488,7 @@ impl<A: TrieKey> Poptrie<A> {
                 off += STRIDE;
             } else {
                 let l = (node.leaf_base + rank(node.leafvec, s) - 1) as usize;
-                return self.leaves.get(l).copied().unwrap_or(NO_ROUTE);
+                return self.leaves.get(l).map_or(NO_ROUTE, |&v| leaf_value(v));
             }
         }
     }
@@ -498,7 +530,8 @@ impl<A: TrieKey> Poptrie<A> {
             return start;
         }
         let start = self.leaves.len() as u32;
-        self.leaves.resize(self.leaves.len() + n as usize, NO_ROUTE);
+        self.leaves
+            .resize(self.leaves.len() + n as usize, NO_ROUTE_LEAF);
         start
     }
 
@@ -546,7 +579,7 @@ impl<A: TrieKey> Poptrie<A> {
         let (leafvec, runs, nl) = encode_leaves(&values, children);
         let leaf_base = if nl > 0 {
             let b = self.alloc_leaves(nl as u32);
-            self.leaves[b as usize..b as usize + nl].copy_from_slice(&runs[..nl]);
+            self.write_leaves(b, &runs[..nl]);
             b
         } else {
             0
@@ -782,6 +815,7 @@ impl<A: TrieKey> Poptrie<A> {
         let mut starts = node.leafvec;
         let mut from = 0usize;
         for &run in runs {
+            let run = leaf_value(run);
             starts &= starts - 1;
             let to = if starts == 0 {
                 64
@@ -809,7 +843,7 @@ impl<A: TrieKey> Poptrie<A> {
         let base = node.leaf_base as usize;
         let leaves = &self.leaves;
         // Every leaf slot has a run start at or before it.
-        let old = |b: u32| leaves[base + rank(node.leafvec, b) as usize - 1];
+        let old = |b: u32| leaf_value(leaves[base + rank(node.leafvec, b) as usize - 1]);
         if old(s) == v {
             return;
         }
@@ -843,6 +877,14 @@ impl<A: TrieKey> Poptrie<A> {
         self.store_runs(idx, leafvec, &runs[..nl]);
     }
 
+    /// Stores the values `runs` as the leaves from index `base` on.
+    fn write_leaves(&mut self, base: u32, runs: &[u32]) {
+        let b = base as usize;
+        for (leaf, &v) in self.leaves[b..b + runs.len()].iter_mut().zip(runs) {
+            *leaf = to_leaf(v);
+        }
+    }
+
     /// Gives the node at `idx` the leaf runs `runs` starting where
     /// `leafvec` says, reusing its leaf block when the number of runs is
     /// the same.
@@ -863,7 +905,7 @@ impl<A: TrieKey> Poptrie<A> {
                 0
             }
         };
-        self.leaves[leaf_base as usize..leaf_base as usize + nl].copy_from_slice(runs);
+        self.write_leaves(leaf_base, runs);
         let node = &mut self.nodes[idx as usize];
         node.leafvec = leafvec;
         node.leaf_base = leaf_base;
@@ -1104,8 +1146,7 @@ impl<A: TrieKey> Poptrie<A> {
             out[i] = decode(
                 self.leaves
                     .get(cur[i] as usize)
-                    .copied()
-                    .unwrap_or(NO_ROUTE),
+                    .map_or(NO_ROUTE, |&v| leaf_value(v)),
             );
         }
     }
@@ -1267,6 +1308,17 @@ mod tests {
         assert_eq!(t.lookup(0x0a00_0000), None);
         assert_eq!(t.try_insert(p4("10.0.0.0/8"), MAX_NEXT_HOP), Ok(None));
         assert_eq!(t.lookup(0x0a00_0000), Some(MAX_NEXT_HOP));
+        // The largest id in 16-bit leaves too, beside "no route" and 0.
+        assert_eq!(t.try_insert(p4("10.1.0.0/24"), MAX_NEXT_HOP), Ok(None));
+        assert_eq!(t.try_insert(p4("10.1.0.128/25"), 0), Ok(None));
+        assert_eq!(t.try_insert(p4("11.0.0.0/24"), MAX_NEXT_HOP - 1), Ok(None));
+        assert_eq!(t.lookup(0x0a01_0001), Some(MAX_NEXT_HOP));
+        assert_eq!(t.lookup(0x0a01_0081), Some(0));
+        assert_eq!(t.lookup(0x0b00_0001), Some(MAX_NEXT_HOP - 1));
+        assert_eq!(t.lookup(0x0b00_0101), None);
+        // 10.1.0.0/18: one run beside the child for 10.1.0.0/24, which has
+        // two; 11.0.0.0/18: the /24 and "no route" after it.
+        assert_eq!(t.memory().leaves, 5);
     }
 
     #[test]

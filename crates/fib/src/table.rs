@@ -1,4 +1,5 @@
-//! Route files: one route per line, `prefix [next-hop]`, IPv4 and IPv6
+//! Route files: one route per line, `prefix [next-hop]` (an id up to
+//! [`crate::poptrie::MAX_NEXT_HOP`]), IPv4 and IPv6
 //! mixed, `#` comments and blank lines ignored. Optionally gzip-compressed
 //! (`.gz`).
 //!
@@ -103,9 +104,18 @@ pub fn parse_routes<R: BufRead>(reader: R, name: &str) -> Result<RouteFile, Rout
             .parse()
             .map_err(|e| syntax("prefix", format!("{prefix_text:?}: {e}")))?;
         let nh = match words.next() {
-            Some(w) => w
-                .parse::<NextHopId>()
-                .map_err(|e| syntax("next-hop", format!("{w:?}: {e}")))?,
+            Some(w) => {
+                let nh = w
+                    .parse::<NextHopId>()
+                    .map_err(|e| syntax("next-hop", format!("{w:?}: {e}")))?;
+                if nh > crate::poptrie::MAX_NEXT_HOP {
+                    return Err(syntax(
+                        "next-hop",
+                        format!("{nh} above the largest id {}", crate::poptrie::MAX_NEXT_HOP),
+                    ));
+                }
+                nh
+            }
             None => {
                 out.derived += 1;
                 derived_next_hop(&prefix)
@@ -164,6 +174,9 @@ mod tests {
         assert!(s.starts_with("r.txt:2: prefix:"), "{s}");
         let e = parse_routes("10.0.0.0/8 x\n".as_bytes(), "r.txt").unwrap_err();
         assert!(e.to_string().starts_with("r.txt:1: next-hop:"), "{e}");
+        let e =
+            parse_routes("10.0.0.0/8 65534\n10.0.0.0/8 65535\n".as_bytes(), "r.txt").unwrap_err();
+        assert!(e.to_string().starts_with("r.txt:2: next-hop:"), "{e}");
         let e = parse_routes("10.0.0.0/8 1 2\n".as_bytes(), "r.txt").unwrap_err();
         assert!(e.to_string().starts_with("r.txt:1: line:"), "{e}");
     }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 
+use fib::poptrie::MAX_NEXT_HOP;
 use fib::reference::ReferenceFib4;
 use fib::shared::{FibWriter, Snapshot};
 use fib::{Address, Ipv4Cidr, Lookup, RouteTable};
@@ -44,7 +45,7 @@ fn random_prefix(rng: &mut StdRng) -> Ipv4Cidr {
 
 fn random_table(rng: &mut StdRng, n: usize) -> Vec<(Ipv4Cidr, u32)> {
     (0..n)
-        .map(|_| (random_prefix(rng), rng.random_range(0..100_000)))
+        .map(|_| (random_prefix(rng), rng.random_range(0..=MAX_NEXT_HOP)))
         .collect()
 }
 
@@ -134,7 +135,7 @@ fn readers_only_see_published_states_and_nothing_leaks() {
                 writer.remove(&p);
                 log.push(Event::Remove(p));
             } else {
-                let nh = rng.random_range(0..100_000);
+                let nh = rng.random_range(0..=MAX_NEXT_HOP);
                 writer.insert(p, nh);
                 log.push(Event::Insert(p, nh));
             }

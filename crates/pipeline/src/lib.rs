@@ -49,8 +49,8 @@ pub use frame::{Frame, HEADROOM};
 pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,
-    Ipv4IfAddr, Ipv6IfAddr, MAX_ECMP, MacAddr, NextHop, NextHopId, PortId, RouteTarget, TableError,
-    Tables, TablesBuilder, Vlan,
+    Ipv4IfAddr, Ipv6IfAddr, MAX_ECMP, MAX_TARGETS, MacAddr, NextHop, NextHopId, PortId,
+    RouteTarget, TableError, Tables, TablesBuilder, Vlan,
 };
 pub use trace::{TraceRecord, Tracer};
 pub use worker::{BatchOutput, CHUNK, Verdict, Worker, WorkerConfig};

@@ -219,7 +219,15 @@ pub enum TableError {
     /// More next hops in one set than the pipeline's ECMP width.
     #[error("next-hop set of {0} exceeds the ECMP width {MAX_ECMP}")]
     TooManyNextHops(usize),
+    /// More distinct route targets (next-hop sets and discards) than the
+    /// FIB's next-hop ids can name.
+    #[error("more than {MAX_TARGETS} distinct next-hop sets")]
+    TooManyTargets,
 }
+
+/// The most route targets one set of tables holds: the FIB stores next-hop
+/// ids `0..=fib::poptrie::MAX_NEXT_HOP`.
+pub const MAX_TARGETS: usize = fib::poptrie::MAX_NEXT_HOP as usize + 1;
 
 /// The widest ECMP set (next hops per route).
 pub const MAX_ECMP: usize = 64;
@@ -442,17 +450,23 @@ impl TablesBuilder {
         {
             return Err(TableError::UnknownInterface(h.interface));
         }
+        self.push_target(RouteTarget::Forward(hops.to_vec()))
+    }
+
+    /// Appends a target; its id is its index.
+    fn push_target(&mut self, t: RouteTarget) -> Result<NextHopId, TableError> {
+        if self.targets.len() >= MAX_TARGETS {
+            return Err(TableError::TooManyTargets);
+        }
         let id = self.targets.len() as NextHopId;
-        self.targets.push(RouteTarget::Forward(hops.to_vec()));
+        self.targets.push(t);
         Ok(id)
     }
 
     /// Adds a discarding route target and returns the id a FIB route
     /// stores to use it.
-    pub fn add_discard(&mut self, d: Discard) -> NextHopId {
-        let id = self.targets.len() as NextHopId;
-        self.targets.push(RouteTarget::Discard(d));
-        id
+    pub fn add_discard(&mut self, d: Discard) -> Result<NextHopId, TableError> {
+        self.push_target(RouteTarget::Discard(d))
     }
 
     /// Adds either kind of target ([`Self::add_next_hops`] or
@@ -460,7 +474,7 @@ impl TablesBuilder {
     pub fn add_target(&mut self, t: &RouteTarget) -> Result<NextHopId, TableError> {
         match t {
             RouteTarget::Forward(hops) => self.add_next_hops(hops),
-            RouteTarget::Discard(d) => Ok(self.add_discard(*d)),
+            RouteTarget::Discard(d) => self.add_discard(*d),
         }
     }
 
@@ -973,6 +987,28 @@ mod tests {
             b.add_next_hops(&many),
             Err(TableError::TooManyNextHops(MAX_ECMP + 1))
         );
+    }
+
+    #[test]
+    fn targets_stop_at_the_fib_next_hop_ids() {
+        let mut b = TablesBuilder::new();
+        b.add_interface(iface("a", 0, Vlan::Untagged)).unwrap();
+        let hop = |g: u32| NextHop {
+            interface: 0,
+            gateway: Some(IpAddr::V4(g.into())),
+        };
+        for i in 0..MAX_TARGETS - 1 {
+            assert_eq!(b.add_next_hops(&[hop(i as u32)]), Ok(i as NextHopId));
+        }
+        assert_eq!(
+            b.add_discard(Discard::Blackhole),
+            Ok(fib::poptrie::MAX_NEXT_HOP)
+        );
+        assert_eq!(
+            b.add_discard(Discard::Prohibit),
+            Err(TableError::TooManyTargets)
+        );
+        assert_eq!(b.add_next_hops(&[hop(0)]), Err(TableError::TooManyTargets));
     }
 
     #[test]

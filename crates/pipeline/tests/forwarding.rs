@@ -570,7 +570,7 @@ fn discard_routes_drop_by_reason_and_answer_as_the_kernel_does() {
     .into_iter()
     .enumerate()
     {
-        let id = b.add_discard(d);
+        let id = b.add_discard(d).unwrap();
         f4.insert(format!("198.19.{}.0/24", 10 + i).parse().unwrap(), id);
         f6.insert(
             format!("2001:2:0:8{:03x}::/64", 0x10 + i).parse().unwrap(),

@@ -7,7 +7,7 @@
 //! without a kernel.
 
 use crate::layout::{self, FibCapacity};
-use fib::poptrie::{Poptrie, TrieLayout};
+use fib::poptrie::{Poptrie, TrieLayout, leaf_value};
 use pipeline::{Datapath, Vlan};
 use std::collections::BTreeMap;
 
@@ -221,22 +221,23 @@ impl FibImage {
         // Whole pairs first (a loop without a branch per element: the top
         // level alone is hundreds of thousands of them), then an odd last
         // element paired with "no route".
-        let pairs = |v: &[u32]| -> Vec<u64> {
+        fn pairs<T: Copy>(v: &[T], widen: impl Fn(T) -> u32) -> Vec<u64> {
             let whole = v.chunks_exact(2);
             let odd = whole.remainder().first().copied();
             whole
-                .map(|c| layout::pair(c[0], c[1]))
-                .chain(odd.map(|lo| layout::pair(lo, layout::NO_ROUTE)))
+                .map(|c| layout::pair(widen(c[0]), widen(c[1])))
+                .chain(odd.map(|lo| layout::pair(widen(lo), layout::NO_ROUTE)))
                 .collect()
-        };
+        }
         Ok(FibImage {
-            top: pairs(t.top),
+            top: pairs(t.top, |e| e),
             nodes: t
                 .nodes
                 .iter()
                 .map(|n| layout::node(n.children(), n.leafvec(), n.child_base(), n.leaf_base()))
                 .collect(),
-            leaves: pairs(t.leaves),
+            // The program's leaves are 32 bits wide, "no route" as in `top`.
+            leaves: pairs(t.leaves, leaf_value),
         })
     }
 
