@@ -115,7 +115,7 @@ impl TrieKey for u32 {
 }
 
 impl TrieKey for u128 {
-    // 18 rather than 16: a /48 (most of the table) then sits five nodes
+    // 18 rather than 16: a /48 (nearly half the table) then sits five nodes
     // below `top` instead of six, and a /36 three instead of four; the
     // table's 2000::/3 uses 2^15 of the entries (128 KiB).
     const DIRECT_BITS: u8 = 18;
