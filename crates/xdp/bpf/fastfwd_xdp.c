@@ -298,6 +298,24 @@ static __always_inline int top_of(void *top, __u32 base, __u32 i, __u32 *e)
 	return 0;
 }
 
+/* The next hop for 6-bit value s of the leaf chunk at leaf index b: its
+ * leafvec from the header's four leaves (the low 16 bits of each, as the
+ * maps hold leaves widened to 32 bits), then the run s falls in. */
+static __always_inline int chunk_leaf_of(void *leaves, __u32 base, __u32 half, __u32 b, __u32 s,
+					 __u32 *nh)
+{
+	__u64 leafvec = 0;
+	for (int i = 0; i < FF_LEAF_CHUNK_HEADER; i++) {
+		__u32 w;
+		if (leaf_of(leaves, base, half, b + i, &w))
+			return -1;
+		leafvec |= (__u64)(w & 0xffff) << (16 * i);
+	}
+	if (!leafvec)
+		return -1;
+	return leaf_of(leaves, base, half, b + FF_LEAF_CHUNK_HEADER + rank(leafvec, s) - 1, nh);
+}
+
 /* Longest-prefix match of an IPv4 destination (host order): the poptrie
  * walk of crates/fib/src/poptrie.rs over half `set` of the maps. Returns
  * the next-hop id (FF_NO_ROUTE: none), or FF_FIB_ERROR when an index falls
@@ -310,6 +328,14 @@ __noinline __u32 ff_fib4(__u32 set, __u32 addr, __u32 half, __u32 leaf_half)
 		return FF_FIB_ERROR;
 	if (!(e & FF_NODE_FLAG))
 		return e;
+	if (e & FF_LEAF_CHUNK_FLAG) {
+		__u32 nh;
+		__u32 s = (__u32)((((__u64)addr) << (32 + FF_DIRECT4)) >> 58);
+		if (chunk_leaf_of(&fib4_leaves, set * leaf_half, leaf_half,
+				  e & ~(FF_NODE_FLAG | FF_LEAF_CHUNK_FLAG), s, &nh))
+			return FF_FIB_ERROR;
+		return nh;
+	}
 	__u32 idx = e & ~FF_NODE_FLAG;
 	__u32 off = FF_DIRECT4;
 	for (int lvl = 0; lvl < FF_LEVELS4; lvl++) {
@@ -341,6 +367,14 @@ __noinline __u32 ff_fib6(__u32 set, __u64 hi, __u64 lo, __u32 half, __u32 leaf_h
 		return FF_FIB_ERROR;
 	if (!(e & FF_NODE_FLAG))
 		return e;
+	if (e & FF_LEAF_CHUNK_FLAG) {
+		__u32 nh;
+		__u32 s = (__u32)((hi << FF_DIRECT6) >> 58);
+		if (chunk_leaf_of(&fib6_leaves, set * leaf_half, leaf_half,
+				  e & ~(FF_NODE_FLAG | FF_LEAF_CHUNK_FLAG), s, &nh))
+			return FF_FIB_ERROR;
+		return nh;
+	}
 	__u32 idx = e & ~FF_NODE_FLAG;
 	__u32 off = FF_DIRECT6;
 	for (int lvl = 0; lvl < FF_LEVELS6; lvl++) {

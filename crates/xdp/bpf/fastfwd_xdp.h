@@ -29,6 +29,12 @@
 
 /* The FIBs: fastfwd's poptrie (crates/fib/src/poptrie.rs) as it is. */
 #define FF_NODE_FLAG 0x80000000u
+/* With FF_NODE_FLAG: a leaf chunk, a chunk that is one node without
+ * children, at this index of the leaves map: its leafvec in
+ * FF_LEAF_CHUNK_HEADER leaves of 16 bits each (least significant first),
+ * then its runs. */
+#define FF_LEAF_CHUNK_FLAG 0x40000000u
+#define FF_LEAF_CHUNK_HEADER 4
 #define FF_NO_ROUTE 0x7fffffffu
 #define FF_STRIDE 6
 #define FF_DIRECT4 18

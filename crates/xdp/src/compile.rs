@@ -285,6 +285,22 @@ impl FibImage {
         if e & layout::NODE_FLAG == 0 {
             return (e != layout::NO_ROUTE).then_some(e);
         }
+        if e & layout::LEAF_CHUNK_FLAG != 0 {
+            // A leaf chunk: its leafvec in the low 16 bits of four leaves.
+            let b = e & !(layout::NODE_FLAG | layout::LEAF_CHUNK_FLAG);
+            let mut leafvec = 0u64;
+            for i in 0..layout::LEAF_CHUNK_HEADER {
+                let w = layout::pair_get(&self.leaves, b + i)?;
+                leafvec |= u64::from(w & 0xffff) << (16 * i);
+            }
+            if leafvec == 0 {
+                return None;
+            }
+            let s = stride(direct);
+            let l = b + layout::LEAF_CHUNK_HEADER + (leafvec << (63 - s)).count_ones() - 1;
+            let nh = layout::pair_get(&self.leaves, l)?;
+            return (nh != layout::NO_ROUTE).then_some(nh);
+        }
         let mut idx = e & !layout::NODE_FLAG;
         let mut off = direct;
         for _ in 0..levels {
@@ -516,8 +532,9 @@ pub(crate) mod tests {
     #[test]
     fn a_trie_larger_than_the_maps_is_refused() {
         let mut t4 = Poptrie::<u32>::new();
+        // /25s: every chunk needs nodes (/24s alone make leaf chunks).
         for i in 0..3000u32 {
-            t4.insert(Ipv4Cidr::new((10 << 24) | (i << 8), 24).unwrap(), i);
+            t4.insert(Ipv4Cidr::new((10 << 24) | (i << 8), 25).unwrap(), i);
         }
         let dp = pipeline::TablesBuilder::new()
             .build(

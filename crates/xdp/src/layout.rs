@@ -24,6 +24,8 @@ pub const TOP6_PAIRS: u32 = 1 << (DIRECT6 - 1);
 pub const LEVELS4: u32 = 3;
 pub const LEVELS6: u32 = 19;
 pub const NODE_FLAG: u32 = 0x8000_0000;
+pub const LEAF_CHUNK_FLAG: u32 = 0x4000_0000;
+pub const LEAF_CHUNK_HEADER: u32 = 4;
 pub const NO_ROUTE: u32 = 0x7fff_ffff;
 pub const STRIDE: u32 = 6;
 
@@ -496,6 +498,8 @@ mod tests {
             ("FF_MAX_LOCAL", MAX_LOCAL.into()),
             ("FF_MAX_VLANS", MAX_VLANS.into()),
             ("FF_NODE_FLAG", NODE_FLAG.into()),
+            ("FF_LEAF_CHUNK_FLAG", LEAF_CHUNK_FLAG.into()),
+            ("FF_LEAF_CHUNK_HEADER", LEAF_CHUNK_HEADER.into()),
             ("FF_NO_ROUTE", NO_ROUTE.into()),
             ("FF_STRIDE", STRIDE.into()),
             ("FF_DIRECT4", DIRECT4.into()),
@@ -602,6 +606,8 @@ mod tests {
     #[test]
     fn the_trie_constants_are_the_fib_crate_s() {
         assert_eq!(NODE_FLAG, fib::poptrie::NODE_ENTRY_FLAG);
+        assert_eq!(LEAF_CHUNK_FLAG, fib::poptrie::LEAF_CHUNK_ENTRY_FLAG);
+        assert_eq!(LEAF_CHUNK_HEADER, fib::poptrie::LEAF_CHUNK_HEADER_LEAVES);
         assert_eq!(NO_ROUTE, fib::poptrie::NO_ROUTE_ENTRY);
         assert_eq!(STRIDE, u32::from(fib::poptrie::STRIDE_BITS));
         use fib::poptrie::TrieKey;
