@@ -211,6 +211,15 @@ impl Node {
     }
 }
 
+/// What holds a set of leaf runs being repainted: a node, or the leaf
+/// chunk of a top-level entry (a root without children, stored in the
+/// leaves).
+#[derive(Debug, Clone, Copy)]
+enum Holder {
+    Node(u32),
+    Chunk(usize),
+}
+
 /// Number of set bits of `v` at positions `0..=s`.
 #[inline(always)]
 fn rank(v: u64, s: u32) -> u32 {
@@ -578,6 +587,17 @@ impl<A: TrieKey> Poptrie<A> {
         self.top[slot] = NODE_FLAG | root;
     }
 
+    /// Writes a leaf chunk's `leafvec` at `leaves[b..]`.
+    fn write_chunk_header(&mut self, b: u32, leafvec: u64) {
+        let at = b as usize;
+        for (k, leaf) in self.leaves[at..at + LEAF_CHUNK_HEADER as usize]
+            .iter_mut()
+            .enumerate()
+        {
+            *leaf = (leafvec >> (16 * k)) as Leaf;
+        }
+    }
+
     /// Stores top-level entry `slot`'s chunk as a leaf chunk if its root
     /// has no children.
     fn deflate(&mut self, slot: usize) {
@@ -593,12 +613,7 @@ impl<A: TrieKey> Poptrie<A> {
         let nl = node.leafvec.count_ones();
         let b = self.alloc_leaves(LEAF_CHUNK_HEADER + nl);
         let at = b as usize;
-        for (k, leaf) in self.leaves[at..at + LEAF_CHUNK_HEADER as usize]
-            .iter_mut()
-            .enumerate()
-        {
-            *leaf = (node.leafvec >> (16 * k)) as Leaf;
-        }
+        self.write_chunk_header(b, node.leafvec);
         let from = node.leaf_base as usize;
         self.leaves
             .copy_within(from..from + nl as usize, at + LEAF_CHUNK_HEADER as usize);
@@ -609,6 +624,33 @@ impl<A: TrieKey> Poptrie<A> {
         self.free_nodes[1].push(root);
         self.free_node_count += 1;
         self.top[slot] = NODE_FLAG | LEAF_CHUNK | b;
+    }
+
+    /// The node `h` is, or the root node its leaf chunk stands for (no
+    /// children; `leaf_base` at its first run).
+    #[inline]
+    fn holder_node(&self, h: Holder) -> Node {
+        match h {
+            Holder::Node(idx) => self.nodes[idx as usize],
+            Holder::Chunk(slot) => {
+                let b = self.top[slot] & !(NODE_FLAG | LEAF_CHUNK);
+                Node {
+                    children: 0,
+                    leafvec: self.chunk_leafvec(b),
+                    child_base: 0,
+                    leaf_base: b + LEAF_CHUNK_HEADER,
+                }
+            }
+        }
+    }
+
+    /// The default `h` was compiled with (a chunk root's is its slot's).
+    #[inline]
+    fn holder_default(&self, h: Holder) -> u32 {
+        match h {
+            Holder::Node(idx) => self.node_defaults[idx as usize],
+            Holder::Chunk(slot) => self.slot_default(slot),
+        }
     }
 
     /// The default for top-level entry `slot`: the longest short route
@@ -798,6 +840,16 @@ impl<A: TrieKey> Poptrie<A> {
     /// `None` after a delete.
     fn update_deep(&mut self, addr: A, len: u8, next_hop: Option<NextHopId>) {
         let slot = addr.top_index();
+        // A route ending in a leaf chunk's root (an IPv4 /19 to /24) that
+        // keeps the chunk: repaint its runs where they are.
+        let e = self.top[slot];
+        if e & (NODE_FLAG | LEAF_CHUNK) == NODE_FLAG | LEAF_CHUNK
+            && len <= A::DIRECT_BITS + STRIDE
+            && (next_hop.is_some() || self.has_longer(addr, A::DIRECT_BITS))
+            && self.patch_leaves(Holder::Chunk(slot), addr, A::DIRECT_BITS, len, next_hop)
+        {
+            return;
+        }
         self.inflate(slot);
         self.update_chunk(addr, len, next_hop);
         self.deflate(slot);
@@ -841,7 +893,7 @@ impl<A: TrieKey> Poptrie<A> {
         if len <= off + STRIDE {
             // An inserted route keeps its node; after a delete, ask.
             if next_hop.is_some() || self.has_longer(addr, off) {
-                if self.patch_leaves(idx, addr, off, len, next_hop) {
+                if self.patch_leaves(Holder::Node(idx), addr, off, len, next_hop) {
                     return;
                 }
             } else {
@@ -878,14 +930,14 @@ impl<A: TrieKey> Poptrie<A> {
     /// the node must be recompiled instead.
     fn patch_leaves(
         &mut self,
-        idx: u32,
+        at: Holder,
         addr: A,
         off: u8,
         len: u8,
         next_hop: Option<NextHopId>,
     ) -> bool {
         let end = off + STRIDE;
-        let node = self.nodes[idx as usize];
+        let node = self.holder_node(at);
         let first = addr.stride_bits(off) as usize;
         let n = 1usize << (end - len);
         if node.children & (((1u64 << n) - 1) << first) != 0 {
@@ -899,11 +951,11 @@ impl<A: TrieKey> Poptrie<A> {
             Some(nh) => nh,
             None => match self.deep.covering(addr, off + 1, len - 1) {
                 Some((_, nh)) => nh,
-                None => self.node_defaults[idx as usize],
+                None => self.holder_default(at),
             },
         };
         if n == 1 {
-            self.set_slot(idx, first as u32, under);
+            self.set_slot(at, first as u32, under);
             return true;
         }
         let mut values = self.node_values(&node);
@@ -919,7 +971,7 @@ impl<A: TrieKey> Poptrie<A> {
                 }
             }
         }
-        self.set_leaves(idx, &values, node.children);
+        self.set_leaves(at, &values, node.children);
         true
     }
 
@@ -958,16 +1010,16 @@ impl<A: TrieKey> Poptrie<A> {
 
     /// Gives the node at `idx` the leaves for `values` (child slots
     /// skipped), reusing its leaf block when the number of runs is the same.
-    fn set_leaves(&mut self, idx: u32, values: &[u32; 64], children: u64) {
+    fn set_leaves(&mut self, at: Holder, values: &[u32; 64], children: u64) {
         let (leafvec, runs, nl) = encode_leaves(values, children);
-        self.store_runs(idx, leafvec, &runs[..nl]);
+        self.store_runs(at, leafvec, &runs[..nl]);
     }
 
     /// Sets leaf slot `s` of the node at `idx` to `v`, working on the runs
     /// alone: only the runs at `s` and at the next leaf slot can start or
     /// stop, so the node's 64 values are never expanded.
-    fn set_slot(&mut self, idx: u32, s: u32, v: u32) {
-        let node = self.nodes[idx as usize];
+    fn set_slot(&mut self, at: Holder, s: u32, v: u32) {
+        let node = self.holder_node(at);
         let base = node.leaf_base as usize;
         let leaves = &self.leaves;
         // Every leaf slot has a run start at or before it.
@@ -1002,7 +1054,7 @@ impl<A: TrieKey> Poptrie<A> {
             starts &= starts - 1;
             nl += 1;
         }
-        self.store_runs(idx, leafvec, &runs[..nl]);
+        self.store_runs(at, leafvec, &runs[..nl]);
     }
 
     /// Stores the values `runs` as the leaves from index `base` on.
@@ -1016,7 +1068,11 @@ impl<A: TrieKey> Poptrie<A> {
     /// Gives the node at `idx` the leaf runs `runs` starting where
     /// `leafvec` says, reusing its leaf block when the number of runs is
     /// the same.
-    fn store_runs(&mut self, idx: u32, leafvec: u64, runs: &[u32]) {
+    fn store_runs(&mut self, at: Holder, leafvec: u64, runs: &[u32]) {
+        let idx = match at {
+            Holder::Node(idx) => idx,
+            Holder::Chunk(slot) => return self.store_chunk_runs(slot, leafvec, runs),
+        };
         let node = self.nodes[idx as usize];
         let nl = runs.len();
         let old_nl = node.leafvec.count_ones();
@@ -1037,6 +1093,25 @@ impl<A: TrieKey> Poptrie<A> {
         let node = &mut self.nodes[idx as usize];
         node.leafvec = leafvec;
         node.leaf_base = leaf_base;
+    }
+
+    /// [`Self::store_runs`] for top-level entry `slot`'s leaf chunk: in
+    /// place when the number of runs is the same, else in a new block.
+    fn store_chunk_runs(&mut self, slot: usize, leafvec: u64, runs: &[u32]) {
+        let flags = NODE_FLAG | LEAF_CHUNK;
+        let old = self.top[slot] & !flags;
+        let old_size = LEAF_CHUNK_HEADER + self.chunk_leafvec(old).count_ones();
+        let size = LEAF_CHUNK_HEADER + runs.len() as u32;
+        let b = if size == old_size {
+            old
+        } else {
+            self.free_leaves[old_size as usize].push(old);
+            self.free_leaf_count += old_size as usize;
+            self.alloc_leaves(size)
+        };
+        self.write_chunk_header(b, leafvec);
+        self.write_leaves(b + LEAF_CHUNK_HEADER, runs);
+        self.top[slot] = flags | b;
     }
 
     /// Moves the node at `idx`'s children to a new block for the child set
@@ -1091,7 +1166,7 @@ impl<A: TrieKey> Poptrie<A> {
         let children = node.children | (1u64 << s);
         let base = self.move_children(idx, children, Some((s, child, values[s as usize])));
         values[s as usize] = NO_ROUTE;
-        self.set_leaves(idx, &values, children);
+        self.set_leaves(Holder::Node(idx), &values, children);
         let node = &mut self.nodes[idx as usize];
         node.children = children;
         node.child_base = base;
@@ -1112,7 +1187,7 @@ impl<A: TrieKey> Poptrie<A> {
             Some((_, nh)) => nh,
             None => self.node_defaults[idx as usize],
         };
-        self.set_leaves(idx, &values, children);
+        self.set_leaves(Holder::Node(idx), &values, children);
         let node = &mut self.nodes[idx as usize];
         node.children = children;
         node.child_base = base;
@@ -1490,8 +1565,18 @@ mod tests {
     fn chunks_become_leaf_chunks_and_back_as_children_come_and_go() {
         let mut t = Poptrie4::new();
         let chunk = |t: &Poptrie4| t.layout().top[0x0a00_0000 >> 14] & (NODE_FLAG | LEAF_CHUNK);
-        t.insert(p4("10.0.0.0/24"), 1);
+        t.insert(p4("10.0.0.0/24"), 5);
         assert_eq!(chunk(&t), NODE_FLAG | LEAF_CHUNK);
+        assert_eq!((t.memory().nodes, t.memory().leaves), (0, 6));
+        // Repainted in place (same runs), then with one run more.
+        t.insert(p4("10.0.0.0/24"), 1);
+        assert_eq!(t.lookup(0x0a00_0005), Some(1));
+        t.insert(p4("10.0.2.0/23"), 4);
+        assert_eq!(t.lookup(0x0a00_0305), Some(4));
+        assert_eq!((t.memory().nodes, t.memory().leaves), (0, 8));
+        t.remove(&p4("10.0.2.0/23"));
+        assert_eq!(t.lookup(0x0a00_0305), None);
+        assert_eq!(t.lookup(0x0a00_0005), Some(1));
         assert_eq!((t.memory().nodes, t.memory().leaves), (0, 6));
         // A /25 needs a child: the chunk is a root node again.
         t.insert(p4("10.0.1.0/25"), 2);
