@@ -490,18 +490,24 @@ impl Worker {
         // Stage 4: ACL over the packets still in flight, before anything
         // (neighbour resolution, ICMP, fragmentation) acts on them.
         if acl_on {
-            let mut batch = [FlowKey::default(); CHUNK];
             let mut hints = [0u8; CHUNK];
             let mut idx = [0u8; CHUNK];
             let mut k = 0;
             for i in 0..n {
                 if !matches!(steps[i], Step::Done(_)) {
-                    batch[k] = keys[i];
                     hints[k] = frames[i].ct_hint();
                     idx[k] = i as u8;
                     k += 1;
                 }
             }
+            // Packets leave the chunk in flight only where an earlier stage
+            // decided them: gather the keys still in flight in place.
+            if k < n {
+                for j in 0..k {
+                    keys[j] = keys[usize::from(idx[j])];
+                }
+            }
+            let batch = &keys;
             let mut actions = [AclAction::Accept; CHUNK];
             // Allocates only on first use or when the ACL's state type
             // changes with a new snapshot.

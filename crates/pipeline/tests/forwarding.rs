@@ -918,6 +918,49 @@ fn acl_stage_denies_before_lookup() {
 }
 
 #[test]
+fn the_acl_sees_the_keys_of_the_packets_still_in_flight() {
+    // Packets without a route leave before the ACL: the ACL's answers must
+    // still land on the packets they are about.
+    let (b, f4, f6) = builder();
+    let t = b.build_with_acl(f4, f6, DenyUdpPort(53));
+    let mut w = Worker::new(WorkerConfig::default());
+    let sent = [
+        ("8.8.8.8", 53u16),
+        ("198.19.1.1", 53),
+        ("198.19.1.1", 54),
+        ("8.8.8.8", 54),
+        ("198.19.1.1", 53),
+        ("198.19.1.1", 54),
+    ];
+    let mut bufs: Vec<Vec<u8>> = sent
+        .iter()
+        .map(|&(dst, port)| {
+            let mut v = vec![0u8; HEADROOM];
+            v.extend(eth4(
+                MAC0,
+                &Ipv4Spec::udp("198.18.0.108", dst, 9, port, 20).bytes(),
+            ));
+            v
+        })
+        .collect();
+    let mut frames: Vec<Frame> = bufs
+        .iter_mut()
+        .map(|b| {
+            let len = b.len() - HEADROOM;
+            Frame::new(b, HEADROOM, len)
+        })
+        .collect();
+    let out = w.process(&t, 0, 0, &mut frames);
+    let v = out.verdicts();
+    assert_eq!(v[0], Verdict::Drop(DropReason::NoRoute));
+    assert_eq!(v[1], Verdict::Drop(DropReason::AclDenied));
+    assert!(matches!(v[2], Verdict::Forward { .. }), "{:?}", v[2]);
+    assert_eq!(v[3], Verdict::Drop(DropReason::NoRoute));
+    assert_eq!(v[4], Verdict::Drop(DropReason::AclDenied));
+    assert!(matches!(v[5], Verdict::Forward { .. }), "{:?}", v[5]);
+}
+
+#[test]
 fn a_mixed_batch_is_split_per_port_in_order() {
     let t = router();
     let mut w = Worker::new(WorkerConfig::default());

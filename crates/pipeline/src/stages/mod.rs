@@ -343,6 +343,8 @@ where
     let mut hash = 0;
     if need_key || count > 1 {
         *key = flow_key(f.data(), m, is_ipv6);
+    }
+    if count > 1 {
         hash = flow_hash(key);
     }
     let idx = start + pick(hash, count);
