@@ -894,27 +894,36 @@ fn acl_stage_denies_before_lookup() {
     let (b, f4, f6) = builder();
     let t = b.build_with_acl(f4, f6, DenyUdpPort(53));
     let mut w = Worker::new(WorkerConfig::default());
-    let mut bufs: Vec<Vec<u8>> = [53u16, 54]
-        .iter()
-        .map(|&port| {
+    let mut bufs = udp4_buffers(&[("198.19.1.1", 53), ("198.19.1.1", 54)]);
+    let mut frames = frames_in(&mut bufs);
+    let out = w.process(&t, 0, 0, &mut frames);
+    assert_eq!(out.verdicts()[0], Verdict::Drop(DropReason::AclDenied));
+    assert!(matches!(out.verdicts()[1], Verdict::Forward { .. }));
+}
+
+/// One buffer per (destination, UDP port) from 198.18.0.108, each frame
+/// after `HEADROOM` bytes.
+fn udp4_buffers(sent: &[(&str, u16)]) -> Vec<Vec<u8>> {
+    sent.iter()
+        .map(|&(dst, port)| {
             let mut v = vec![0u8; HEADROOM];
             v.extend(eth4(
                 MAC0,
-                &Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 9, port, 20).bytes(),
+                &Ipv4Spec::udp("198.18.0.108", dst, 9, port, 20).bytes(),
             ));
             v
         })
-        .collect();
-    let mut frames: Vec<Frame> = bufs
-        .iter_mut()
+        .collect()
+}
+
+/// The frames of buffers laid out as [`udp4_buffers`] makes them.
+fn frames_in(bufs: &mut [Vec<u8>]) -> Vec<Frame<'_>> {
+    bufs.iter_mut()
         .map(|b| {
             let len = b.len() - HEADROOM;
             Frame::new(b, HEADROOM, len)
         })
-        .collect();
-    let out = w.process(&t, 0, 0, &mut frames);
-    assert_eq!(out.verdicts()[0], Verdict::Drop(DropReason::AclDenied));
-    assert!(matches!(out.verdicts()[1], Verdict::Forward { .. }));
+        .collect()
 }
 
 #[test]
@@ -924,32 +933,15 @@ fn the_acl_sees_the_keys_of_the_packets_still_in_flight() {
     let (b, f4, f6) = builder();
     let t = b.build_with_acl(f4, f6, DenyUdpPort(53));
     let mut w = Worker::new(WorkerConfig::default());
-    let sent = [
-        ("8.8.8.8", 53u16),
+    let mut bufs = udp4_buffers(&[
+        ("8.8.8.8", 53),
         ("198.19.1.1", 53),
         ("198.19.1.1", 54),
         ("8.8.8.8", 54),
         ("198.19.1.1", 53),
         ("198.19.1.1", 54),
-    ];
-    let mut bufs: Vec<Vec<u8>> = sent
-        .iter()
-        .map(|&(dst, port)| {
-            let mut v = vec![0u8; HEADROOM];
-            v.extend(eth4(
-                MAC0,
-                &Ipv4Spec::udp("198.18.0.108", dst, 9, port, 20).bytes(),
-            ));
-            v
-        })
-        .collect();
-    let mut frames: Vec<Frame> = bufs
-        .iter_mut()
-        .map(|b| {
-            let len = b.len() - HEADROOM;
-            Frame::new(b, HEADROOM, len)
-        })
-        .collect();
+    ]);
+    let mut frames = frames_in(&mut bufs);
     let out = w.process(&t, 0, 0, &mut frames);
     let v = out.verdicts();
     assert_eq!(v[0], Verdict::Drop(DropReason::NoRoute));
