@@ -1,6 +1,6 @@
 //! The compiled classifier for one chain and one address family.
 //!
-//! Design (recursive flow classification with memory-bounded partitions):
+//! Design (recursive flow classification with a memory bound):
 //!
 //! 1. **Per-field equivalence classes.** For each of the nine fields the
 //!    value space is cut into elementary intervals at every rule boundary;
@@ -15,15 +15,16 @@
 //!    "address" class (source × destination); a last table maps
 //!    (address, rest) to the outcome: the first matching terminal rule and
 //!    the counting rules matched before it.
-//! 3. **Partitions.** Cross-product tables grow with the product of class
-//!    counts, so the ordered rule list is split into contiguous groups whose
-//!    tables each stay under a budget. Groups are tried in order and the
-//!    first group with a terminal match decides, which keeps first-match
-//!    semantics exact. Per-packet work is a fixed number of table reads per
-//!    group, independent of how many rules a group holds.
+//! 3. **Bit vectors when the products do not fit.** Cross-product tables
+//!    grow with the product of class counts; when one would exceed the
+//!    table budget, the rules instead get per-class rule bit vectors on
+//!    source, destination and the rest class, whose intersection's first
+//!    set bit is the first matching rule (see [`CompileOptions`] for the
+//!    trade between the two).
 //!
-//! Phase 1 runs over a whole batch (field by field) so the loads of
-//! different packets overlap; phase 2 and 3 then run per packet.
+//! Every stage runs over a whole chunk of packets (field by field, step by
+//! step, trie level by trie level) so the loads of different packets
+//! overlap.
 
 use crate::key::PacketKey;
 use crate::rules::{FIELD_COUNT, Family, Field, Intervals, contains};
@@ -63,18 +64,28 @@ pub const NO_RULE: u32 = u32::MAX;
 /// Tuning of the compiler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompileOptions {
-    /// Upper bound on the entries of one cross-product table; rule groups
-    /// are split until every table fits.
+    /// Upper bound on the entries of one cross-product table; rule lists
+    /// whose tables would not fit use the bit-vector stage.
     pub table_budget: usize,
 }
 
 impl Default for CompileOptions {
+    /// 4 Mi entries (16 MiB a table): enough for one set of cross products
+    /// over the 10,000 generated rules of the benchmark, which run at about
+    /// half the per-packet time of the bit-vector stage a 256 Ki budget
+    /// left them to (20 MiB of tables against 4.5 MiB).
     fn default() -> Self {
         CompileOptions {
-            table_budget: 1 << 18,
+            table_budget: 1 << 22,
         }
     }
 }
+
+/// Bit-vector words a compilation may combine (table entries times words
+/// per rule bit vector), about a second of work: larger rule lists get a
+/// proportionally smaller table budget rather than a long compile that
+/// would end in the bit-vector stage anyway.
+const COMBINE_WORK: usize = (1 << 22) * 320;
 /// Upper bound on the entries of one range trie.
 const TRIE_BUDGET: usize = 1 << 27;
 
@@ -226,29 +237,6 @@ impl RangeTrie {
         }
         Ok(off as u32)
     }
-
-    /// [`RangeTrie::lookup`] in 32-bit arithmetic (IPv4).
-    #[inline]
-    fn lookup32(&self, v: u32) -> u32 {
-        let mut shift = 32 - self.root_stride;
-        let mut e = self.nodes[((v >> shift) & ((1 << self.root_stride) - 1)) as usize];
-        while e & LEAF == 0 {
-            shift = shift.saturating_sub(8);
-            e = self.nodes[e as usize + ((v >> shift) & 0xff) as usize];
-        }
-        e & !LEAF
-    }
-
-    #[inline]
-    fn lookup(&self, v: u128) -> u32 {
-        let mut shift = self.width - self.root_stride;
-        let mut e = self.nodes[((v >> shift) & ((1 << self.root_stride) - 1)) as usize];
-        while e & LEAF == 0 {
-            shift = shift.saturating_sub(8);
-            e = self.nodes[e as usize + ((v >> shift) & 0xff) as usize];
-        }
-        e & !LEAF
-    }
 }
 
 impl FieldLookup {
@@ -274,14 +262,60 @@ fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(u
             }
         }
         FieldLookup::Trie(t) if t.width == 32 => {
-            for (i, o) in out.iter_mut().enumerate().take(n) {
-                *o = t.lookup32(value(i) as u32);
+            let mut v = [0u32; CHUNK];
+            for (i, x) in v.iter_mut().enumerate().take(n) {
+                *x = value(i) as u32;
             }
+            t.lookup_levels(out, n, |i, shift| (v[i] >> shift) as usize);
         }
         FieldLookup::Trie(t) => {
-            for (i, o) in out.iter_mut().enumerate().take(n) {
-                *o = t.lookup(value(i));
+            let mut v = [0u128; CHUNK];
+            for (i, x) in v.iter_mut().enumerate().take(n) {
+                *x = value(i);
             }
+            t.lookup_levels(out, n, |i, shift| (v[i] >> shift) as usize);
+        }
+    }
+}
+
+impl RangeTrie {
+    /// The class of each packet's value over a chunk, one trie level at a
+    /// time: every
+    /// packet still on an inner node reads its next entry in the same pass,
+    /// so their cache misses overlap instead of each packet's walk running
+    /// to its leaf (a depth that varies from packet to packet) before the
+    /// next starts. A packet already on a leaf reads the root's first entry
+    /// (cached) and keeps its leaf, without a branch. `bits(i, shift)`
+    /// is packet `i`'s value shifted right by `shift`.
+    #[inline(always)]
+    fn lookup_levels(&self, out: &mut [u32; CHUNK], n: usize, bits: impl Fn(usize, u32) -> usize) {
+        let root_mask = (1usize << self.root_stride) - 1;
+        let mut shift = self.width - self.root_stride;
+        let mut inner = 0u32;
+        for (i, o) in out.iter_mut().enumerate().take(n) {
+            let e = self.nodes[bits(i, shift) & root_mask];
+            inner |= !e & LEAF;
+            *o = e;
+        }
+        while inner != 0 {
+            shift = shift.saturating_sub(8);
+            inner = 0;
+            for (i, o) in out.iter_mut().enumerate().take(n) {
+                let e = *o;
+                let on_leaf = e & LEAF != 0;
+                let at = if on_leaf {
+                    0
+                } else {
+                    e as usize + (bits(i, shift) & 0xff)
+                };
+                let next = self.nodes[at];
+                let e = if on_leaf { e } else { next };
+                inner |= !e & LEAF;
+                *o = e;
+            }
+        }
+        for o in out.iter_mut().take(n) {
+            *o &= !LEAF;
         }
     }
 }
@@ -677,17 +711,21 @@ impl Classifier {
             counted: Vec::new(),
         });
         let global: Vec<&Classes> = per_field.iter().map(|p| &p.2).collect();
+        let budget = opts
+            .table_budget
+            .min(COMBINE_WORK / words_for(rules.len()))
+            .max(1);
         let group = match build_group(
             rules,
             0,
             rules.len(),
             &global,
-            opts.table_budget,
+            budget,
             &masks,
             &mut outcomes,
         ) {
             Ok(g) => g,
-            Err(TooBig) => build_bit_vector(rules, &global, opts.table_budget, &masks),
+            Err(TooBig) => build_bit_vector(rules, &global, budget, &masks),
         };
         let groups = vec![group];
         let fields: [FieldLookup; FIELD_COUNT] = fields
@@ -1210,5 +1248,90 @@ fn build_bit_vector(
         agg_words,
         terminal: terminal.into_boxed_slice(),
         ids: rules.iter().map(|r| r.id).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rulegen::SplitMix;
+
+    /// The class of `v` by binary search over the elementary intervals.
+    fn reference(starts: &[u128], class_of: &[u32], v: u128) -> u32 {
+        class_of[starts.partition_point(|&s| s <= v) - 1]
+    }
+
+    /// Interval starts that send values down every depth of the trie:
+    /// boundaries on /8, /16, /24 and host bits, some clustered so one
+    /// root entry holds nodes several levels deep.
+    fn starts(rng: &mut SplitMix, width: u32, n: usize) -> Vec<u128> {
+        let top = |x: u64| {
+            if width == 32 {
+                (x >> 32) as u128
+            } else {
+                (x as u128) << 64
+            }
+        };
+        let mut s = vec![0u128];
+        let cluster = top(rng.next_u64());
+        for i in 0..n {
+            let r = rng.next_u64();
+            let v = match i % 4 {
+                0 => top(r) & !((1u128 << (width - 8)) - 1),
+                1 => top(r) & !((1u128 << (width - 16)) - 1),
+                2 => cluster ^ (r as u128 & 0xffff),
+                _ => top(r),
+            };
+            s.push(v);
+        }
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    #[test]
+    fn the_level_walk_finds_each_values_interval() {
+        let mut rng = SplitMix::new(7);
+        for (width, n) in [(32, 40), (32, 3000), (128, 40), (128, 3000)] {
+            let st = starts(&mut rng, width, n);
+            let class_of: Vec<u32> = (0..st.len() as u32).map(|c| c * 3 + 1).collect();
+            let trie = RangeTrie::build(width, &st, &class_of, "test").unwrap();
+            let root = 1usize << trie.root_stride;
+            assert!(
+                trie.nodes.len() >= root + 3 * 256,
+                "the trie has inner levels"
+            );
+            let lookup = FieldLookup::Trie(trie);
+            // Chunks mixing values on and next to boundaries (deep leaves)
+            // with random ones (shallow leaves).
+            for round in 0..200 {
+                let mut vals = [0u128; CHUNK];
+                for v in vals.iter_mut() {
+                    let b = st[rng.below(st.len() as u64) as usize];
+                    *v = match rng.below(3) {
+                        0 => b,
+                        1 => b.wrapping_sub(1),
+                        _ => {
+                            let r = ((rng.next_u64() as u128) << 64) | rng.next_u64() as u128;
+                            if width == 32 { r & 0xffff_ffff } else { r }
+                        }
+                    };
+                    if width == 32 {
+                        *v &= 0xffff_ffff;
+                    }
+                }
+                let n = 1 + round % CHUNK;
+                let mut out = [0u32; CHUNK];
+                fill(&lookup, &mut out, n, |i| vals[i]);
+                for i in 0..n {
+                    assert_eq!(
+                        out[i],
+                        reference(&st, &class_of, vals[i]),
+                        "width {width}, value {:#x}",
+                        vals[i]
+                    );
+                }
+            }
+        }
     }
 }
