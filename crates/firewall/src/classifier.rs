@@ -728,6 +728,16 @@ impl Classifier {
             Ok(g) => g,
             Err(TooBig) => build_bit_vector(rules, &global, budget, &masks),
         };
+        // One group over every rule: its classes are the global ones, which
+        // the lookup relies on (it skips `remap`).
+        if let Group::Rfc { remap, .. } = &group {
+            debug_assert!(
+                remap
+                    .iter()
+                    .all(|r| r.iter().enumerate().all(|(i, &c)| c == i as u32)),
+                "a group over every rule keeps the global classes"
+            );
+        }
         let groups = vec![group];
         let fields: [FieldLookup; FIELD_COUNT] = fields
             .try_into()
@@ -839,19 +849,20 @@ impl Classifier {
         for g in &self.groups {
             match g {
                 Group::Rfc {
-                    remap,
                     rest,
                     addr,
                     n_rest,
                     last,
+                    ..
                 } => {
+                    // The group holds every rule, so its classes are the
+                    // global ones (`remap` is the identity; see `build`).
                     let run = |steps: &[Step]| {
                         let mut acc = [0u32; CHUNK];
                         for s in steps {
-                            let rm = &remap[s.field];
                             let c = &cls[s.field];
                             for (a, &ci) in acc.iter_mut().zip(c.iter()).take(n) {
-                                *a = s.table[(*a * s.n + rm[ci as usize]) as usize];
+                                *a = s.table[(*a * s.n + ci) as usize];
                             }
                         }
                         acc
