@@ -73,7 +73,7 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     /// 4 Mi entries (16 MiB a table, 32 MiB in all): enough for the cross
     /// products over the benchmark's 10,000 generated rules, which run in
-    /// about 0.6 of the per-packet time of the bit-vector stage a 256 Ki
+    /// about half the per-packet time of the bit-vector stage a 256 Ki
     /// budget left them to (20 MiB of tables against 4.5 MiB).
     fn default() -> Self {
         CompileOptions {
@@ -281,13 +281,13 @@ fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(u
 
 impl RangeTrie {
     /// The class of each packet's value over a chunk, one trie level at a
-    /// time: every
-    /// packet still on an inner node reads its next entry in the same pass,
-    /// so their cache misses overlap instead of each packet's walk running
-    /// to its leaf (a depth that varies from packet to packet) before the
-    /// next starts. A packet already on a leaf reads the root's first entry
-    /// (cached) and keeps its leaf, without a branch. `bits(i, shift)`
-    /// is packet `i`'s value shifted right by `shift`.
+    /// time: every packet still on an inner node reads its next entry in
+    /// the same pass, so their cache misses overlap instead of each
+    /// packet's walk running to its leaf (a depth that varies from packet
+    /// to packet) before the next starts. A packet already on a leaf reads
+    /// the root's first entry (cached) and keeps its leaf, without a
+    /// branch. `bits(i, shift)` is packet `i`'s value shifted right by
+    /// `shift`.
     #[inline(always)]
     fn lookup_levels(&self, out: &mut [u32; CHUNK], n: usize, bits: impl Fn(usize, u32) -> usize) {
         let root_mask = (1usize << self.root_stride) - 1;
