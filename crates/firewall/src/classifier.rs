@@ -74,7 +74,7 @@ impl Default for CompileOptions {
     /// 4 Mi entries (16 MiB a table, 32 MiB in all): enough for the cross
     /// products over the benchmark's 10,000 generated rules, which run in
     /// about half the per-packet time of the bit-vector stage a 256 Ki
-    /// budget left them to (20 MiB of tables against 4.5 MiB).
+    /// budget left them to (12 MiB of tables against 4.5 MiB).
     fn default() -> Self {
         CompileOptions {
             table_budget: 1 << 22,
@@ -339,7 +339,7 @@ enum Group {
         addr: Vec<Step>,
         n_rest: u32,
         /// `outcome = last[addr * n_rest + rest]`.
-        last: Box<[u32]>,
+        last: LastTable,
     },
     /// For rule sets whose cross products would not fit: the packet's
     /// class on a few dimensions (source, destination, and the rest fields
@@ -355,6 +355,64 @@ enum Group {
         terminal: Box<[u64]>,
         ids: Box<[u32]>,
     },
+}
+
+/// The last cross-product table's outcome ids, in 16 bits when they fit
+/// (the usual case: it is the largest table, read once per packet, and
+/// half the bytes keep more of it in cache).
+#[derive(Debug)]
+enum LastTable {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl LastTable {
+    fn new(ids: Vec<u32>) -> Self {
+        if ids.iter().all(|&o| o <= u32::from(u16::MAX)) {
+            LastTable::Narrow(ids.iter().map(|&o| o as u16).collect())
+        } else {
+            LastTable::Wide(ids.into_boxed_slice())
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        match self {
+            LastTable::Narrow(t) => t.len(),
+            LastTable::Wide(t) => t.len(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            LastTable::Narrow(t) => t.len() * 2,
+            LastTable::Wide(t) => t.len() * 4,
+        }
+    }
+
+    /// Outcome ids at `at[..n]` into `out`.
+    #[inline(always)]
+    fn gather(&self, at: &[u32; CHUNK], n: usize, out: &mut [u32; CHUNK]) {
+        match self {
+            LastTable::Narrow(t) => {
+                for (o, &x) in out.iter_mut().zip(at).take(n) {
+                    *o = u32::from(t[x as usize]);
+                }
+            }
+            LastTable::Wide(t) => {
+                for (o, &x) in out.iter_mut().zip(at).take(n) {
+                    *o = t[x as usize];
+                }
+            }
+        }
+    }
+
+    fn to_u32(&self) -> std::borrow::Cow<'_, [u32]> {
+        match self {
+            LastTable::Narrow(t) => t.iter().map(|&o| u32::from(o)).collect(),
+            LastTable::Wide(t) => std::borrow::Cow::Borrowed(t),
+        }
+    }
 }
 
 /// One dimension of the bit-vector stage.
@@ -411,7 +469,7 @@ pub struct ClassifierExport<'a> {
     /// Classes of the `rest` chain.
     pub n_rest: u32,
     /// (address class, rest class) -> outcome id.
-    pub last: &'a [u32],
+    pub last: std::borrow::Cow<'a, [u32]>,
     /// Outcomes by id.
     pub outcomes: &'a [Outcome],
     /// The outcome "no rule matched".
@@ -796,7 +854,7 @@ impl Classifier {
             rest: steps(rest),
             addr: steps(addr),
             n_rest: *n_rest,
-            last,
+            last: last.to_u32(),
             outcomes: &self.outcomes,
             empty_outcome: self.empty_outcome,
         })
@@ -868,12 +926,17 @@ impl Classifier {
                         acc
                     };
                     let r = run(rest);
-                    let a = run(addr);
+                    let mut at = run(addr);
+                    for (x, &ri) in at.iter_mut().zip(&r).take(n) {
+                        *x = *x * n_rest + ri;
+                    }
+                    let mut outcome = [0u32; CHUNK];
+                    last.gather(&at, n, &mut outcome);
                     for i in 0..n {
                         if rule[i] != NO_RULE {
                             continue;
                         }
-                        let o = last[(a[i] * n_rest + r[i]) as usize];
+                        let o = outcome[i];
                         if o == self.empty_outcome {
                             continue;
                         }
@@ -987,7 +1050,7 @@ fn group_bytes(g: &Group) -> usize {
                     .chain(addr.iter())
                     .map(|s| s.table.len() * 4)
                     .sum::<usize>()
-                + last.len() * 4
+                + last.bytes()
         }
         Group::BitVector {
             dims,
@@ -1114,7 +1177,7 @@ fn build_group(
         rest,
         addr,
         n_rest: n_rest as u32,
-        last: last.into_boxed_slice(),
+        last: LastTable::new(last),
     })
 }
 
@@ -1443,6 +1506,28 @@ mod tests {
                         .map_or(NO_RULE, |r| r.id);
                     assert_eq!(got, want, "budget {budget}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_last_table_narrows_only_ids_that_fit_16_bits() {
+        for top in [u32::from(u16::MAX), u32::from(u16::MAX) + 1] {
+            let ids: Vec<u32> = (0..1000u32)
+                .map(|i| i * 7919 % (top + 1))
+                .chain([top])
+                .collect();
+            let t = LastTable::new(ids.clone());
+            assert_eq!(
+                matches!(t, LastTable::Narrow(_)),
+                top <= u32::from(u16::MAX)
+            );
+            assert_eq!(t.to_u32().as_ref(), &ids[..]);
+            let at: [u32; CHUNK] = std::array::from_fn(|i| (i * 31 % ids.len()) as u32);
+            let mut out = [0u32; CHUNK];
+            t.gather(&at, CHUNK, &mut out);
+            for i in 0..CHUNK {
+                assert_eq!(out[i], ids[at[i] as usize]);
             }
         }
     }

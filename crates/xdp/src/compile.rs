@@ -150,7 +150,7 @@ impl FwImage {
             w(m, 4, c.rest.len() as u32);
             w(m, 8, c.addr.len() as u32);
             w(m, 12, c.n_rest);
-            w(m, 16, push(&mut data, c.last));
+            w(m, 16, push(&mut data, &c.last));
             w(m, 20, c.last.len() as u32);
             w(m, 24, push(&mut data, &outcomes));
             w(m, 28, c.outcomes.len() as u32);
