@@ -84,8 +84,10 @@ where
     }
 }
 
-/// The flow key of a validated packet (for the ACL and ECMP).
-#[inline]
+/// The flow key of a validated packet (for the ACL and ECMP). Always in
+/// line: returned through memory from a call, the key's narrow stores are
+/// read back wide by the caller's copy, a store-forwarding stall per packet.
+#[inline(always)]
 pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
     let l3 = usize::from(m.l3);
     let h = d.get(l3..l3 + m.l3_len as usize).unwrap_or(&[]);
