@@ -18,6 +18,10 @@
 //! - `etherparse_verify`: the refill plus parsing each frame with
 //!   etherparse (Ethernet, IP, UDP) and verifying the IPv4 header checksum.
 //!
+//! With `PIPELINE_BENCH_STAGES=1`, a separate pass with the stage clock on
+//! after each pipeline variant prints `show runtime`'s ns per packet of
+//! every stage: where the time goes.
+//!
 //! Times are the benchmark thread's own on-CPU time (the scheduler's
 //! `sum_exec_runtime` from `/proc/thread-self/schedstat`), not wall time,
 //! so that time spent descheduled on this shared 2-vCPU machine is not
@@ -250,6 +254,40 @@ fn run_pipeline_timed<const N: usize, M: Measurement, F4: Lookup<u32>, F6: Looku
             black_box(out.verdicts().len());
         })
     });
+    print_breakdown::<N, _, _, _>(name, tables, templates);
+}
+
+/// Prints where the time goes, stage by stage: `show runtime`'s ns per
+/// packet each stage saw, from a separate pass of `BREAKDOWN_BATCHES`
+/// batches with the stage clock on (outside criterion's measurement), when
+/// `PIPELINE_BENCH_STAGES` is set.
+fn print_breakdown<const N: usize, F4: Lookup<u32>, F6: Lookup<u128>, A: Acl>(
+    name: &str,
+    tables: &Tables<F4, F6, A>,
+    templates: &[Vec<u8>],
+) {
+    const BREAKDOWN_BATCHES: usize = 20_000;
+    if std::env::var_os("PIPELINE_BENCH_STAGES").is_none() {
+        return;
+    }
+    let len = templates[0].len();
+    let mut bufs = Box::new([[0u8; BUF]; N]);
+    let mut w = Worker::new(WorkerConfig::default());
+    w.set_stage_clock(Some(stage_clock));
+    let mut next = 0;
+    for _ in 0..BREAKDOWN_BATCHES {
+        refill(&mut bufs, templates, &mut next);
+        let mut frames = bufs.each_mut().map(|b| Frame::new(b, HEADROOM, len));
+        black_box(w.process(tables, 0, 0, &mut frames).verdicts().len());
+    }
+    let stages: Vec<String> = Stage::ALL
+        .iter()
+        .map(|&s| {
+            let c = &w.runtime().stages[s.index()];
+            format!("{} {:.1}", s.name(), c.ns_per_packet())
+        })
+        .collect();
+    eprintln!("{name}/{N}: ns per packet by stage: {}", stages.join(", "));
 }
 
 /// The small router with `rules` generated firewall rules as its ACL.
@@ -313,6 +351,7 @@ fn run_with_firewall<const N: usize, M: Measurement>(
             black_box(out.verdicts().len());
         })
     });
+    print_breakdown::<N, _, _, _>(name, tables, templates);
 }
 
 fn run_peers<const N: usize, M: Measurement>(
