@@ -329,6 +329,20 @@ struct Step {
     table: Box<[u32]>,
 }
 
+/// Folds each packet's classes through a chain of cross-product steps,
+/// step by step over the chunk (the reads of different packets overlap):
+/// the chain's combined class of each of the first `n` packets.
+#[inline(always)]
+fn fold_steps(steps: &[Step], cls: &[[u32; CHUNK]; FIELD_COUNT], n: usize) -> [u32; CHUNK] {
+    let mut acc = [0u32; CHUNK];
+    for s in steps {
+        for (a, &ci) in acc.iter_mut().zip(&cls[s.field]).take(n) {
+            *a = s.table[(*a * s.n + ci) as usize];
+        }
+    }
+    acc
+}
+
 /// A contiguous run of rules with its own cross-product tables.
 #[derive(Debug)]
 enum Group {
@@ -915,18 +929,8 @@ impl Classifier {
                 } => {
                     // The group holds every rule, so its classes are the
                     // global ones (`remap` is the identity; see `build`).
-                    let run = |steps: &[Step]| {
-                        let mut acc = [0u32; CHUNK];
-                        for s in steps {
-                            let c = &cls[s.field];
-                            for (a, &ci) in acc.iter_mut().zip(c.iter()).take(n) {
-                                *a = s.table[(*a * s.n + ci) as usize];
-                            }
-                        }
-                        acc
-                    };
-                    let r = run(rest);
-                    let mut at = run(addr);
+                    let r = fold_steps(rest, &cls, n);
+                    let mut at = fold_steps(addr, &cls, n);
                     for (x, &ri) in at.iter_mut().zip(&r).take(n) {
                         *x = *x * n_rest + ri;
                     }
@@ -960,14 +964,7 @@ impl Classifier {
                     for (d, dim) in dims.iter().enumerate().take(dims_n) {
                         match dim.field {
                             Some(f) => dcls[d] = cls[f],
-                            None => {
-                                for s in &dim.steps {
-                                    let c = &cls[s.field];
-                                    for (a, &ci) in dcls[d].iter_mut().zip(c.iter()).take(n) {
-                                        *a = s.table[(*a * s.n + ci) as usize];
-                                    }
-                                }
-                            }
+                            None => dcls[d] = fold_steps(&dim.steps, &cls, n),
                         }
                     }
                     // The first aggregate word and the first candidate word of
