@@ -102,6 +102,10 @@ pub trait TrieKey: Address + Ord {
     /// Six bits starting `offset` bits from the most significant bit, zero
     /// past the end of the address.
     fn stride_bits(self, offset: u8) -> u32;
+    /// The 64 bits starting `offset` bits from the most significant bit,
+    /// zero past the end of the address: the batched lookup's per-lane
+    /// window, from which each level takes its six bits with one shift.
+    fn window(self, offset: u8) -> u64;
     /// The first address of top-level entry `i`.
     fn from_top_index(i: usize) -> Self;
     /// The last address of the prefix `first/len` (`first` masked).
@@ -119,6 +123,12 @@ impl TrieKey for u32 {
     #[inline(always)]
     fn stride_bits(self, offset: u8) -> u32 {
         ((((self as u64) << 32) << offset) >> 58) as u32
+    }
+    #[inline(always)]
+    fn window(self, offset: u8) -> u64 {
+        (u64::from(self) << 32)
+            .checked_shl(u32::from(offset))
+            .unwrap_or(0)
     }
     fn from_top_index(i: usize) -> Self {
         (i as u32) << (32 - Self::DIRECT_BITS)
@@ -144,6 +154,10 @@ impl TrieKey for u128 {
     fn stride_bits(self, offset: u8) -> u32 {
         // Offsets are below 128; bits past the end read as zero.
         ((self << offset) >> 122) as u32
+    }
+    #[inline(always)]
+    fn window(self, offset: u8) -> u64 {
+        (self.checked_shl(u32::from(offset)).unwrap_or(0) >> 64) as u64
     }
     fn from_top_index(i: usize) -> Self {
         (i as u128) << (128 - Self::DIRECT_BITS)
@@ -1340,23 +1354,40 @@ impl<A: TrieKey> Poptrie<A> {
             leafy[nleaf] = i as u8;
             nleaf += 1;
         }
+        // `win[i]`: lane i's address bits from the current level on, so a
+        // level's six bits are one shift (a variable shift of a `u128` is
+        // half a dozen instructions); `fresh` of them are valid.
+        let mut win = [0u64; LANES];
+        let mut fresh = 0;
         let mut off = A::DIRECT_BITS;
         while nwalk > 0 {
+            if fresh < u32::from(STRIDE) {
+                for &i in &walking[..nwalk] {
+                    let i = usize::from(i) % LANES;
+                    win[i] = addrs.get(i).map_or(0, |a| a.window(off));
+                }
+                fresh = 64;
+            }
             let mut still = 0;
             for k in 0..nwalk {
-                let i = walking[k] as usize;
+                // Lane numbers and counts stay below `LANES`; the masks
+                // say so to the compiler.
+                let i = usize::from(walking[k % LANES]) % LANES;
                 let Some(node) = self.nodes.get(cur[i] as usize).copied() else {
-                    out[i] = None;
+                    if let Some(o) = out.get_mut(i) {
+                        *o = None;
+                    }
                     continue;
                 };
-                let s = addrs[i].stride_bits(off);
+                let s = (win[i] >> (64 - STRIDE)) as u32;
                 if (node.children >> s) & 1 != 0 {
                     let idx = node.child_base + rank(node.children, s) - 1;
                     if let Some(next) = self.nodes.get(idx as usize) {
                         prefetch(next);
                     }
                     cur[i] = idx;
-                    walking[still] = i as u8;
+                    win[i] <<= STRIDE;
+                    walking[still % LANES] = i as u8;
                     still += 1;
                 } else {
                     let l = node.leaf_base + rank(node.leafvec, s) - 1;
@@ -1364,12 +1395,13 @@ impl<A: TrieKey> Poptrie<A> {
                         prefetch(leaf);
                     }
                     cur[i] = l;
-                    leafy[nleaf] = i as u8;
+                    leafy[nleaf % LANES] = i as u8;
                     nleaf += 1;
                 }
             }
             nwalk = still;
             off += STRIDE;
+            fresh -= u32::from(STRIDE);
         }
         for &i in &leafy[..nleaf] {
             let i = i as usize;
@@ -1442,6 +1474,30 @@ mod tests {
         assert_eq!(0xFFFF_FFFFu32.stride_bits(30), 0b110000);
         assert_eq!((3u128).stride_bits(126), 0b110000);
         assert_eq!((u128::MAX).stride_bits(16), 63);
+    }
+
+    #[test]
+    fn windows_hold_the_bits_from_the_offset_on() {
+        assert_eq!(0x8000_0001u32.window(0), 0x8000_0001_0000_0000);
+        assert_eq!(0x8000_0001u32.window(18), 0x0004_0000_0000_0000);
+        assert_eq!(0x8000_0001u32.window(32), 0);
+        let a = 0x2001_0db8_0001_0002_0003_0004_0005_0006u128;
+        assert_eq!(a.window(0), 0x2001_0db8_0001_0002);
+        assert_eq!(a.window(16), 0x0db8_0001_0002_0003);
+        assert_eq!(a.window(64), 0x0003_0004_0005_0006);
+        assert_eq!(a.window(100), 0x5_0006 << 36);
+        // Each level's six bits, taken from the window as the batched
+        // lookup takes them, are the ones `stride_bits` reads.
+        for off in (18..=120u8).step_by(6) {
+            let mut w = a.window(off);
+            for k in 0..(64 / 6) {
+                let o = off + 6 * k;
+                if o < 128 {
+                    assert_eq!((w >> 58) as u32, a.stride_bits(o), "offset {o}");
+                }
+                w <<= 6;
+            }
+        }
         assert_eq!(0x0000_4000u32.top_index(), 1);
     }
 
