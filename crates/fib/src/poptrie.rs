@@ -1474,6 +1474,7 @@ mod tests {
         assert_eq!(0xFFFF_FFFFu32.stride_bits(30), 0b110000);
         assert_eq!((3u128).stride_bits(126), 0b110000);
         assert_eq!((u128::MAX).stride_bits(16), 63);
+        assert_eq!(0x0000_4000u32.top_index(), 1);
     }
 
     #[test]
@@ -1498,7 +1499,6 @@ mod tests {
                 w <<= 6;
             }
         }
-        assert_eq!(0x0000_4000u32.top_index(), 1);
     }
 
     #[test]
