@@ -19,7 +19,9 @@ if ! command -v dpdk-test-fib >/dev/null; then
   scripts/install-deps
 fi
 
-# x86-64-v2 (SSE4.2, POPCNT): the same baseline Debian's DPDK build needs.
+# x86-64-v2 (SSE4.2, POPCNT): the same baseline Debian's DPDK build needs,
+# and what .cargo/config.toml sets for every x86-64 build; a RUSTFLAGS
+# given for the run replaces both.
 export RUSTFLAGS="${RUSTFLAGS:--C target-cpu=x86-64-v2}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-fib-bench}"
 
