@@ -99,13 +99,16 @@ pub trait TrieKey: Address + Ord {
     const BUCKET_BITS: u8;
     /// The top-level index: the first `DIRECT_BITS` bits.
     fn top_index(self) -> usize;
-    /// Six bits starting `offset` bits from the most significant bit, zero
-    /// past the end of the address.
-    fn stride_bits(self, offset: u8) -> u32;
     /// The 64 bits starting `offset` bits from the most significant bit,
     /// zero past the end of the address: the batched lookup's per-lane
     /// window, from which each level takes its six bits with one shift.
     fn window(self, offset: u8) -> u64;
+    /// Six bits starting `offset` bits from the most significant bit, zero
+    /// past the end of the address: the top of the window there.
+    #[inline(always)]
+    fn stride_bits(self, offset: u8) -> u32 {
+        (self.window(offset) >> (64 - STRIDE)) as u32
+    }
     /// The first address of top-level entry `i`.
     fn from_top_index(i: usize) -> Self;
     /// The last address of the prefix `first/len` (`first` masked).
@@ -119,10 +122,6 @@ impl TrieKey for u32 {
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (32 - Self::DIRECT_BITS)) as usize
-    }
-    #[inline(always)]
-    fn stride_bits(self, offset: u8) -> u32 {
-        ((((self as u64) << 32) << offset) >> 58) as u32
     }
     #[inline(always)]
     fn window(self, offset: u8) -> u64 {
@@ -149,11 +148,6 @@ impl TrieKey for u128 {
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (128 - Self::DIRECT_BITS)) as usize
-    }
-    #[inline(always)]
-    fn stride_bits(self, offset: u8) -> u32 {
-        // Offsets are below 128; bits past the end read as zero.
-        ((self << offset) >> 122) as u32
     }
     #[inline(always)]
     fn window(self, offset: u8) -> u64 {
