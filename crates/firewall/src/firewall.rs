@@ -325,12 +325,28 @@ impl Firewall {
         out: &mut [Verdict],
         counters: &mut RuleCounters,
     ) {
+        let n = keys.len().min(out.len());
+        self.classify_each(chain, &keys[..n], counters, |i, v| out[i] = v);
+    }
+
+    /// [`Self::classify_batch`] handing `keys[i]`'s verdict to `each(i,
+    /// verdict)` instead of storing it, so that a caller acts on it in the
+    /// same pass. Within each chunk of [`CHUNK`] keys the IPv4 ones come
+    /// first, then the IPv6 ones.
+    #[inline]
+    pub(crate) fn classify_each(
+        &self,
+        chain: Chain,
+        keys: &[PacketKey],
+        counters: &mut RuleCounters,
+        mut each: impl FnMut(usize, Verdict),
+    ) {
         if counters.packets.len() != self.counter_slots()
             || counters.bytes.len() != self.counter_slots()
         {
             *counters = RuleCounters::new(self.counter_slots());
         }
-        let n = keys.len().min(out.len());
+        let n = keys.len();
         let chain_cls = &self.classifiers[chain.index()];
         let mut base = 0;
         while base < n {
@@ -356,7 +372,7 @@ impl Firewall {
                     let key = &chunk[i];
                     let v = self.verdict(chain, rules[j], key);
                     counters.add(v.rule, key.len);
-                    out[base + i] = v;
+                    each(base + i, v);
                 }
             }
             base = end;

@@ -143,7 +143,6 @@ impl PipelineFirewall {
         while base < n {
             let end = (base + CHUNK).min(n);
             let mut pk = [PacketKey::default(); CHUNK];
-            let mut verdicts = [Verdict::default(); CHUNK];
             let m = end - base;
             for (j, (p, k)) in pk.iter_mut().zip(&keys[base..end]).enumerate() {
                 *p = packet_key(k);
@@ -151,13 +150,26 @@ impl PipelineFirewall {
                     p.ct_hint = CtHint::from_code(u32::from(h));
                 }
             }
-            state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
-            for (o, v) in out[base..end].iter_mut().zip(&verdicts[..m]) {
-                *o = acl_action(v.action);
-            }
-            if let Some(r) = rules.as_deref_mut() {
-                for (o, v) in r.iter_mut().skip(base).zip(&verdicts[..m]) {
-                    *o = Some(v.rule);
+            // Without connection tracking, each verdict becomes the
+            // pipeline's action as it is decided.
+            let acts = &mut out[base..end];
+            let mut slots = rules.as_deref_mut();
+            let done = state.classify_stateless(Chain::Forward, &pk[..m], now_ns, |j, v| {
+                acts[j] = acl_action(v.action);
+                if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(base + j)) {
+                    *r = Some(v.rule);
+                }
+            });
+            if !done {
+                let mut verdicts = [Verdict::default(); CHUNK];
+                state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
+                for (o, v) in acts.iter_mut().zip(&verdicts[..m]) {
+                    *o = acl_action(v.action);
+                }
+                if let Some(r) = rules.as_deref_mut() {
+                    for (o, v) in r.iter_mut().skip(base).zip(&verdicts[..m]) {
+                        *o = Some(v.rule);
+                    }
                 }
             }
             base = end;
@@ -230,5 +242,80 @@ mod tests {
         assert_eq!(st.counters().packets[0], 1);
         assert_eq!(st.counters().packets[1], 1);
         assert_eq!(st.counters().packets[2], 1);
+    }
+
+    /// The stateless path (verdicts written as they are decided) against
+    /// `FirewallWorker::process_batch` over the same keys: actions, rule
+    /// slots and counters, for a batch longer than a chunk whose families
+    /// alternate (the classifier answers IPv4 first within a chunk).
+    #[test]
+    fn stateless_path_agrees_with_process_batch() {
+        let set = parse_rules(
+            "chain forward {\n policy drop\n tcp dport 22 counter\n ip saddr 10.0.0.0/8 tcp dport 23 reject\n ip6 saddr 2001:db8::/32 udp dport 53 reject with icmpv6 type admin-prohibited\n udp dport 9 drop\n ip daddr 192.0.2.0/24 accept\n ip6 daddr 2001:db8:1::/48 accept\n tcp dport 22 accept\n}",
+            "acl",
+        )
+        .unwrap();
+        let fw = Arc::new(Firewall::compile(&set, &InterfaceMap::new()).unwrap());
+        assert!(!fw.stateful());
+        let acl = PipelineFirewall::new(Arc::clone(&fw), 3);
+        let mapped = |a: u32| 0xffff_0000_0000u128 | a as u128;
+        let keys: Vec<FlowKey> = (0..150u32)
+            .map(|i| {
+                let is_ipv6 = i % 3 == 1;
+                let (src, dst) = if is_ipv6 {
+                    (
+                        0x2001_0db8_0000_0000_0000_0000_0000_0001u128
+                            + u128::from(i % 2) * (1 << 100),
+                        0x2001_0db8_0001_0000_0000_0000_0000_0001u128
+                            + u128::from(i % 5 / 4) * (1 << 80),
+                    )
+                } else {
+                    (
+                        mapped(0x0a00_0001 + (i % 2) * 0x1000_0000),
+                        mapped(0xc000_0201 + (i % 5 / 4) * 0x100),
+                    )
+                };
+                let (protocol, dst_port) =
+                    [(6, 22), (6, 23), (17, 53), (17, 9), (17, 80)][(i % 5) as usize];
+                FlowKey {
+                    is_ipv6,
+                    src,
+                    dst,
+                    protocol,
+                    src_port: 40_000,
+                    dst_port,
+                    length: 60 + i as u16,
+                    ..FlowKey::default()
+                }
+            })
+            .collect();
+        let mut st = acl.new_state();
+        let mut out = vec![AclAction::Accept; keys.len()];
+        let mut slots = vec![None; keys.len()];
+        acl.classify_batch_with(&mut st, 0, &keys, &[], &mut out, Some(&mut slots));
+
+        let mut reference = FirewallWorker::new(Arc::clone(&fw), 3);
+        let mut pk: Vec<PacketKey> = keys.iter().map(packet_key).collect();
+        let mut verdicts = vec![Verdict::default(); keys.len()];
+        reference.process_batch(Chain::Forward, &mut pk, &mut verdicts, 0);
+        let want: Vec<AclAction> = verdicts.iter().map(|v| acl_action(v.action)).collect();
+        let want_slots: Vec<Option<u32>> = verdicts.iter().map(|v| Some(v.rule)).collect();
+        assert_eq!(out, want);
+        assert_eq!(slots, want_slots);
+        assert_eq!(st.counters(), reference.counters());
+        // Every kind of outcome occurred, rejects below the limiter's burst.
+        for a in [
+            AclAction::Accept,
+            AclAction::Deny,
+            AclAction::RejectTcpReset,
+            AclAction::RejectUnreachable(1),
+        ] {
+            assert!(out.contains(&a), "{a:?} missing");
+        }
+        assert!(
+            st.counters().packets[0] > 0,
+            "the counter-only rule counted"
+        );
+        assert_eq!(st.stats().rejects_rate_limited, 0);
     }
 }

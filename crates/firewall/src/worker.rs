@@ -226,6 +226,35 @@ impl FirewallWorker {
         self.ct.as_ref().map(Conntrack::stats)
     }
 
+    /// [`Self::process_batch`] for a rule set that tracks no connections
+    /// (no rule matches `ct`), handing `keys[i]`'s verdict to `each(i,
+    /// verdict)` instead of storing it: rules, counters and the reject
+    /// rate limit in one pass per chunk, so the pipeline's ACL stage writes
+    /// its action in the same pass. Returns false, having done nothing,
+    /// when the rule set tracks connections (use `process_batch`).
+    #[inline]
+    pub fn classify_stateless(
+        &mut self,
+        chain: Chain,
+        keys: &[PacketKey],
+        now: u64,
+        mut each: impl FnMut(usize, Verdict),
+    ) -> bool {
+        if self.ct.is_some() {
+            return false;
+        }
+        let (limiter, stats) = (&mut self.limiter, &mut self.stats);
+        self.fw
+            .classify_each(chain, keys, &mut self.counters, |i, mut v| {
+                if !matches!(v.action, Action::Accept | Action::Drop) && !limiter.take(now) {
+                    v.action = Action::Drop;
+                    stats.rejects_rate_limited += 1;
+                }
+                each(i, v);
+            });
+        true
+    }
+
     /// Classifies a batch in `chain` at time `now` (monotonic ns):
     /// tracks connections (writing `key.ct`), applies the rules, records
     /// accepted new flows, rate-limits rejects and counts. `out[i]`
