@@ -150,26 +150,22 @@ impl PipelineFirewall {
                     p.ct_hint = CtHint::from_code(u32::from(h));
                 }
             }
-            // Without connection tracking, each verdict becomes the
-            // pipeline's action as it is decided.
+            // The pipeline's action (and the traced rule slot) of key `j`.
             let acts = &mut out[base..end];
             let mut slots = rules.as_deref_mut();
-            let done = state.classify_stateless(Chain::Forward, &pk[..m], now_ns, |j, v| {
+            let mut write = |j: usize, v: Verdict| {
                 acts[j] = acl_action(v.action);
                 if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(base + j)) {
                     *r = Some(v.rule);
                 }
-            });
-            if !done {
+            };
+            // Without connection tracking, each verdict is written as it is
+            // decided.
+            if !state.classify_stateless(Chain::Forward, &pk[..m], now_ns, &mut write) {
                 let mut verdicts = [Verdict::default(); CHUNK];
                 state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
-                for (o, v) in acts.iter_mut().zip(&verdicts[..m]) {
-                    *o = acl_action(v.action);
-                }
-                if let Some(r) = rules.as_deref_mut() {
-                    for (o, v) in r.iter_mut().skip(base).zip(&verdicts[..m]) {
-                        *o = Some(v.rule);
-                    }
+                for (j, &v) in verdicts[..m].iter().enumerate() {
+                    write(j, v);
                 }
             }
             base = end;

@@ -79,6 +79,16 @@ fn same_flow(x: &FastFlow, y: &FastFlow) -> bool {
     (x.a, x.b, x.pa, x.pb, x.proto, x.v6) == (y.a, y.b, y.pa, y.pb, y.proto, y.v6)
 }
 
+/// A reject beyond the rule set's reject rate becomes a plain drop
+/// (counted): the ICMP errors and resets a flood provokes stay bounded.
+#[inline]
+fn limit_reject(limiter: &mut TokenBucket, stats: &mut WorkerStats, now: u64, v: &mut Verdict) {
+    if !limiter.take(now) {
+        v.action = Action::Drop;
+        stats.rejects_rate_limited += 1;
+    }
+}
+
 /// A worker's firewall state: the rule-set snapshot it uses, its rule
 /// counters, its connection table and its reject rate limiter.
 #[derive(Debug)]
@@ -246,9 +256,8 @@ impl FirewallWorker {
         let (limiter, stats) = (&mut self.limiter, &mut self.stats);
         self.fw
             .classify_each(chain, keys, &mut self.counters, |i, mut v| {
-                if !matches!(v.action, Action::Accept | Action::Drop) && !limiter.take(now) {
-                    v.action = Action::Drop;
-                    stats.rejects_rate_limited += 1;
+                if !matches!(v.action, Action::Accept | Action::Drop) {
+                    limit_reject(limiter, stats, now, &mut v);
                 }
                 each(i, v);
             });
@@ -320,12 +329,7 @@ impl FirewallWorker {
                         }
                     }
                     Action::Drop => {}
-                    _ => {
-                        if !self.limiter.take(now) {
-                            v.action = Action::Drop;
-                            self.stats.rejects_rate_limited += 1;
-                        }
-                    }
+                    _ => limit_reject(&mut self.limiter, &mut self.stats, now, v),
                 }
             }
             base = end;
