@@ -22,6 +22,9 @@
 //!    set bit is the first matching rule (see [`CompileOptions`] for the
 //!    trade between the two).
 //!
+//! A classifier in which no field has two classes answers every packet
+//! alike: that answer is taken once, at compile time.
+//!
 //! Every stage runs over a whole chunk of packets (field by field, step by
 //! step, trie level by trie level) so the loads of different packets
 //! overlap.
@@ -463,6 +466,9 @@ pub struct Classifier {
     outcomes: Vec<Outcome>,
     /// Outcome of a group that matched nothing.
     empty_outcome: u32,
+    /// The answer to every packet when no field is active (no rule of
+    /// this chain and family tells two packets apart).
+    constant: Option<Outcome>,
     stats: ClassifierStats,
 }
 
@@ -818,14 +824,29 @@ impl Classifier {
         stats.bit_vector = groups.iter().any(|g| matches!(g, Group::BitVector { .. }));
         stats.bytes = fields.iter().map(FieldLookup::bytes).sum::<usize>()
             + groups.iter().map(group_bytes).sum::<usize>();
-        Ok(Classifier {
+        let mut c = Classifier {
             fields,
             active,
             groups,
             outcomes: outcomes.list,
             empty_outcome,
+            constant: None,
             stats,
-        })
+        };
+        if c.active.is_empty() {
+            // Every packet has the same classes, so the same answer: take
+            // it once from the tables (the lookup reads no field of the key).
+            let mut rule = [NO_RULE; CHUNK];
+            let mut counted = Vec::new();
+            c.classify_chunk(&[PacketKey::default()], &[0], &mut rule, |id, _| {
+                counted.push(id)
+            });
+            c.constant = Some(Outcome {
+                rule: rule[0],
+                counted,
+            });
+        }
+        Ok(c)
     }
 
     /// The compiled tables as they are, for engines that classify
@@ -897,6 +918,15 @@ impl Classifier {
         mut count: impl FnMut(u32, &PacketKey),
     ) {
         let n = idx.len().min(CHUNK);
+        if let Some(c) = &self.constant {
+            for (i, r) in rule_out.iter_mut().enumerate().take(n) {
+                *r = c.rule;
+                for &id in &c.counted {
+                    count(id, &keys[idx[i] as usize]);
+                }
+            }
+            return;
+        }
         let mut cls = [[0u32; CHUNK]; FIELD_COUNT];
         // Phase 1, batched: field by field over the chunk.
         for &f in &self.active {
@@ -1452,6 +1482,52 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn a_classifier_that_reads_no_field_answers_every_packet_alike() {
+        let any = |id, terminal| FlatRule {
+            fields: Default::default(),
+            terminal,
+            id,
+        };
+        let cases = [
+            (
+                vec![any(0, false), any(3, false), any(1, true)],
+                1,
+                vec![0, 3],
+            ),
+            (vec![any(5, false)], NO_RULE, vec![5]),
+            (vec![], NO_RULE, vec![]),
+        ];
+        let keys: Vec<PacketKey> = (0..40u16)
+            .map(|i| PacketKey {
+                src: u128::from(i) << 100,
+                dport: i,
+                proto: [6, 17, 58][usize::from(i % 3)],
+                is_v6: true,
+                ..PacketKey::default()
+            })
+            .collect();
+        for (rules, rule, counted) in cases {
+            let c = Classifier::build(&rules, Family::V6, &CompileOptions::default()).unwrap();
+            assert!(c.constant.is_some(), "{rules:?}: no field is active");
+            for chunk in keys.chunks(CHUNK) {
+                let idx: Vec<u16> = (0..chunk.len() as u16).collect();
+                let mut out = [0; CHUNK];
+                let mut seen = Vec::new();
+                c.classify_chunk(chunk, &idx, &mut out, |id, k| seen.push((id, k.dport)));
+                assert!(out[..chunk.len()].iter().all(|&r| r == rule), "{rules:?}");
+                let want: Vec<(u32, u16)> = chunk
+                    .iter()
+                    .flat_map(|k| counted.iter().map(move |&id| (id, k.dport)))
+                    .collect();
+                assert_eq!(
+                    seen, want,
+                    "{rules:?}: every packet counts the counting rules"
+                );
+            }
+        }
     }
 
     #[test]
