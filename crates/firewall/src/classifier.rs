@@ -29,7 +29,7 @@
 //! step, trie level by trie level) so the loads of different packets
 //! overlap.
 
-use crate::key::PacketKey;
+use crate::key::{ClassifyKey, PacketKey};
 use crate::rules::{FIELD_COUNT, Family, Field, Intervals, contains};
 use std::collections::HashMap;
 
@@ -910,12 +910,12 @@ impl Classifier {
     /// (or [`NO_RULE`]) to `rule_out[i]` and calling `count(rule id, key)` for
     /// every counting rule the packet matched before it. `idx.len() <= CHUNK`.
     #[inline]
-    pub fn classify_chunk(
+    pub fn classify_chunk<K: ClassifyKey>(
         &self,
-        keys: &[PacketKey],
+        keys: &[K],
         idx: &[u16],
         rule_out: &mut [u32],
-        mut count: impl FnMut(u32, &PacketKey),
+        mut count: impl FnMut(u32, &K),
     ) {
         let n = idx.len().min(CHUNK);
         if let Some(c) = &self.constant {
@@ -936,13 +936,13 @@ impl Classifier {
             match Field::ALL[f] {
                 Field::Src => fill(lookup, out, n, |i| keys_at(i).value(Field::Src)),
                 Field::Dst => fill(lookup, out, n, |i| keys_at(i).value(Field::Dst)),
-                Field::Sport => fill(lookup, out, n, |i| keys_at(i).sport as u128),
-                Field::Dport => fill(lookup, out, n, |i| keys_at(i).dport as u128),
-                Field::Proto => fill(lookup, out, n, |i| keys_at(i).proto as u128),
-                Field::Aux => fill(lookup, out, n, |i| keys_at(i).aux() as u128),
-                Field::Ct => fill(lookup, out, n, |i| keys_at(i).ct as u8 as u128),
-                Field::Iif => fill(lookup, out, n, |i| keys_at(i).iif as u128),
-                Field::Oif => fill(lookup, out, n, |i| keys_at(i).oif as u128),
+                Field::Sport => fill(lookup, out, n, |i| keys_at(i).value(Field::Sport)),
+                Field::Dport => fill(lookup, out, n, |i| keys_at(i).value(Field::Dport)),
+                Field::Proto => fill(lookup, out, n, |i| keys_at(i).value(Field::Proto)),
+                Field::Aux => fill(lookup, out, n, |i| keys_at(i).value(Field::Aux)),
+                Field::Ct => fill(lookup, out, n, |i| keys_at(i).value(Field::Ct)),
+                Field::Iif => fill(lookup, out, n, |i| keys_at(i).value(Field::Iif)),
+                Field::Oif => fill(lookup, out, n, |i| keys_at(i).value(Field::Oif)),
             }
         }
         // Phases 2 and 3, still stage by stage over the chunk so the table

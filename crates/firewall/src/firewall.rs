@@ -4,7 +4,7 @@
 use crate::classifier::{
     CHUNK, Classifier, ClassifierStats, CompileError, CompileOptions, FlatRule, NO_RULE,
 };
-use crate::key::{Action, IfaceId, PacketKey, Verdict};
+use crate::key::{Action, ClassifyKey, IfaceId, PacketKey, Verdict};
 use crate::rules::{
     Chain, ConntrackConfig, FIELD_COUNT, Family, IfaceMatch, Intervals, Policy, RejectLimit,
     RejectWith, RuleAction, RuleSet, complement, normalize,
@@ -294,7 +294,7 @@ impl Firewall {
 
     /// The verdict of a rule or policy for one packet.
     #[inline]
-    fn verdict(&self, chain: Chain, rule: u32, key: &PacketKey) -> Verdict {
+    fn verdict<K: ClassifyKey>(&self, chain: Chain, rule: u32, key: &K) -> Verdict {
         if rule == NO_RULE {
             let action = match self.policies[chain.index()] {
                 Policy::Accept => Action::Accept,
@@ -334,10 +334,10 @@ impl Firewall {
     /// same pass. Within each chunk of [`CHUNK`] keys the IPv4 ones come
     /// first, then the IPv6 ones.
     #[inline]
-    pub(crate) fn classify_each(
+    pub(crate) fn classify_each<K: ClassifyKey>(
         &self,
         chain: Chain,
-        keys: &[PacketKey],
+        keys: &[K],
         counters: &mut RuleCounters,
         mut each: impl FnMut(usize, Verdict),
     ) {
@@ -365,13 +365,13 @@ impl Firewall {
                 }
                 let mut rules = [NO_RULE; CHUNK];
                 chain_cls[f].classify_chunk(chunk, &idx[f][..cnt[f]], &mut rules, |id, key| {
-                    counters.add(id, key.len)
+                    counters.add(id, key.counted_bytes())
                 });
                 for j in 0..cnt[f] {
                     let i = idx[f][j] as usize;
                     let key = &chunk[i];
                     let v = self.verdict(chain, rules[j], key);
-                    counters.add(v.rule, key.len);
+                    counters.add(v.rule, key.counted_bytes());
                     each(base + i, v);
                 }
             }
@@ -425,18 +425,19 @@ impl Firewall {
 /// The concrete reject for a packet. Never answers an ICMP error with an
 /// ICMP error (RFC 1812 §4.3.2.7) nor a RST with a RST (RFC 9293 §3.10.7.1):
 /// those are dropped.
-fn reject_action(with: RejectWith, key: &PacketKey) -> Action {
-    let is_tcp = key.proto == 6;
-    let icmp_error = match (key.is_v6, key.proto) {
-        (false, 1) => matches!(key.icmp_type, 3 | 4 | 5 | 11 | 12),
-        (true, 58) => key.icmp_type < 128,
+fn reject_action<K: ClassifyKey>(with: RejectWith, key: &K) -> Action {
+    let (proto, is_v6) = (key.proto(), key.family() == Family::V6);
+    let is_tcp = proto == 6;
+    let icmp_error = match (is_v6, proto) {
+        (false, 1) => matches!(key.icmp_type(), 3 | 4 | 5 | 11 | 12),
+        (true, 58) => key.icmp_type() < 128,
         _ => false,
     };
-    if icmp_error || (is_tcp && key.tcp_flags & 0x04 != 0) {
+    if icmp_error || (is_tcp && key.tcp_flags() & 0x04 != 0) {
         return Action::Drop;
     }
     let unreach = |v4: u8, v6: u8| {
-        if key.is_v6 {
+        if is_v6 {
             Action::RejectIcmp6(v6)
         } else {
             Action::RejectIcmp(v4)

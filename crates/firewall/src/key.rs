@@ -83,6 +83,51 @@ impl PacketKey {
     }
 }
 
+/// What the classifier reads of a packet. [`PacketKey`] implements it, and
+/// so does the pipeline's flow key, which a rule set without connection
+/// tracking classifies in place (no conversion, no second key array).
+pub trait ClassifyKey {
+    /// The value of a match field, as [`PacketKey::value`] gives it.
+    fn value(&self, f: Field) -> u128;
+    /// The packet's address family.
+    fn family(&self) -> Family;
+    /// Bytes counted for the matched rules (the IP length).
+    fn counted_bytes(&self) -> u16;
+    /// IP protocol / final IPv6 next header.
+    fn proto(&self) -> u8;
+    /// TCP flags byte; 0 for other protocols.
+    fn tcp_flags(&self) -> u8;
+    /// ICMP / ICMPv6 type; 0 for other protocols.
+    fn icmp_type(&self) -> u8;
+}
+
+impl ClassifyKey for PacketKey {
+    #[inline(always)]
+    fn value(&self, f: Field) -> u128 {
+        PacketKey::value(self, f)
+    }
+    #[inline(always)]
+    fn family(&self) -> Family {
+        PacketKey::family(self)
+    }
+    #[inline(always)]
+    fn counted_bytes(&self) -> u16 {
+        self.len
+    }
+    #[inline(always)]
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+    #[inline(always)]
+    fn tcp_flags(&self) -> u8 {
+        self.tcp_flags
+    }
+    #[inline(always)]
+    fn icmp_type(&self) -> u8 {
+        self.icmp_type
+    }
+}
+
 /// What to do with a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -10,8 +10,8 @@
 //! §3.10.7.1) from the pipeline.
 
 use crate::classifier::CHUNK;
-use crate::key::{Action, PacketKey, Verdict};
-use crate::rules::{Chain, CtState};
+use crate::key::{Action, ClassifyKey, PacketKey, Verdict};
+use crate::rules::{Chain, CtState, Family, Field};
 use crate::{CtHint, Firewall, FirewallWorker};
 use pipeline::{Acl, AclAction, FlowKey};
 use std::sync::Arc;
@@ -81,6 +81,56 @@ pub fn packet_key(k: &FlowKey) -> PacketKey {
     }
 }
 
+/// The pipeline's flow key read as [`packet_key`] would convert it, field
+/// by field, so that a rule set without connection tracking classifies the
+/// pipeline's keys in place.
+impl ClassifyKey for FlowKey {
+    #[inline(always)]
+    fn value(&self, f: Field) -> u128 {
+        let icmp = matches!((self.is_ipv6, self.protocol), (false, 1) | (true, 58));
+        match f {
+            Field::Src if self.is_ipv6 => self.src,
+            Field::Src => self.src & 0xffff_ffff,
+            Field::Dst if self.is_ipv6 => self.dst,
+            Field::Dst => self.dst & 0xffff_ffff,
+            // ICMP: the pipeline carries the echo identifier in dst_port.
+            Field::Sport if icmp => u128::from(self.dst_port),
+            Field::Sport => u128::from(self.src_port),
+            Field::Dport if icmp => 0,
+            Field::Dport => u128::from(self.dst_port),
+            Field::Proto => u128::from(self.protocol),
+            Field::Aux => u128::from(match self.protocol {
+                6 => self.tcp_flags,
+                1 | 58 => self.icmp_type,
+                _ => 0,
+            }),
+            Field::Ct => u128::from(CtState::Untracked as u8),
+            Field::Iif => u128::from(self.interface),
+            Field::Oif => u128::from(self.out_interface),
+        }
+    }
+    #[inline(always)]
+    fn family(&self) -> Family {
+        if self.is_ipv6 { Family::V6 } else { Family::V4 }
+    }
+    #[inline(always)]
+    fn counted_bytes(&self) -> u16 {
+        self.length
+    }
+    #[inline(always)]
+    fn proto(&self) -> u8 {
+        self.protocol
+    }
+    #[inline(always)]
+    fn tcp_flags(&self) -> u8 {
+        self.tcp_flags
+    }
+    #[inline(always)]
+    fn icmp_type(&self) -> u8 {
+        self.icmp_type
+    }
+}
+
 /// The pipeline's action for a firewall verdict.
 pub fn acl_action(a: Action) -> AclAction {
     match a {
@@ -132,13 +182,26 @@ impl PipelineFirewall {
         keys: &[FlowKey],
         ct_hints: &[u8],
         out: &mut [AclAction],
-        mut rules: Option<&mut [Option<u32>]>,
+        rules: Option<&mut [Option<u32>]>,
     ) {
         if !Arc::ptr_eq(state.firewall(), &self.fw) || state.epoch() != self.epoch {
             // A new snapshot: counters restart (allocates once per swap).
             state.adopt_epoch(Arc::clone(&self.fw), self.epoch);
         }
         let n = keys.len().min(out.len());
+        // The pipeline's action (and the traced rule slot) of key `j`.
+        let (acts, mut slots) = (&mut out[..n], rules);
+        let mut write = |j: usize, v: Verdict| {
+            acts[j] = acl_action(v.action);
+            if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(j)) {
+                *r = Some(v.rule);
+            }
+        };
+        // Without connection tracking the flow keys are classified in
+        // place and each verdict is written as it is decided.
+        if state.classify_stateless(Chain::Forward, &keys[..n], now_ns, &mut write) {
+            return;
+        }
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
@@ -150,23 +213,10 @@ impl PipelineFirewall {
                     p.ct_hint = CtHint::from_code(u32::from(h));
                 }
             }
-            // The pipeline's action (and the traced rule slot) of key `j`.
-            let acts = &mut out[base..end];
-            let mut slots = rules.as_deref_mut();
-            let mut write = |j: usize, v: Verdict| {
-                acts[j] = acl_action(v.action);
-                if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(base + j)) {
-                    *r = Some(v.rule);
-                }
-            };
-            // Without connection tracking, each verdict is written as it is
-            // decided.
-            if !state.classify_stateless(Chain::Forward, &pk[..m], now_ns, &mut write) {
-                let mut verdicts = [Verdict::default(); CHUNK];
-                state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
-                for (j, &v) in verdicts[..m].iter().enumerate() {
-                    write(j, v);
-                }
+            let mut verdicts = [Verdict::default(); CHUNK];
+            state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
+            for (j, &v) in verdicts[..m].iter().enumerate() {
+                write(base + j, v);
             }
             base = end;
         }
@@ -313,5 +363,101 @@ mod tests {
             "the counter-only rule counted"
         );
         assert_eq!(st.stats().rejects_rate_limited, 0);
+    }
+
+    /// The flow key classified in place reads every field as
+    /// `packet_key` converts it: random keys of every protocol (ICMP's
+    /// identifier in the destination port, TCP flags, ICMP types), both
+    /// interfaces and IPv4-mapped addresses, against rules on each field.
+    #[test]
+    fn flow_keys_in_place_read_as_their_packet_keys() {
+        let set = parse_rules(
+            "limit reject 1000000/second burst 1000000\n\
+             chain forward {\n policy accept\n\
+             icmp type echo-request counter\n\
+             icmp type echo-reply drop\n\
+             icmpv6 type 129 reject\n\
+             tcp flags syn / syn,ack drop\n\
+             tcp sport 1000-2000 reject with tcp reset\n\
+             udp dport 53 drop\n\
+             th dport 0 reject\n\
+             iif eth1 oif eth2 drop\n\
+             ip saddr 10.0.0.0/9 ip daddr 192.0.2.0/25 drop\n\
+             ip6 saddr 2001:db8::/33 reject\n\
+             meta l4proto 47 drop\n}",
+            "acl",
+        )
+        .unwrap();
+        let mut set = set;
+        // Port matches of any protocol (the language ties ports to TCP,
+        // UDP, SCTP or UDP-Lite; the classifier does not): ICMP's
+        // identifier reads as the source port, its destination port as 0.
+        let mut sport = crate::rules::Rule::any(crate::rules::RuleAction::Drop);
+        sport.sport = Some(vec![(1500, 1500)]);
+        let mut dport = crate::rules::Rule::any(crate::rules::RuleAction::Count);
+        dport.dport = Some(vec![(0, 0)]);
+        set.chains[Chain::Forward.index()]
+            .rules
+            .extend([sport, dport]);
+        let ifaces: InterfaceMap = [("eth0", 0u16), ("eth1", 1), ("eth2", 2)]
+            .into_iter()
+            .collect();
+        let fw = Arc::new(Firewall::compile(&set, &ifaces).unwrap());
+        assert!(!fw.stateful());
+        let acl = PipelineFirewall::new(Arc::clone(&fw), 5);
+        let mut rng = crate::rulegen::SplitMix::new(11);
+        let keys: Vec<FlowKey> = (0..400)
+            .map(|_| {
+                let is_ipv6 = rng.percent(50);
+                let mut addr = |v6_base: u128, v4_base: u32| {
+                    if is_ipv6 {
+                        v6_base ^ (u128::from(rng.next_u64()) << 64 >> rng.below(40))
+                    } else {
+                        let a = v4_base ^ (rng.next_u64() as u32 >> rng.below(32));
+                        // Mapped (as the pipeline builds it) or not: only
+                        // the low 32 bits count.
+                        u128::from(a) | if rng.percent(50) { 0xffff << 32 } else { 0 }
+                    }
+                };
+                let src = addr(0x2001_0db8 << 96, 0x0a00_0001);
+                let dst = addr(0x2001_0db8_0001 << 80, 0xc000_0201);
+                let small = |rng: &mut crate::rulegen::SplitMix, v: &[u16]| {
+                    v[rng.below(v.len() as u64) as usize]
+                };
+                FlowKey {
+                    interface: small(&mut rng, &[0, 1, 2, 3]),
+                    out_interface: small(&mut rng, &[0, 1, 2, 3]),
+                    is_ipv6,
+                    src,
+                    dst,
+                    protocol: small(&mut rng, &[1, 6, 17, 58, 47]) as u8,
+                    src_port: small(&mut rng, &[0, 999, 1000, 1500, 2001, 4000]),
+                    dst_port: small(&mut rng, &[0, 53, 80, 1500]),
+                    tcp_flags: small(&mut rng, &[0x02, 0x12, 0x10, 0x04]) as u8,
+                    icmp_type: small(&mut rng, &[0, 3, 8, 128, 129]) as u8,
+                    length: 40 + rng.below(1000) as u16,
+                    ..FlowKey::default()
+                }
+            })
+            .collect();
+        let mut st = acl.new_state();
+        let mut out = vec![AclAction::Accept; keys.len()];
+        let mut slots = vec![None; keys.len()];
+        acl.classify_batch_with(&mut st, 0, &keys, &[], &mut out, Some(&mut slots));
+
+        let mut reference = FirewallWorker::new(Arc::clone(&fw), 5);
+        let mut pk: Vec<PacketKey> = keys.iter().map(packet_key).collect();
+        let mut verdicts = vec![Verdict::default(); keys.len()];
+        reference.process_batch(Chain::Forward, &mut pk, &mut verdicts, 0);
+        let want_slots: Vec<Option<u32>> = verdicts.iter().map(|v| Some(v.rule)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(slots[i], want_slots[i], "key {k:?}");
+            assert_eq!(out[i], acl_action(verdicts[i].action), "key {k:?}");
+        }
+        assert_eq!(st.counters(), reference.counters());
+        // Every rule decided or counted some key.
+        for (slot, n) in st.counters().packets.iter().enumerate().take(13) {
+            assert!(*n > 0, "rule {slot} never matched");
+        }
     }
 }

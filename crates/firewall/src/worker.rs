@@ -3,7 +3,7 @@
 use crate::classifier::CHUNK;
 use crate::conntrack::{Conntrack, ConntrackStats, CtHint, FastFlow};
 use crate::firewall::{Firewall, RuleCounters};
-use crate::key::{Action, PacketKey, Verdict};
+use crate::key::{Action, ClassifyKey, PacketKey, Verdict};
 use crate::rules::{Chain, CtState};
 use serde::Serialize;
 use std::sync::Arc;
@@ -240,13 +240,15 @@ impl FirewallWorker {
     /// (no rule matches `ct`), handing `keys[i]`'s verdict to `each(i,
     /// verdict)` instead of storing it: rules, counters and the reject
     /// rate limit in one pass per chunk, so the pipeline's ACL stage writes
-    /// its action in the same pass. Returns false, having done nothing,
-    /// when the rule set tracks connections (use `process_batch`).
+    /// its action in the same pass. The keys are [`PacketKey`]s or any
+    /// other [`ClassifyKey`] (the pipeline's flow keys, read in place).
+    /// Returns false, having done nothing, when the rule set tracks
+    /// connections (use `process_batch`).
     #[inline]
-    pub fn classify_stateless(
+    pub fn classify_stateless<K: ClassifyKey>(
         &mut self,
         chain: Chain,
-        keys: &[PacketKey],
+        keys: &[K],
         now: u64,
         mut each: impl FnMut(usize, Verdict),
     ) -> bool {
