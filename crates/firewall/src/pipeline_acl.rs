@@ -371,7 +371,7 @@ mod tests {
     /// interfaces and IPv4-mapped addresses, against rules on each field.
     #[test]
     fn flow_keys_in_place_read_as_their_packet_keys() {
-        let set = parse_rules(
+        let mut set = parse_rules(
             "limit reject 1000000/second burst 1000000\n\
              chain forward {\n policy accept\n\
              icmp type echo-request counter\n\
@@ -388,7 +388,6 @@ mod tests {
             "acl",
         )
         .unwrap();
-        let mut set = set;
         // Port matches of any protocol (the language ties ports to TCP,
         // UDP, SCTP or UDP-Lite; the classifier does not): ICMP's
         // identifier reads as the source port, its destination port as 0.
