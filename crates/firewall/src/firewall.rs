@@ -4,7 +4,7 @@
 use crate::classifier::{
     CHUNK, Classifier, ClassifierStats, CompileError, CompileOptions, FlatRule, NO_RULE,
 };
-use crate::key::{Action, ClassifyKey, IfaceId, PacketKey, Verdict};
+use crate::key::{Action, ClassifyKey, IfaceId, KeyFacts, PacketKey, Verdict};
 use crate::rules::{
     Chain, ConntrackConfig, FIELD_COUNT, Family, IfaceMatch, Intervals, Policy, RejectLimit,
     RejectWith, RuleAction, RuleSet, complement, normalize,
@@ -365,13 +365,13 @@ impl Firewall {
                 }
                 let mut rules = [NO_RULE; CHUNK];
                 chain_cls[f].classify_chunk(chunk, &idx[f][..cnt[f]], &mut rules, |id, key| {
-                    counters.add(id, key.counted_bytes())
+                    counters.add(id, key.facts().len)
                 });
                 for j in 0..cnt[f] {
                     let i = idx[f][j] as usize;
                     let key = &chunk[i];
                     let v = self.verdict(chain, rules[j], key);
-                    counters.add(v.rule, key.counted_bytes());
+                    counters.add(v.rule, key.facts().len);
                     each(base + i, v);
                 }
             }
@@ -426,14 +426,20 @@ impl Firewall {
 /// ICMP error (RFC 1812 §4.3.2.7) nor a RST with a RST (RFC 9293 §3.10.7.1):
 /// those are dropped.
 fn reject_action<K: ClassifyKey>(with: RejectWith, key: &K) -> Action {
-    let (proto, is_v6) = (key.proto(), key.family() == Family::V6);
+    let KeyFacts {
+        is_v6,
+        proto,
+        tcp_flags,
+        icmp_type,
+        ..
+    } = key.facts();
     let is_tcp = proto == 6;
     let icmp_error = match (is_v6, proto) {
-        (false, 1) => matches!(key.icmp_type(), 3 | 4 | 5 | 11 | 12),
-        (true, 58) => key.icmp_type() < 128,
+        (false, 1) => matches!(icmp_type, 3 | 4 | 5 | 11 | 12),
+        (true, 58) => icmp_type < 128,
         _ => false,
     };
-    if icmp_error || (is_tcp && key.tcp_flags() & 0x04 != 0) {
+    if icmp_error || (is_tcp && tcp_flags & 0x04 != 0) {
         return Action::Drop;
     }
     let unreach = |v4: u8, v6: u8| {

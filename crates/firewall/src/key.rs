@@ -83,22 +83,38 @@ impl PacketKey {
     }
 }
 
+/// The scalar fields of a packet that its verdict and the rule counters
+/// read (beyond the match fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyFacts {
+    pub is_v6: bool,
+    /// IP protocol / final IPv6 next header.
+    pub proto: u8,
+    /// TCP flags byte; 0 for other protocols.
+    pub tcp_flags: u8,
+    /// ICMP / ICMPv6 type; 0 for other protocols.
+    pub icmp_type: u8,
+    /// Bytes counted for the matched rules (the IP length).
+    pub len: u16,
+}
+
 /// What the classifier reads of a packet. [`PacketKey`] implements it, and
 /// so does the pipeline's flow key, which a rule set without connection
 /// tracking classifies in place (no conversion, no second key array).
 pub trait ClassifyKey {
     /// The value of a match field, as [`PacketKey::value`] gives it.
     fn value(&self, f: Field) -> u128;
+    /// The fields the verdict and the counters read.
+    fn facts(&self) -> KeyFacts;
     /// The packet's address family.
-    fn family(&self) -> Family;
-    /// Bytes counted for the matched rules (the IP length).
-    fn counted_bytes(&self) -> u16;
-    /// IP protocol / final IPv6 next header.
-    fn proto(&self) -> u8;
-    /// TCP flags byte; 0 for other protocols.
-    fn tcp_flags(&self) -> u8;
-    /// ICMP / ICMPv6 type; 0 for other protocols.
-    fn icmp_type(&self) -> u8;
+    #[inline(always)]
+    fn family(&self) -> Family {
+        if self.facts().is_v6 {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
 }
 
 impl ClassifyKey for PacketKey {
@@ -107,24 +123,14 @@ impl ClassifyKey for PacketKey {
         PacketKey::value(self, f)
     }
     #[inline(always)]
-    fn family(&self) -> Family {
-        PacketKey::family(self)
-    }
-    #[inline(always)]
-    fn counted_bytes(&self) -> u16 {
-        self.len
-    }
-    #[inline(always)]
-    fn proto(&self) -> u8 {
-        self.proto
-    }
-    #[inline(always)]
-    fn tcp_flags(&self) -> u8 {
-        self.tcp_flags
-    }
-    #[inline(always)]
-    fn icmp_type(&self) -> u8 {
-        self.icmp_type
+    fn facts(&self) -> KeyFacts {
+        KeyFacts {
+            is_v6: self.is_v6,
+            proto: self.proto,
+            tcp_flags: self.tcp_flags,
+            icmp_type: self.icmp_type,
+            len: self.len,
+        }
     }
 }
 

@@ -27,7 +27,7 @@ pub use firewall::{
     BuildStats, ChainSummary, Firewall, FirewallSummary, InterfaceMap, LinearFirewall,
     RuleCounters, RuleInfo, RuleSummary, flatten,
 };
-pub use key::{Action, ClassifyKey, IFACE_NONE, IfaceId, PacketKey, Verdict};
+pub use key::{Action, ClassifyKey, IFACE_NONE, IfaceId, KeyFacts, PacketKey, Verdict};
 pub use parse::{RuleError, parse_rules};
 pub use pipeline_acl::PipelineFirewall;
 pub use rules::{Chain, CtState, Family, Policy, RuleAction, RuleSet};

@@ -10,8 +10,8 @@
 //! §3.10.7.1) from the pipeline.
 
 use crate::classifier::CHUNK;
-use crate::key::{Action, ClassifyKey, PacketKey, Verdict};
-use crate::rules::{Chain, CtState, Family, Field};
+use crate::key::{Action, ClassifyKey, KeyFacts, PacketKey, Verdict};
+use crate::rules::{Chain, CtState, Field};
 use crate::{CtHint, Firewall, FirewallWorker};
 use pipeline::{Acl, AclAction, FlowKey};
 use std::sync::Arc;
@@ -110,24 +110,14 @@ impl ClassifyKey for FlowKey {
         }
     }
     #[inline(always)]
-    fn family(&self) -> Family {
-        if self.is_ipv6 { Family::V6 } else { Family::V4 }
-    }
-    #[inline(always)]
-    fn counted_bytes(&self) -> u16 {
-        self.length
-    }
-    #[inline(always)]
-    fn proto(&self) -> u8 {
-        self.protocol
-    }
-    #[inline(always)]
-    fn tcp_flags(&self) -> u8 {
-        self.tcp_flags
-    }
-    #[inline(always)]
-    fn icmp_type(&self) -> u8 {
-        self.icmp_type
+    fn facts(&self) -> KeyFacts {
+        KeyFacts {
+            is_v6: self.is_ipv6,
+            proto: self.protocol,
+            tcp_flags: self.tcp_flags,
+            icmp_type: self.icmp_type,
+            len: self.length,
+        }
     }
 }
 
@@ -290,6 +280,32 @@ mod tests {
         assert_eq!(st.counters().packets[2], 1);
     }
 
+    /// `keys` through `acl`'s pipeline path (a fresh worker state) and,
+    /// converted with `packet_key`, through `process_batch` of another
+    /// fresh worker: the first's state, actions and rule slots, the
+    /// second's worker and verdicts.
+    #[allow(clippy::type_complexity)]
+    fn both_paths(
+        acl: &PipelineFirewall,
+        keys: &[FlowKey],
+    ) -> (
+        FirewallWorker,
+        Vec<AclAction>,
+        Vec<Option<u32>>,
+        FirewallWorker,
+        Vec<Verdict>,
+    ) {
+        let mut st = acl.new_state();
+        let mut out = vec![AclAction::Accept; keys.len()];
+        let mut slots = vec![None; keys.len()];
+        acl.classify_batch_with(&mut st, 0, keys, &[], &mut out, Some(&mut slots));
+        let mut reference = acl.new_state();
+        let mut pk: Vec<PacketKey> = keys.iter().map(packet_key).collect();
+        let mut verdicts = vec![Verdict::default(); keys.len()];
+        reference.process_batch(Chain::Forward, &mut pk, &mut verdicts, 0);
+        (st, out, slots, reference, verdicts)
+    }
+
     /// The stateless path (verdicts written as they are decided) against
     /// `FirewallWorker::process_batch` over the same keys: actions, rule
     /// slots and counters, for a batch longer than a chunk whose families
@@ -335,15 +351,7 @@ mod tests {
                 }
             })
             .collect();
-        let mut st = acl.new_state();
-        let mut out = vec![AclAction::Accept; keys.len()];
-        let mut slots = vec![None; keys.len()];
-        acl.classify_batch_with(&mut st, 0, &keys, &[], &mut out, Some(&mut slots));
-
-        let mut reference = FirewallWorker::new(Arc::clone(&fw), 3);
-        let mut pk: Vec<PacketKey> = keys.iter().map(packet_key).collect();
-        let mut verdicts = vec![Verdict::default(); keys.len()];
-        reference.process_batch(Chain::Forward, &mut pk, &mut verdicts, 0);
+        let (st, out, slots, reference, verdicts) = both_paths(&acl, &keys);
         let want: Vec<AclAction> = verdicts.iter().map(|v| acl_action(v.action)).collect();
         let want_slots: Vec<Option<u32>> = verdicts.iter().map(|v| Some(v.rule)).collect();
         assert_eq!(out, want);
@@ -439,15 +447,7 @@ mod tests {
                 }
             })
             .collect();
-        let mut st = acl.new_state();
-        let mut out = vec![AclAction::Accept; keys.len()];
-        let mut slots = vec![None; keys.len()];
-        acl.classify_batch_with(&mut st, 0, &keys, &[], &mut out, Some(&mut slots));
-
-        let mut reference = FirewallWorker::new(Arc::clone(&fw), 5);
-        let mut pk: Vec<PacketKey> = keys.iter().map(packet_key).collect();
-        let mut verdicts = vec![Verdict::default(); keys.len()];
-        reference.process_batch(Chain::Forward, &mut pk, &mut verdicts, 0);
+        let (st, out, slots, reference, verdicts) = both_paths(&acl, &keys);
         let want_slots: Vec<Option<u32>> = verdicts.iter().map(|v| Some(v.rule)).collect();
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(slots[i], want_slots[i], "key {k:?}");
