@@ -54,19 +54,15 @@ impl PacketKey {
     /// The classifier's `aux` field: TCP flags for TCP, the type for ICMP.
     #[inline]
     pub fn aux(&self) -> u8 {
-        match self.proto {
-            6 => self.tcp_flags,
-            1 | 58 => self.icmp_type,
-            _ => 0,
-        }
+        aux_value(self.proto, self.tcp_flags, self.icmp_type)
     }
 
     /// The value of a field as an integer in the field's value space.
     #[inline]
     pub fn value(&self, f: Field) -> u128 {
         match f {
-            Field::Src => self.addr(self.src),
-            Field::Dst => self.addr(self.dst),
+            Field::Src => addr_value(self.is_v6, self.src),
+            Field::Dst => addr_value(self.is_v6, self.dst),
             Field::Sport => self.sport as u128,
             Field::Dport => self.dport as u128,
             Field::Proto => self.proto as u128,
@@ -76,11 +72,24 @@ impl PacketKey {
             Field::Oif => self.oif as u128,
         }
     }
+}
 
-    #[inline]
-    fn addr(&self, a: u128) -> u128 {
-        if self.is_v6 { a } else { a & 0xffff_ffff }
+/// The `aux` field's value: TCP flags for TCP, the type for ICMP and
+/// ICMPv6, 0 otherwise.
+#[inline(always)]
+pub(crate) fn aux_value(proto: u8, tcp_flags: u8, icmp_type: u8) -> u8 {
+    match proto {
+        6 => tcp_flags,
+        1 | 58 => icmp_type,
+        _ => 0,
     }
+}
+
+/// An address field's value: IPv4 addresses are their low 32 bits (the
+/// upper bits of an IPv4-mapped form are ignored).
+#[inline(always)]
+pub(crate) fn addr_value(is_v6: bool, a: u128) -> u128 {
+    if is_v6 { a } else { a & 0xffff_ffff }
 }
 
 /// The scalar fields of a packet that its verdict and the rule counters

@@ -10,7 +10,7 @@
 //! §3.10.7.1) from the pipeline.
 
 use crate::classifier::CHUNK;
-use crate::key::{Action, ClassifyKey, KeyFacts, PacketKey, Verdict};
+use crate::key::{Action, ClassifyKey, KeyFacts, PacketKey, Verdict, addr_value, aux_value};
 use crate::rules::{Chain, CtState, Field};
 use crate::{CtHint, Firewall, FirewallWorker};
 use pipeline::{Acl, AclAction, FlowKey};
@@ -59,15 +59,26 @@ pub fn worker_state(w: &mut pipeline::Worker) -> Option<&mut FirewallWorker> {
     w.acl_state_mut::<Option<FirewallWorker>>()?.as_mut()
 }
 
+/// The firewall's source and destination ports of a pipeline flow key:
+/// for ICMP the echo identifier, which the pipeline carries in `dst_port`,
+/// is the source port and the destination port is 0.
+#[inline(always)]
+fn ports(k: &FlowKey) -> (u16, u16) {
+    if matches!((k.is_ipv6, k.protocol), (false, 1) | (true, 58)) {
+        (k.dst_port, 0)
+    } else {
+        (k.src_port, k.dst_port)
+    }
+}
+
 /// The firewall's key for a pipeline flow key.
 pub fn packet_key(k: &FlowKey) -> PacketKey {
-    let icmp = matches!((k.is_ipv6, k.protocol), (false, 1) | (true, 58));
+    let (sport, dport) = ports(k);
     PacketKey {
         src: k.src,
         dst: k.dst,
-        // ICMP: the pipeline carries the echo identifier in dst_port.
-        sport: if icmp { k.dst_port } else { k.src_port },
-        dport: if icmp { 0 } else { k.dst_port },
+        sport,
+        dport,
         iif: k.interface,
         oif: k.out_interface,
         len: k.length,
@@ -87,23 +98,13 @@ pub fn packet_key(k: &FlowKey) -> PacketKey {
 impl ClassifyKey for FlowKey {
     #[inline(always)]
     fn value(&self, f: Field) -> u128 {
-        let icmp = matches!((self.is_ipv6, self.protocol), (false, 1) | (true, 58));
         match f {
-            Field::Src if self.is_ipv6 => self.src,
-            Field::Src => self.src & 0xffff_ffff,
-            Field::Dst if self.is_ipv6 => self.dst,
-            Field::Dst => self.dst & 0xffff_ffff,
-            // ICMP: the pipeline carries the echo identifier in dst_port.
-            Field::Sport if icmp => u128::from(self.dst_port),
-            Field::Sport => u128::from(self.src_port),
-            Field::Dport if icmp => 0,
-            Field::Dport => u128::from(self.dst_port),
+            Field::Src => addr_value(self.is_ipv6, self.src),
+            Field::Dst => addr_value(self.is_ipv6, self.dst),
+            Field::Sport => u128::from(ports(self).0),
+            Field::Dport => u128::from(ports(self).1),
             Field::Proto => u128::from(self.protocol),
-            Field::Aux => u128::from(match self.protocol {
-                6 => self.tcp_flags,
-                1 | 58 => self.icmp_type,
-                _ => 0,
-            }),
+            Field::Aux => u128::from(aux_value(self.protocol, self.tcp_flags, self.icmp_type)),
             Field::Ct => u128::from(CtState::Untracked as u8),
             Field::Iif => u128::from(self.interface),
             Field::Oif => u128::from(self.out_interface),
