@@ -1306,11 +1306,20 @@ impl<A: TrieKey> Poptrie<A> {
                 prefetch(e);
             }
         }
-        // `cur[i]`: lane i's node index while it walks, then its leaf index.
+        // `cur[i]`: lane i's leaf index once its walk ends (first its
+        // leaf chunk's index, for lanes in `chunked`).
         let mut cur = [0u32; LANES];
-        // Lanes still walking nodes, and lanes whose leaf is prefetched.
-        let mut walking = [0u8; LANES];
+        // The lanes still walking, kept packed at the front: walker `k` is
+        // lane `lane[k]`, at node `node_at[k]`, with the address bits from
+        // the current level on in `win[k]` (so a level's six bits are one
+        // shift; a variable shift of a `u128` is half a dozen
+        // instructions). A level reads and rewrites them in order, with no
+        // indirection through the lane number.
+        let mut lane = [0u8; LANES];
+        let mut node_at = [0u32; LANES];
+        let mut win = [0u64; LANES];
         let mut nwalk = 0;
+        // Lanes whose leaf is prefetched.
         let mut leafy = [0u8; LANES];
         let mut nleaf = 0;
         // Lanes whose chunk is a leaf chunk (`cur`: its index in `leaves`).
@@ -1333,8 +1342,9 @@ impl<A: TrieKey> Poptrie<A> {
                 if let Some(node) = self.nodes.get(idx as usize) {
                     prefetch(node);
                 }
-                cur[i] = idx;
-                walking[nwalk] = i as u8;
+                lane[nwalk] = i as u8;
+                node_at[nwalk] = idx;
+                win[nwalk] = a.window(A::DIRECT_BITS);
                 nwalk += 1;
             }
         }
@@ -1348,40 +1358,40 @@ impl<A: TrieKey> Poptrie<A> {
             leafy[nleaf] = i as u8;
             nleaf += 1;
         }
-        // `win[i]`: lane i's address bits from the current level on, so a
-        // level's six bits are one shift (a variable shift of a `u128` is
-        // half a dozen instructions); `fresh` of them are valid.
-        let mut win = [0u64; LANES];
-        let mut fresh = 0;
+        // Valid bits left in the windows.
+        let mut fresh = 64;
         let mut off = A::DIRECT_BITS;
         while nwalk > 0 {
             if fresh < u32::from(STRIDE) {
-                for &i in &walking[..nwalk] {
-                    let i = usize::from(i) % LANES;
-                    win[i] = addrs.get(i).map_or(0, |a| a.window(off));
+                for k in 0..nwalk {
+                    let i = usize::from(lane[k % LANES]);
+                    win[k % LANES] = addrs.get(i).map_or(0, |a| a.window(off));
                 }
                 fresh = 64;
             }
             let mut still = 0;
             for k in 0..nwalk {
-                // Lane numbers and counts stay below `LANES`; the masks
+                // Walker numbers and counts stay below `LANES`; the masks
                 // say so to the compiler.
-                let i = usize::from(walking[k % LANES]) % LANES;
-                let Some(node) = self.nodes.get(cur[i] as usize).copied() else {
+                let k = k % LANES;
+                let i = usize::from(lane[k]) % LANES;
+                let Some(node) = self.nodes.get(node_at[k] as usize).copied() else {
                     if let Some(o) = out.get_mut(i) {
                         *o = None;
                     }
                     continue;
                 };
-                let s = (win[i] >> (64 - STRIDE)) as u32;
+                let w = win[k];
+                let s = (w >> (64 - STRIDE)) as u32;
                 if (node.children >> s) & 1 != 0 {
                     let idx = node.child_base + rank(node.children, s) - 1;
                     if let Some(next) = self.nodes.get(idx as usize) {
                         prefetch(next);
                     }
-                    cur[i] = idx;
-                    win[i] <<= STRIDE;
-                    walking[still % LANES] = i as u8;
+                    let at = still % LANES;
+                    lane[at] = i as u8;
+                    node_at[at] = idx;
+                    win[at] = w << STRIDE;
                     still += 1;
                 } else {
                     let l = node.leaf_base + rank(node.leafvec, s) - 1;
