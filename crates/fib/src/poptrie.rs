@@ -1306,9 +1306,6 @@ impl<A: TrieKey> Poptrie<A> {
                 prefetch(e);
             }
         }
-        // `cur[i]`: lane i's leaf index once its walk ends (first its
-        // leaf chunk's index, for lanes in `chunked`).
-        let mut cur = [0u32; LANES];
         // The lanes still walking, kept packed at the front: walker `k` is
         // lane `lane[k]`, at node `node_at[k]`, with the address bits from
         // the current level on in `win[k]` (so a level's six bits are one
@@ -1319,11 +1316,13 @@ impl<A: TrieKey> Poptrie<A> {
         let mut node_at = [0u32; LANES];
         let mut win = [0u64; LANES];
         let mut nwalk = 0;
-        // Lanes whose leaf is prefetched.
+        // Lanes whose leaf is prefetched, and the leaf's index.
         let mut leafy = [0u8; LANES];
+        let mut leaf_at = [0u32; LANES];
         let mut nleaf = 0;
-        // Lanes whose chunk is a leaf chunk (`cur`: its index in `leaves`).
+        // Lanes whose chunk is a leaf chunk, and its index in `leaves`.
         let mut chunked = [0u8; LANES];
+        let mut chunk_at = [0u32; LANES];
         let mut nchunk = 0;
         for (i, a) in addrs.iter().enumerate() {
             let e = self.top.get(a.top_index()).copied().unwrap_or(NO_ROUTE);
@@ -1334,8 +1333,8 @@ impl<A: TrieKey> Poptrie<A> {
                 if let Some(h) = self.leaves.get(b as usize) {
                     prefetch(h);
                 }
-                cur[i] = b;
                 chunked[nchunk] = i as u8;
+                chunk_at[nchunk] = b;
                 nchunk += 1;
             } else {
                 let idx = e & !NODE_FLAG;
@@ -1348,14 +1347,13 @@ impl<A: TrieKey> Poptrie<A> {
                 nwalk += 1;
             }
         }
-        for &i in &chunked[..nchunk] {
-            let i = i as usize;
-            let l = self.chunk_leaf(cur[i], addrs[i].stride_bits(A::DIRECT_BITS));
+        for (&i, &b) in chunked[..nchunk].iter().zip(&chunk_at) {
+            let l = self.chunk_leaf(b, addrs[i as usize].stride_bits(A::DIRECT_BITS));
             if let Some(leaf) = self.leaves.get(l) {
                 prefetch(leaf);
             }
-            cur[i] = l as u32;
-            leafy[nleaf] = i as u8;
+            leafy[nleaf] = i;
+            leaf_at[nleaf] = l as u32;
             nleaf += 1;
         }
         // Valid bits left in the windows.
@@ -1398,8 +1396,8 @@ impl<A: TrieKey> Poptrie<A> {
                     if let Some(leaf) = self.leaves.get(l as usize) {
                         prefetch(leaf);
                     }
-                    cur[i] = l;
                     leafy[nleaf % LANES] = i as u8;
+                    leaf_at[nleaf % LANES] = l;
                     nleaf += 1;
                 }
             }
@@ -1407,13 +1405,14 @@ impl<A: TrieKey> Poptrie<A> {
             off += STRIDE;
             fresh -= u32::from(STRIDE);
         }
-        for &i in &leafy[..nleaf] {
-            let i = i as usize;
-            out[i] = decode(
-                self.leaves
-                    .get(cur[i] as usize)
-                    .map_or(NO_ROUTE, |&v| leaf_value(v)),
-            );
+        for (&i, &l) in leafy[..nleaf].iter().zip(&leaf_at) {
+            if let Some(o) = out.get_mut(usize::from(i)) {
+                *o = decode(
+                    self.leaves
+                        .get(l as usize)
+                        .map_or(NO_ROUTE, |&v| leaf_value(v)),
+                );
+            }
         }
     }
 }
