@@ -11,7 +11,9 @@
 //! * `FIB_BENCH_INSERTS=N`: only the single-route insert comparison,
 //!   fastfwd and dpdk-test-fib alternated N times;
 //! * `FIB_BENCH_LOOKUPS=N`: only the batched lookup comparison, fastfwd
-//!   and dpdk-test-fib alternated N times per family and key set;
+//!   and dpdk-test-fib alternated N times per family and key set (with
+//!   `FIB_BENCH_NO_DPDK=1`, fastfwd's N rounds alone: for alternating the
+//!   bench binaries of two commits);
 //! * `FIB_BENCH_DPDK_EAL`: EAL arguments for `dpdk-test-fib` (default
 //!   `-l 0 --no-pci --no-huge -m 3072`); `FIB_BENCH_NO_DPDK=1` skips it;
 //! * `FIB_BENCH_DIR`: where route and key files for DPDK are written.
@@ -815,20 +817,30 @@ fn lookups_alternated(
     report: &mut String,
 ) {
     let (eal, dir) = dpdk_settings();
-    if let Err(e) = write_dpdk_files(&dir, table, keys) {
-        let _ = writeln!(report, "writing {}: {e}", dir.display());
-        return;
+    let with_dpdk = std::env::var("FIB_BENCH_NO_DPDK").is_err();
+    if with_dpdk {
+        if let Err(e) = write_dpdk_files(&dir, table, keys) {
+            let _ = writeln!(report, "writing {}: {e}", dir.display());
+            return;
+        }
+        let _ = writeln!(
+            report,
+            "\n### Batched lookups, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
+            eal.join(" ")
+        );
+        let _ = writeln!(
+            report,
+            "| family | keys | round | fastfwd (M/s) | DPDK (M/s) | ratio |"
+        );
+        let _ = writeln!(report, "| --- | --- | ---: | ---: | ---: | ---: |");
+    } else {
+        let _ = writeln!(
+            report,
+            "\n### Batched lookups, fastfwd alone ({rounds} rounds)\n"
+        );
+        let _ = writeln!(report, "| family | keys | round | fastfwd (M/s) |");
+        let _ = writeln!(report, "| --- | --- | ---: | ---: |");
     }
-    let _ = writeln!(
-        report,
-        "\n### Batched lookups, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
-        eal.join(" ")
-    );
-    let _ = writeln!(
-        report,
-        "| family | keys | round | fastfwd (M/s) | DPDK (M/s) | ratio |"
-    );
-    let _ = writeln!(report, "| --- | --- | ---: | ---: | ---: | ---: |");
     let t4 = Poptrie::<u32>::from_routes(table.v4.iter().copied());
     let t6 = Poptrie::<u128>::from_routes(table.v6.iter().copied());
     let b4 = |k: &[u32], o: &mut [Option<u32>]| t4.lookup_batch(k, o);
@@ -853,8 +865,14 @@ fn lookups_alternated(
         let routes = dir.join(if v6 { "routes6.txt" } else { "routes4.txt" });
         let key_path = dir.join(key_file);
         let mut ratios = Vec::new();
+        let mut rates = Vec::new();
         for round in 1..=rounds {
             let our = ours();
+            if !with_dpdk {
+                rates.push(our);
+                let _ = writeln!(report, "| {fam} | {label} | {round} | {:.1} |", our / 1e6);
+                continue;
+            }
             let mut args: Vec<&str> = if v6 { vec!["-6"] } else { vec![] };
             let routes_s = routes.to_str().unwrap_or_default();
             let keys_s = key_path.to_str().unwrap_or_default();
@@ -892,6 +910,17 @@ fn lookups_alternated(
                 peer / 1e6,
                 our / peer
             );
+        }
+        if !with_dpdk {
+            let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rates.iter().copied().fold(0.0, f64::max);
+            summary.push(format!(
+                "| {fam} | {label} | median | **{:.1}** (rounds {:.1}-{:.1}) |",
+                median(rates) / 1e6,
+                lo / 1e6,
+                hi / 1e6
+            ));
+            continue;
         }
         let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ratios.iter().copied().fold(0.0, f64::max);
