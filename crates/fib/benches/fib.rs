@@ -698,16 +698,20 @@ fn inserts_alternated(
         let _ = writeln!(report, "writing {}: {e}", dir.display());
         return;
     }
-    let _ = writeln!(
+    table_head(
         report,
-        "\n### Inserts into an empty table in file order, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
-        eal.join(" ")
+        &format!(
+            "Inserts into an empty table in file order, alternated with dpdk-test-fib {} ({rounds} rounds)",
+            eal.join(" ")
+        ),
+        &["family"],
+        &[
+            "round",
+            "fastfwd (M/s)",
+            "DPDK rte_fib / rte_fib6 add (M/s)",
+            "ratio",
+        ],
     );
-    let _ = writeln!(
-        report,
-        "| family | round | fastfwd (M/s) | DPDK rte_fib / rte_fib6 add (M/s) | ratio |"
-    );
-    let _ = writeln!(report, "| --- | ---: | ---: | ---: | ---: |");
     for (v6, routes) in [(false, &r4), (true, &r6)] {
         let mut ratios = Vec::new();
         for round in 1..=rounds {
@@ -823,23 +827,22 @@ fn lookups_alternated(
             let _ = writeln!(report, "writing {}: {e}", dir.display());
             return;
         }
-        let _ = writeln!(
+        table_head(
             report,
-            "\n### Batched lookups, alternated with dpdk-test-fib {} ({rounds} rounds)\n",
-            eal.join(" ")
+            &format!(
+                "Batched lookups, alternated with dpdk-test-fib {} ({rounds} rounds)",
+                eal.join(" ")
+            ),
+            &["family", "keys"],
+            &["round", "fastfwd (M/s)", "DPDK (M/s)", "ratio"],
         );
-        let _ = writeln!(
-            report,
-            "| family | keys | round | fastfwd (M/s) | DPDK (M/s) | ratio |"
-        );
-        let _ = writeln!(report, "| --- | --- | ---: | ---: | ---: | ---: |");
     } else {
-        let _ = writeln!(
+        table_head(
             report,
-            "\n### Batched lookups, fastfwd alone ({rounds} rounds)\n"
+            &format!("Batched lookups, fastfwd alone ({rounds} rounds)"),
+            &["family", "keys"],
+            &["round", "fastfwd (M/s)"],
         );
-        let _ = writeln!(report, "| family | keys | round | fastfwd (M/s) |");
-        let _ = writeln!(report, "| --- | --- | ---: | ---: |");
     }
     let t4 = Poptrie::<u32>::from_routes(table.v4.iter().copied());
     let t6 = Poptrie::<u128>::from_routes(table.v6.iter().copied());
@@ -933,6 +936,20 @@ fn lookups_alternated(
     for line in summary {
         let _ = writeln!(report, "{line}");
     }
+}
+
+/// A markdown section title and table header: `left` columns aligned
+/// left, then `right` columns aligned right.
+fn table_head(report: &mut String, title: &str, left: &[&str], right: &[&str]) {
+    let _ = writeln!(report, "\n### {title}\n");
+    let names: Vec<&str> = left.iter().chain(right).copied().collect();
+    let _ = writeln!(report, "| {} |", names.join(" | "));
+    let rules: Vec<&str> = left
+        .iter()
+        .map(|_| "---")
+        .chain(right.iter().map(|_| "---:"))
+        .collect();
+    let _ = writeln!(report, "| {} |", rules.join(" | "));
 }
 
 fn fmt_rate(v: Option<f64>) -> String {
