@@ -161,6 +161,14 @@ impl TrieKey for u128 {
     }
 }
 
+/// A node with neither children nor leaves.
+static EMPTY_NODE: Node = Node {
+    children: 0,
+    leafvec: 0,
+    child_base: 0,
+    leaf_base: 0,
+};
+
 /// One trie node: 6 address bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Node {
@@ -1287,7 +1295,7 @@ impl<A: TrieKey> Poptrie<A> {
     }
 }
 
-use fastfwd_sys::cpu::prefetch;
+use fastfwd_sys::cpu::{prefetch, prefetch_address};
 
 impl<A: TrieKey> Poptrie<A> {
     /// Looks up up to `LANES` addresses in stages (group prefetching): every
@@ -1308,8 +1316,8 @@ impl<A: TrieKey> Poptrie<A> {
         }
         // The lanes still walking, kept packed at the front: walker `k` is
         // lane `lane[k]`, at node `node_at[k]`, with the address bits from
-        // the current level on in `win[k]` (so a level's six bits are one
-        // shift; a variable shift of a `u128` is half a dozen
+        // the current level on, inverted, in `win[k]` (so a level's six
+        // bits are one shift; a variable shift of a `u128` is half a dozen
         // instructions). A level reads and rewrites them in order, with no
         // indirection through the lane number.
         let mut lane = [0u8; LANES];
@@ -1343,7 +1351,7 @@ impl<A: TrieKey> Poptrie<A> {
                 }
                 lane[nwalk] = i as u8;
                 node_at[nwalk] = idx;
-                win[nwalk] = a.window(A::DIRECT_BITS);
+                win[nwalk] = !a.window(A::DIRECT_BITS);
                 nwalk += 1;
             }
         }
@@ -1363,41 +1371,38 @@ impl<A: TrieKey> Poptrie<A> {
             if fresh < u32::from(STRIDE) {
                 for k in 0..nwalk {
                     let i = usize::from(lane[k % LANES]);
-                    win[k % LANES] = addrs.get(i).map_or(0, |a| a.window(off));
+                    win[k % LANES] = !addrs.get(i).map_or(0, |a| a.window(off));
                 }
                 fresh = 64;
             }
             let mut still = 0;
-            for k in 0..nwalk {
-                // Walker numbers and counts stay below `LANES`; the masks
-                // say so to the compiler.
-                let k = k % LANES;
-                let i = usize::from(lane[k]) % LANES;
-                let Some(node) = self.nodes.get(node_at[k] as usize).copied() else {
-                    if let Some(o) = out.get_mut(i) {
-                        *o = None;
-                    }
-                    continue;
-                };
+            // Walker numbers and counts stay below `LANES`; the bound says
+            // so to the compiler, so the reads need no check.
+            for k in 0..nwalk.min(LANES) {
+                let i = lane[k];
                 let w = win[k];
-                let s = (w >> (64 - STRIDE)) as u32;
-                if (node.children >> s) & 1 != 0 {
-                    let idx = node.child_base + rank(node.children, s) - 1;
-                    if let Some(next) = self.nodes.get(idx as usize) {
-                        prefetch(next);
-                    }
+                // A node index out of range (none is) reads as an empty
+                // node, whose leaf index is out of range too: no route.
+                let node = self.nodes.get(node_at[k] as usize).unwrap_or(&EMPTY_NODE);
+                // The window is kept inverted, so its top bits are `63 - s`
+                // for slot `s`: shifted left by them, a bitmap has slot `s`
+                // in its sign bit and the slots up to `s` are its popcount.
+                let up = (w >> (64 - STRIDE)) as u32;
+                let children = node.children << up;
+                if (children as i64) < 0 {
+                    let idx = (node.child_base + children.count_ones()).wrapping_sub(1);
+                    prefetch_address(self.nodes.as_ptr().wrapping_add(idx as usize));
                     let at = still % LANES;
-                    lane[at] = i as u8;
+                    lane[at] = i;
                     node_at[at] = idx;
                     win[at] = w << STRIDE;
                     still += 1;
                 } else {
-                    let l = node.leaf_base + rank(node.leafvec, s) - 1;
-                    if let Some(leaf) = self.leaves.get(l as usize) {
-                        prefetch(leaf);
-                    }
-                    leafy[nleaf % LANES] = i as u8;
-                    leaf_at[nleaf % LANES] = l;
+                    let l = (node.leaf_base + (node.leafvec << up).count_ones()).wrapping_sub(1);
+                    prefetch_address(self.leaves.as_ptr().wrapping_add(l as usize));
+                    let f = nleaf % LANES;
+                    leafy[f] = i;
+                    leaf_at[f] = l;
                     nleaf += 1;
                 }
             }
