@@ -24,8 +24,8 @@ pub fn prefetch_address<T>(p: *const T) {
     }
     #[cfg(target_arch = "aarch64")]
     // SAFETY: PRFM is a hint: it never faults, whatever the address, and
-    // changes no memory,
-    // register or flag (`nostack`, `readonly`, `preserves_flags`).
+    // changes no memory, register or flag (`nostack`, `readonly`,
+    // `preserves_flags`).
     unsafe {
         core::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
     }
