@@ -97,6 +97,12 @@ pub trait TrieKey: Address + Ord {
     /// of this many leading bits: small enough that a bucket is a few cache
     /// lines, large enough that recompiling a node reads one bucket.
     const BUCKET_BITS: u8;
+    /// Whether batched lookups walk in interleaved groups (`LANES`
+    /// addresses advancing a level at a time, each prefetching its next
+    /// node): worth it where walks are deep. Otherwise a batch is looked up
+    /// one address after another, which the core's out-of-order window
+    /// already overlaps when a walk is a `top` entry and a leaf chunk.
+    const GROUP_WALK: bool;
     /// The top-level index: the first `DIRECT_BITS` bits.
     fn top_index(self) -> usize;
     /// The 64 bits starting `offset` bits from the most significant bit,
@@ -119,6 +125,9 @@ impl TrieKey for u32 {
     const DIRECT_BITS: u8 = 18;
     // A chunk: 29 routes on average over the full table's routes, 126 at most.
     const BUCKET_BITS: u8 = 18;
+    // A full table's IPv4 lookup is a `top` entry and a leaf chunk for all
+    // but a few keys.
+    const GROUP_WALK: bool = false;
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (32 - Self::DIRECT_BITS)) as usize
@@ -145,6 +154,8 @@ impl TrieKey for u128 {
     // A /40 bucket holds at most 414 of the full table's routes (35 on
     // average over its routes).
     const BUCKET_BITS: u8 = 40;
+    // A /48 lies five nodes deep.
+    const GROUP_WALK: bool = true;
     #[inline(always)]
     fn top_index(self) -> usize {
         (self >> (128 - Self::DIRECT_BITS)) as usize
@@ -1298,6 +1309,15 @@ impl<A: TrieKey> Poptrie<A> {
 use fastfwd_sys::cpu::{prefetch, prefetch_address};
 
 impl<A: TrieKey> Poptrie<A> {
+    /// Batched lookups by the group walk, whatever
+    /// [`TrieKey::GROUP_WALK`] says: what [`Lookup::lookup_batch`] does for
+    /// IPv6, for tests and benchmarks of either family.
+    pub fn lookup_batch_grouped(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
+        for (a, o) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            self.lookup_group(a, o);
+        }
+    }
+
     /// Looks up up to `LANES` addresses in stages (group prefetching): every
     /// lane's `top` entry is prefetched before any is read, then each level
     /// reads the nodes the level before prefetched and prefetches the next
@@ -1429,8 +1449,12 @@ impl<A: TrieKey> Lookup<A> for Poptrie<A> {
     }
 
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
-        for (a, o) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            self.lookup_group(a, o);
+        if A::GROUP_WALK {
+            self.lookup_batch_grouped(addrs, out);
+        } else {
+            for (&a, o) in addrs.iter().zip(out.iter_mut()) {
+                *o = self.lookup(a);
+            }
         }
     }
 }

@@ -52,11 +52,14 @@ fn check_all<A: TrieKey + core::fmt::LowerHex>(
 ) {
     let mut out = vec![None; addrs.len()];
     t.lookup_batch(addrs, &mut out);
+    let mut grouped = vec![None; addrs.len()];
+    t.lookup_batch_grouped(addrs, &mut grouped);
     let mut inside = 0usize;
-    for (a, o) in addrs.iter().zip(&out) {
+    for ((a, o), g) in addrs.iter().zip(&out).zip(&grouped) {
         let want = r.lookup(*a);
         assert_eq!(t.lookup(*a), want, "{what}: single lookup of {a:x}");
         assert_eq!(*o, want, "{what}: batched lookup of {a:x}");
+        assert_eq!(*g, want, "{what}: group walk of {a:x}");
         inside += want.is_some() as usize;
     }
     // The probes must exercise real matches, not only misses.

@@ -168,6 +168,10 @@ where
             for (a, o) in addrs.iter().zip(&out) {
                 prop_assert_eq!(*o, r.lookup(*a), "batched addr {:x}", a);
             }
+            t.lookup_batch_grouped(&addrs, &mut out);
+            for (a, o) in addrs.iter().zip(&out) {
+                prop_assert_eq!(*o, r.lookup(*a), "group walk addr {:x}", a);
+            }
         }
     }
     // A bulk build of the final routes answers the same.
