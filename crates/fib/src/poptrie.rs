@@ -84,8 +84,8 @@ const LEAF_CHUNK_HEADER: u32 = 4;
 const STRIDE: u8 = 6;
 /// `best_short_len` value for "no route of at most the direct bits covers".
 const NO_LEN: u8 = u8::MAX;
-/// Lanes interleaved by the batched lookup: enough that the work on the
-/// others covers one lane's wait for memory.
+/// Lanes interleaved by the group walk (IPv6 batched lookups): enough that
+/// the work on the others covers one lane's wait for memory.
 const LANES: usize = 32;
 
 /// Address types the trie can index: fixed-width integers, read from the most
@@ -106,7 +106,7 @@ pub trait TrieKey: Address + Ord {
     /// The top-level index: the first `DIRECT_BITS` bits.
     fn top_index(self) -> usize;
     /// The 64 bits starting `offset` bits from the most significant bit,
-    /// zero past the end of the address: the batched lookup's per-lane
+    /// zero past the end of the address: the group walk's per-lane
     /// window, from which each level takes its six bits with one shift.
     fn window(self, offset: u8) -> u64;
     /// Six bits starting `offset` bits from the most significant bit, zero
@@ -247,7 +247,9 @@ enum Holder {
     Chunk(usize),
 }
 
-/// Number of set bits of `v` at positions `0..=s`.
+/// Number of set bits of `v` at positions `0..=s`. (The group walk takes
+/// the same popcount with the shift `63 - s` read straight from its
+/// inverted address window.)
 #[inline(always)]
 fn rank(v: u64, s: u32) -> u32 {
     (v << (63 - s)).count_ones()
