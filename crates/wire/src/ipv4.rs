@@ -301,10 +301,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         if ttl == 0 {
             return None;
         }
-        let proto = self.protocol();
-        let old = u16::from_be_bytes([ttl, proto]);
-        let new = u16::from_be_bytes([ttl - 1, proto]);
-        let c = checksum::update_u16(self.checksum(), old, new);
+        let c = checksum::update_ttl_decrement(self.checksum());
         self.set_ttl(ttl - 1);
         self.set_checksum(c);
         Some(ttl - 1)
