@@ -248,6 +248,53 @@ pub(crate) struct ResolvedHop {
     pub(crate) gateway: Option<IpAddr>,
     /// The gateway's MAC, when known at build time.
     pub(crate) mac: Option<MacAddr>,
+    /// The egress L2 header, when the gateway's MAC is known: the forward
+    /// stage's common case, one read of the hop.
+    pub(crate) rewrite: Option<Rewrite>,
+}
+
+/// The first six bytes of `b` (a MAC) as the low 48 bits of a
+/// little-endian word; `u64::MAX`, which no MAC gives, when `b` is shorter.
+#[inline(always)]
+pub(crate) fn mac_bits(b: &[u8]) -> u64 {
+    b.first_chunk::<6>().map_or(u64::MAX, |m| {
+        let mut w = [0u8; 8];
+        w[..6].copy_from_slice(m);
+        u64::from_le_bytes(w)
+    })
+}
+
+/// Longest egress L2 header: two MACs, two VLAN tags, the EtherType.
+pub(crate) const REWRITE_MAX: usize = 22;
+
+/// A gateway's egress L2 header built once (destination MAC, source MAC,
+/// the egress interface's VLAN tags, the IPv4 EtherType; an IPv6 packet
+/// gets its EtherType over the last two bytes), with the egress port and
+/// MTU beside it, so forwarding to a resolved gateway reads one record
+/// rather than the hop, its interface and its neighbour.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rewrite {
+    pub(crate) bytes: [u8; REWRITE_MAX],
+    /// Bytes of `bytes` in use (14, 18 or 22).
+    pub(crate) len: u8,
+    pub(crate) port: PortId,
+    pub(crate) mtu: u16,
+}
+
+impl Rewrite {
+    fn new(ifr: &IfRuntime, dst: MacAddr) -> Self {
+        let mut bytes = [0u8; REWRITE_MAX];
+        bytes[..6].copy_from_slice(&dst.0);
+        let n = usize::from(ifr.l2_src_and_tags_len);
+        bytes[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
+        bytes[6 + n..8 + n].copy_from_slice(&wire::ethertype::IPV4.to_be_bytes());
+        Self {
+            bytes,
+            len: (8 + n) as u8,
+            port: ifr.port,
+            mtu: ifr.mtu,
+        }
+    }
 }
 
 /// Per-interface data the per-packet path reads, kept compact.
@@ -256,6 +303,9 @@ pub(crate) struct IfRuntime {
     pub(crate) port: PortId,
     pub(crate) mtu: u16,
     pub(crate) mac: MacAddr,
+    /// `mac` as the low 48 bits of a little-endian word, for the input
+    /// stage's one comparison per frame ([`mac_bits`]).
+    pub(crate) mac_bits: u64,
     /// `src MAC (6) | tags (0, 4 or 8)`; the destination MAC and EtherType
     /// are written per packet.
     pub(crate) l2_src_and_tags: [u8; 14],
@@ -590,6 +640,7 @@ impl TablesBuilder {
                 port: i.port,
                 mtu: i.mtu,
                 mac: i.mac,
+                mac_bits: mac_bits(&i.mac.0),
                 l2_src_and_tags: tmpl,
                 l2_src_and_tags_len: 6 + tag_len,
                 ipv4_source: i.ipv4.first().map(|a| u32::from(a.addr)),
@@ -634,10 +685,16 @@ impl TablesBuilder {
                         .get(&NeighbourKey::new(h.interface, g))
                         .copied()
                 });
+                let rewrite = mac.and_then(|m| {
+                    if_rt
+                        .get(usize::from(h.interface))
+                        .map(|ifr| Rewrite::new(ifr, m))
+                });
                 hops.push(ResolvedHop {
                     interface: h.interface,
                     gateway: h.gateway,
                     mac,
+                    rewrite,
                 });
             }
             adjacencies.push((start, set.len() as u32));

@@ -233,6 +233,19 @@ pub(crate) enum Step {
     Route6(u128),
 }
 
+/// A packet's state between the stages of a chunk: decided, or in flight
+/// in one family (its destination went to that family's lookup array, so
+/// the state is eight bytes rather than a `u128`'s thirty-two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Finished: the verdict is final.
+    Done(Verdict),
+    /// In flight, IPv4.
+    Ipv4,
+    /// In flight, IPv6.
+    Ipv6,
+}
+
 /// A forwarding worker: its counters, its output buffers and its ICMP
 /// token bucket. One per core; `Send`, not shared.
 #[derive(Debug)]
@@ -391,7 +404,7 @@ impl Worker {
     {
         let n = frames.len();
         let mut meta = [Meta::default(); CHUNK];
-        let mut steps = [Step::Done(Verdict::Consumed); CHUNK];
+        let mut steps = [Status::Done(Verdict::Consumed); CHUNK];
         let mut timer = ChunkTimer::start(self.stage_clock, self.chunks);
         self.chunks = self.chunks.wrapping_add(1);
 
@@ -404,32 +417,40 @@ impl Worker {
         }
 
         // Stage 1: input (L2 dispatch, L3 validation, local delivery, TTL).
-        for i in 0..n {
-            steps[i] = stages::input(self, tables, port, &mut frames[i], &mut meta[i]);
-        }
-        if tracing {
-            self.trace_input(&traced[..n], &steps[..n], &meta[..n]);
-        }
-        timer.lap(&mut self.runtime, Stage::Input, n);
-
-        // Stage 2: batched route lookup, one call per family.
+        // The destinations of the packets in flight are gathered per
+        // family, in chunk order, for the lookup.
         let mut dst4 = [0u32; CHUNK];
         let mut n4 = 0;
         let mut dst6 = [0u128; CHUNK];
         let mut n6 = 0;
-        for step in &steps[..n] {
-            match *step {
+        for i in 0..n {
+            steps[i] = match stages::input(self, tables, port, &mut frames[i], &mut meta[i]) {
+                Step::Done(v) => Status::Done(v),
                 Step::Route4(d) => {
-                    dst4[n4] = d;
+                    dst4[n4 % CHUNK] = d;
                     n4 += 1;
+                    Status::Ipv4
                 }
                 Step::Route6(d) => {
-                    dst6[n6] = d;
+                    dst6[n6 % CHUNK] = d;
                     n6 += 1;
+                    Status::Ipv6
                 }
-                Step::Done(_) => {}
-            }
+            };
         }
+        // At most one packet per frame of the chunk.
+        let (n4, n6) = (n4.min(CHUNK), n6.min(CHUNK));
+        if tracing {
+            self.trace_input(
+                &traced[..n],
+                &steps[..n],
+                &meta[..n],
+                (&dst4[..n4], &dst6[..n6]),
+            );
+        }
+        timer.lap(&mut self.runtime, Stage::Input, n);
+
+        // Stage 2: batched route lookup, one call per family.
         let mut nh4 = [None::<NextHopId>; CHUNK];
         let mut nh6 = [None::<NextHopId>; CHUNK];
         if n4 > 0 {
@@ -451,14 +472,14 @@ impl Worker {
         let (mut j4, mut j6) = (0, 0);
         for i in 0..n {
             let (is_ipv6, nh) = match steps[i] {
-                Step::Done(_) => continue,
-                Step::Route4(_) => {
+                Status::Done(_) => continue,
+                Status::Ipv4 => {
                     j4 += 1;
-                    (false, nh4[j4 - 1])
+                    (false, nh4[(j4 - 1) % CHUNK])
                 }
-                Step::Route6(_) => {
+                Status::Ipv6 => {
                     j6 += 1;
-                    (true, nh6[j6 - 1])
+                    (true, nh6[(j6 - 1) % CHUNK])
                 }
             };
             match stages::choose_hop(
@@ -472,7 +493,7 @@ impl Worker {
                 &mut keys[i],
             ) {
                 Ok(h) => hops[i] = h,
-                Err(v) => steps[i] = Step::Done(v),
+                Err(v) => steps[i] = Status::Done(v),
             }
         }
         if let Some(routed) = &routed {
@@ -494,7 +515,7 @@ impl Worker {
             let mut idx = [0u8; CHUNK];
             let mut k = 0;
             for i in 0..n {
-                if !matches!(steps[i], Step::Done(_)) {
+                if !matches!(steps[i], Status::Done(_)) {
                     hints[k] = frames[i].ct_hint();
                     idx[k] = i as u8;
                     k += 1;
@@ -572,7 +593,7 @@ impl Worker {
                         }
                     }
                 }
-                steps[i] = Step::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
+                steps[i] = Status::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
             }
             timer.lap(&mut self.runtime, Stage::Acl, k);
         }
@@ -581,15 +602,15 @@ impl Worker {
         let mut in_flight = 0;
         for i in 0..n {
             let verdict = match steps[i] {
-                Step::Done(v) => v,
-                Step::Route4(_) | Step::Route6(_) => {
+                Status::Done(v) => v,
+                Status::Ipv4 | Status::Ipv6 => {
                     in_flight += 1;
                     stages::forward(
                         self,
                         tables,
                         &mut frames[i],
                         &meta[i],
-                        matches!(steps[i], Step::Route6(_)),
+                        steps[i] == Status::Ipv6,
                         hops[i],
                         (base + i) as u16,
                     )
@@ -621,18 +642,32 @@ impl Worker {
     /// Records where the input stage sent each traced packet.
     #[cold]
     #[inline(never)]
-    fn trace_input(&mut self, traced: &[u16], steps: &[Step], meta: &[Meta]) {
+    fn trace_input(
+        &mut self,
+        traced: &[u16],
+        steps: &[Status],
+        meta: &[Meta],
+        (dst4, dst6): (&[u32], &[u128]),
+    ) {
+        let (mut j4, mut j6) = (0, 0);
         for ((&at, &step), m) in traced.iter().zip(steps).zip(meta) {
+            let destination = match step {
+                Status::Done(_) => None,
+                Status::Ipv4 => {
+                    j4 += 1;
+                    dst4.get(j4 - 1).map(|d| IpAddr::from(d.to_be_bytes()))
+                }
+                Status::Ipv6 => {
+                    j6 += 1;
+                    dst6.get(j6 - 1).map(|d| IpAddr::from(d.to_be_bytes()))
+                }
+            };
             if let Some(r) = self.trace_at(at) {
                 match step {
-                    Step::Done(_) => r.decided_by = Stage::Input,
-                    Step::Route4(d) => {
+                    Status::Done(_) => r.decided_by = Stage::Input,
+                    _ => {
                         r.in_if = Some(m.in_if);
-                        r.destination = Some(IpAddr::from(d.to_be_bytes()));
-                    }
-                    Step::Route6(d) => {
-                        r.in_if = Some(m.in_if);
-                        r.destination = Some(IpAddr::from(d.to_be_bytes()));
+                        r.destination = destination;
                     }
                 }
             }
@@ -647,20 +682,20 @@ impl Worker {
         &mut self,
         tables: &Tables<F4, F6, A>,
         traced: &[u16],
-        routed: &[Step],
-        steps: &[Step],
+        routed: &[Status],
+        steps: &[Status],
         hops: &[u32],
         (nh4, nh6): (&[Option<NextHopId>], &[Option<NextHopId>]),
     ) {
         let (mut j4, mut j6) = (0, 0);
         for (i, &at) in traced.iter().enumerate() {
             let nh = match routed[i] {
-                Step::Done(_) => continue,
-                Step::Route4(_) => {
+                Status::Done(_) => continue,
+                Status::Ipv4 => {
                     j4 += 1;
                     nh4.get(j4 - 1).copied().flatten()
                 }
-                Step::Route6(_) => {
+                Status::Ipv6 => {
                     j6 += 1;
                     nh6.get(j6 - 1).copied().flatten()
                 }
@@ -672,7 +707,7 @@ impl Worker {
             if let Some(r) = self.trace_at(at) {
                 r.next_hop_set = Some(nh);
                 match steps[i] {
-                    Step::Done(_) => r.decided_by = Stage::NextHop,
+                    Status::Done(_) => r.decided_by = Stage::NextHop,
                     _ => r.hop = hop,
                 }
             }
@@ -703,11 +738,11 @@ impl Worker {
     /// the output), and the forward stage for those it finished.
     #[cold]
     #[inline(never)]
-    fn trace_forward(&mut self, traced: &[u16], steps: &[Step], base: usize) {
+    fn trace_forward(&mut self, traced: &[u16], steps: &[Status], base: usize) {
         for (i, (&at, &step)) in traced.iter().zip(steps).enumerate() {
             let verdict = self.out.verdicts.get(base + i).copied();
             if let (Some(r), Some(v)) = (self.trace_at(at), verdict) {
-                if matches!(step, Step::Route4(_) | Step::Route6(_)) {
+                if matches!(step, Status::Ipv4 | Status::Ipv6) {
                     r.decided_by = Stage::Forward;
                 }
                 r.verdict = v;

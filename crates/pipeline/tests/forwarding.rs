@@ -71,6 +71,48 @@ fn forwards_ipv6_with_hop_limit_and_macs() {
     assert_eq!(o.counters.forwarded_ipv6, 1);
 }
 
+/// IPv6 to a gateway behind a tagged interface: the precomputed header
+/// carries the tag and takes the IPv6 EtherType after it, with headroom
+/// for the longer header and without (the general path moves the packet).
+#[test]
+fn ipv6_to_a_tagged_gateway_gets_the_tag_and_its_ethertype() {
+    let t = router();
+    let pkt = ipv6(
+        "2001:2::108",
+        "2001:db8:f00::77",
+        64,
+        17,
+        &udp_payload(1, 2, 20),
+    );
+    for headroom in [HEADROOM, 0] {
+        let o = run_with(
+            &mut Worker::new(WorkerConfig::default()),
+            &t,
+            0,
+            0,
+            &eth6(MAC0, &pkt),
+            headroom,
+        );
+        assert_eq!(
+            o.verdict,
+            Verdict::Forward {
+                interface: 2,
+                port: 1
+            },
+            "headroom {headroom}"
+        );
+        assert_eq!(&o.frame[..6], &PEER_V100);
+        assert_eq!(&o.frame[6..12], &MAC1V);
+        assert_eq!(o.frame[12..14], [0x81, 0x00]);
+        assert_eq!(u16::from_be_bytes([o.frame[14], o.frame[15]]) & 0x0fff, 100);
+        assert_eq!(o.frame[16..18], [0x86, 0xdd]);
+        let mut expect = pkt.clone();
+        expect[7] = 63;
+        assert_eq!(&o.frame[18..], &expect[..]);
+        assert_eq!(o.counters.interfaces[2].tx_bytes, o.frame.len() as u64);
+    }
+}
+
 #[test]
 fn ethernet_padding_is_not_forwarded() {
     let t = router();

@@ -22,7 +22,8 @@ use crate::acl::FlowKey;
 use crate::counters::{DropReason, IcmpSuppressed, PuntReason};
 use crate::frame::Frame;
 use crate::tables::{
-    Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Tables, v4_key,
+    Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Rewrite, Tables,
+    v4_key,
 };
 use crate::worker::{Meta, Step, Verdict, Worker};
 
@@ -63,9 +64,13 @@ where
     let Some(ifr) = tables.if_rt.get(usize::from(in_if)) else {
         return Step::Done(w.drop_in(in_if, DropReason::UnknownInterface));
     };
-    let cast = if d[..6] == ifr.mac.0 {
+    // The destination MAC as one word (eight bytes read, two masked off).
+    let dst_mac = d
+        .first_chunk::<8>()
+        .map_or(u64::MAX, |b| u64::from_le_bytes(*b) & 0xffff_ffff_ffff);
+    let cast = if dst_mac == ifr.mac_bits {
         LinkCast::Unicast
-    } else if d[0] & 1 != 0 {
+    } else if dst_mac & 1 != 0 {
         LinkCast::Group
     } else {
         return Step::Done(w.drop_in(in_if, DropReason::NotOurMac));
@@ -303,7 +308,7 @@ fn hop_or_miss(w: &mut Worker, r: Resolved) -> Result<(InterfaceId, MacAddr), Ic
 ///
 /// Reads: the lookup result, the adjacency (next-hop set) and, when the
 /// set has several next hops or the ACL runs, the packet's flow key.
-/// Writes: `key` (when built), with the egress interface filled in.
+/// Writes: `key` (when built), with the egress interface when the ACL runs.
 /// Next: the ACL, then [`forward`]. No route (or a `throw` route): ICMP
 /// destination unreachable, code 0 (RFC 1812 §5.2.7.1, RFC 4443 §3.1), and
 /// drop `no_route`; a discarding route ([`Discard`]): its ICMP error, if
@@ -350,10 +355,14 @@ where
         hash = flow_hash(key);
     }
     let idx = start + pick(hash, count);
-    let Some(hop) = tables.hops.get(idx as usize) else {
-        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
-    };
-    key.out_interface = hop.interface;
+    // The forward stage reads the hop anyway (and checks the index); here
+    // only the ACL needs its interface.
+    if need_key {
+        let Some(hop) = tables.hops.get(idx as usize) else {
+            return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+        };
+        key.out_interface = hop.interface;
+    }
     Ok(idx)
 }
 
@@ -433,7 +442,10 @@ pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype:
 ///   needed with the next-hop MTU (RFC 1191 §4) and is dropped; IPv4
 ///   without DF is fragmented ([`fragment`]); IPv6 gets ICMPv6 packet too
 ///   big (RFC 4443 §3.2, RFC 8200 §5) and is dropped;
-/// - otherwise rewritten in place and queued on the egress port.
+/// - otherwise rewritten in place and queued on the egress port: a gateway
+///   whose MAC is known by its precomputed header ([`Rewrite`]), when the
+///   packet fits its MTU and the headroom the header; anything else by
+///   [`forward_general`].
 #[inline]
 pub(crate) fn forward<F4, F6, A>(
     w: &mut Worker,
@@ -448,12 +460,115 @@ where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
-    let l3 = usize::from(m.l3);
-    let l3_len = m.l3_len as usize;
-    let d = f.data();
     let Some(hop) = tables.hops.get(hop as usize) else {
         return w.drop_in(m.in_if, DropReason::BadNextHop);
     };
+    if let Some(rw) = &hop.rewrite
+        && let Some(v) = forward_resolved(w, f, m, is_ipv6, hop.interface, rw, index)
+    {
+        return v;
+    }
+    forward_general(w, tables, f, m, is_ipv6, hop, index)
+}
+
+/// The TTL (with the RFC 1624 checksum update) or hop limit of a header
+/// whose first 12 bytes are `h`, decremented; the input stage let only
+/// values of at least 2 through.
+#[inline(always)]
+fn decrement_ttl(h: &mut [u8; 12], is_ipv6: bool) {
+    if is_ipv6 {
+        h[7] = h[7].wrapping_sub(1);
+    } else {
+        h[8] = h[8].wrapping_sub(1);
+        let c = wire::checksum::update_ttl_decrement(u16::from_be_bytes([h[10], h[11]]));
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Counts a forwarded packet of `bytes` (L2 included) and queues it on
+/// `port`.
+#[inline(always)]
+fn transmit(
+    w: &mut Worker,
+    out_if: InterfaceId,
+    port: PortId,
+    is_ipv6: bool,
+    bytes: usize,
+    index: u16,
+) -> Verdict {
+    if is_ipv6 {
+        w.counters.forwarded_ipv6 += 1;
+    } else {
+        w.counters.forwarded_ipv4 += 1;
+    }
+    w.count_tx(out_if, bytes);
+    w.out.enqueue_tx(port, index);
+    Verdict::Forward {
+        interface: out_if,
+        port,
+    }
+}
+
+/// The forward stage's common case: a gateway with a known MAC, a packet
+/// within the MTU and headroom for the header. `None`: the general path
+/// decides (nothing was written).
+#[inline(always)]
+fn forward_resolved(
+    w: &mut Worker,
+    f: &mut Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+    out_if: InterfaceId,
+    rw: &Rewrite,
+    index: u16,
+) -> Option<Verdict> {
+    let l3_len = m.l3_len as usize;
+    if l3_len > usize::from(rw.mtu) {
+        return None;
+    }
+    let len = usize::from(rw.len);
+    let at = f.start() + usize::from(m.l3);
+    let new_start = at.checked_sub(len)?;
+    let (l2, ip) = f
+        .buffer_mut()
+        .get_mut(new_start..)?
+        .split_at_mut_checked(len)?;
+    let ip = ip.first_chunk_mut::<12>()?;
+    decrement_ttl(ip, is_ipv6);
+    // An untagged header (nearly every interface) is a copy of fixed size.
+    if let Ok(l2) = <&mut [u8; 14]>::try_from(&mut *l2) {
+        l2.copy_from_slice(&rw.bytes[..14]);
+    } else {
+        l2.copy_from_slice(&rw.bytes[..len]);
+    }
+    if is_ipv6 {
+        l2[len - 2..].copy_from_slice(&wire::ethertype::IPV6.to_be_bytes());
+    }
+    f.set_window(new_start, len + l3_len);
+    Some(transmit(w, out_if, rw.port, is_ipv6, len + l3_len, index))
+}
+
+/// The forward stage for everything [`forward_resolved`] leaves: directly
+/// connected destinations (the neighbour table), unresolved gateways
+/// (punted), packets over the MTU (ICMP errors, fragmentation) and frames
+/// without headroom for the egress header.
+#[inline(never)]
+fn forward_general<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    f: &mut Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+    hop: &ResolvedHop,
+    index: u16,
+) -> Verdict
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    let l3 = usize::from(m.l3);
+    let l3_len = m.l3_len as usize;
+    let d = f.data();
     let dst_key = if hop.gateway.is_some() {
         0
     } else if is_ipv6 {
@@ -507,20 +622,20 @@ where
     let start = f.start();
     let abs_l3 = start + l3;
     let buf = f.buffer_mut();
-    if is_ipv6 {
-        buf[abs_l3 + 7] -= 1;
-    } else {
-        let ttl = buf[abs_l3 + 8];
-        let proto = buf[abs_l3 + 9];
-        let old = u16::from_be_bytes([buf[abs_l3 + 10], buf[abs_l3 + 11]]);
-        let c = wire::checksum::update_u16(
-            old,
-            u16::from_be_bytes([ttl, proto]),
-            u16::from_be_bytes([ttl - 1, proto]),
-        );
-        buf[abs_l3 + 8] = ttl - 1;
-        buf[abs_l3 + 10..abs_l3 + 12].copy_from_slice(&c.to_be_bytes());
-    }
+    // The header's first 12 bytes, checked once (the input stage saw at
+    // least 20 / 40); the TTL / hop limit is at least 2 here.
+    let Some(h) = buf
+        .get_mut(abs_l3..)
+        .and_then(|h| h.first_chunk_mut::<12>())
+    else {
+        let r = if is_ipv6 {
+            DropReason::Ipv6Truncated
+        } else {
+            DropReason::Ipv4Truncated
+        };
+        return w.drop_in(m.in_if, r);
+    };
+    decrement_ttl(h, is_ipv6);
     let l2_len = ifr.l2_len();
     let mut at = abs_l3;
     if at < l2_len {
@@ -540,15 +655,5 @@ where
     };
     write_l2(&mut buf[new_start..at], ifr, mac, ethertype);
     f.set_window(new_start, l2_len + l3_len);
-    if is_ipv6 {
-        w.counters.forwarded_ipv6 += 1;
-    } else {
-        w.counters.forwarded_ipv4 += 1;
-    }
-    w.count_tx(out_if, l2_len + l3_len);
-    w.out.enqueue_tx(ifr.port, index);
-    Verdict::Forward {
-        interface: out_if,
-        port: ifr.port,
-    }
+    transmit(w, out_if, ifr.port, is_ipv6, l2_len + l3_len, index)
 }
