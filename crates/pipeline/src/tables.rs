@@ -264,36 +264,42 @@ pub(crate) fn mac_bits(b: &[u8]) -> u64 {
     })
 }
 
-/// Longest egress L2 header: two MACs, two VLAN tags, the EtherType.
-pub(crate) const REWRITE_MAX: usize = 22;
-
-/// A gateway's egress L2 header built once (destination MAC, source MAC,
-/// the egress interface's VLAN tags, the IPv4 EtherType; an IPv6 packet
-/// gets its EtherType over the last two bytes), with the egress port and
-/// MTU beside it, so forwarding to a resolved gateway reads one record
-/// rather than the hop, its interface and its neighbour.
+/// A gateway's egress L2 header built once (destination and source MAC,
+/// the egress interface's VLAN tags; the EtherType follows the family),
+/// with the egress port and MTU beside it, so forwarding to a resolved
+/// gateway reads one record rather than the hop, its interface and its
+/// neighbour.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rewrite {
-    pub(crate) bytes: [u8; REWRITE_MAX],
-    /// Bytes of `bytes` in use (14, 18 or 22).
-    pub(crate) len: u8,
+    pub(crate) macs: [u8; 12],
+    /// The tags (`tags_len` bytes: 0, 4 or 8).
+    pub(crate) tags: [u8; 8],
+    pub(crate) tags_len: u8,
     pub(crate) port: PortId,
     pub(crate) mtu: u16,
 }
 
 impl Rewrite {
     fn new(ifr: &IfRuntime, dst: MacAddr) -> Self {
-        let mut bytes = [0u8; REWRITE_MAX];
-        bytes[..6].copy_from_slice(&dst.0);
-        let n = usize::from(ifr.l2_src_and_tags_len);
-        bytes[6..6 + n].copy_from_slice(&ifr.l2_src_and_tags[..n]);
-        bytes[6 + n..8 + n].copy_from_slice(&wire::ethertype::IPV4.to_be_bytes());
+        let mut macs = [0u8; 12];
+        macs[..6].copy_from_slice(&dst.0);
+        macs[6..].copy_from_slice(&ifr.l2_src_and_tags[..6]);
+        let n = usize::from(ifr.l2_src_and_tags_len).clamp(6, 14) - 6;
+        let mut tags = [0u8; 8];
+        tags[..n].copy_from_slice(&ifr.l2_src_and_tags[6..6 + n]);
         Self {
-            bytes,
-            len: (8 + n) as u8,
+            macs,
+            tags,
+            tags_len: n as u8,
             port: ifr.port,
             mtu: ifr.mtu,
         }
+    }
+
+    /// The header's length, EtherType included.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        14 + usize::from(self.tags_len)
     }
 }
 

@@ -526,7 +526,7 @@ fn forward_resolved(
     if l3_len > usize::from(rw.mtu) {
         return None;
     }
-    let len = usize::from(rw.len);
+    let len = rw.len();
     let at = f.start() + usize::from(m.l3);
     let new_start = at.checked_sub(len)?;
     let (l2, ip) = f
@@ -534,15 +534,25 @@ fn forward_resolved(
         .get_mut(new_start..)?
         .split_at_mut_checked(len)?;
     let ip = ip.first_chunk_mut::<12>()?;
+    let (macs, rest) = l2.split_first_chunk_mut::<12>()?;
     decrement_ttl(ip, is_ipv6);
-    // An untagged header (nearly every interface) is a copy of fixed size.
-    if let Ok(l2) = <&mut [u8; 14]>::try_from(&mut *l2) {
-        l2.copy_from_slice(&rw.bytes[..14]);
+    *macs = rw.macs;
+    let ethertype = if is_ipv6 {
+        wire::ethertype::IPV6
     } else {
-        l2.copy_from_slice(&rw.bytes[..len]);
+        wire::ethertype::IPV4
     }
-    if is_ipv6 {
-        l2[len - 2..].copy_from_slice(&wire::ethertype::IPV6.to_be_bytes());
+    .to_be_bytes();
+    // Stores of fixed size for each tag count: a copy of variable length
+    // would be a call to memcpy.
+    if let Ok(r) = <&mut [u8; 2]>::try_from(&mut *rest) {
+        *r = ethertype;
+    } else if let Ok(r) = <&mut [u8; 6]>::try_from(&mut *rest) {
+        r[..4].copy_from_slice(&rw.tags[..4]);
+        r[4..].copy_from_slice(&ethertype);
+    } else if let Ok(r) = <&mut [u8; 10]>::try_from(&mut *rest) {
+        r[..8].copy_from_slice(&rw.tags);
+        r[8..].copy_from_slice(&ethertype);
     }
     f.set_window(new_start, len + l3_len);
     Some(transmit(w, out_if, rw.port, is_ipv6, len + l3_len, index))
