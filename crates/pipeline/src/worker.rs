@@ -418,21 +418,26 @@ impl Worker {
 
         // Stage 1: input (L2 dispatch, L3 validation, local delivery, TTL).
         // The destinations of the packets in flight are gathered per
-        // family, in chunk order, for the lookup.
+        // family, in chunk order, for the lookup, with each one's place in
+        // the chunk.
         let mut dst4 = [0u32; CHUNK];
+        let mut at4 = [0u8; CHUNK];
         let mut n4 = 0;
         let mut dst6 = [0u128; CHUNK];
+        let mut at6 = [0u8; CHUNK];
         let mut n6 = 0;
         for i in 0..n {
             steps[i] = match stages::input(self, tables, port, &mut frames[i], &mut meta[i]) {
                 Step::Done(v) => Status::Done(v),
                 Step::Route4(d) => {
                     dst4[n4 % CHUNK] = d;
+                    at4[n4 % CHUNK] = i as u8;
                     n4 += 1;
                     Status::Ipv4
                 }
                 Step::Route6(d) => {
                     dst6[n6 % CHUNK] = d;
+                    at6[n6 % CHUNK] = i as u8;
                     n6 += 1;
                     Status::Ipv6
                 }
@@ -463,37 +468,33 @@ impl Worker {
 
         // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
         // egress interface. Flow keys are built when the ACL or ECMP
-        // needs them.
+        // needs them. It walks each family's lookup results with their
+        // places in the chunk (IPv4 first), not the whole chunk.
         let acl_on = !tables.acl.accepts_all();
         let mut keys = [FlowKey::default(); CHUNK];
         let mut hops = [0u32; CHUNK];
         // Where each packet stood before this stage (for a trace only).
         let routed = tracing.then_some(steps);
-        let (mut j4, mut j6) = (0, 0);
-        for i in 0..n {
-            let (is_ipv6, nh) = match steps[i] {
-                Status::Done(_) => continue,
-                Status::Ipv4 => {
-                    j4 += 1;
-                    (false, nh4[(j4 - 1) % CHUNK])
+        for (is_ipv6, at, nh) in [
+            (false, &at4[..n4], &nh4[..n4]),
+            (true, &at6[..n6], &nh6[..n6]),
+        ] {
+            for (&i, &nh) in at.iter().zip(nh) {
+                let i = usize::from(i) % CHUNK;
+                let Some(f) = frames.get(i) else { continue };
+                match stages::choose_hop(
+                    self,
+                    tables,
+                    f,
+                    &meta[i],
+                    is_ipv6,
+                    nh,
+                    acl_on,
+                    &mut keys[i],
+                ) {
+                    Ok(h) => hops[i] = h,
+                    Err(v) => steps[i] = Status::Done(v),
                 }
-                Status::Ipv6 => {
-                    j6 += 1;
-                    (true, nh6[(j6 - 1) % CHUNK])
-                }
-            };
-            match stages::choose_hop(
-                self,
-                tables,
-                &frames[i],
-                &meta[i],
-                is_ipv6,
-                nh,
-                acl_on,
-                &mut keys[i],
-            ) {
-                Ok(h) => hops[i] = h,
-                Err(v) => steps[i] = Status::Done(v),
             }
         }
         if let Some(routed) = &routed {

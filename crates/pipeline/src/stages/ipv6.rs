@@ -80,27 +80,35 @@ where
     m.l3_len = total as u32;
     let src = be128(h, 8);
     let dst = be128(h, 24);
-    if src >> 120 == 0xff {
-        return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianSource));
-    }
-    if dst >> 120 == 0xff {
-        // Scope nibble 2: link-local (RFC 4291 §2.7).
-        if (dst >> 112) & 0xf == 2 {
-            return punt(w, PuntReason::Multicast);
+    // Global unicast (2000::/3) at both ends, nearly all transit traffic,
+    // is never multicast, unspecified, loopback, IPv4-mapped or
+    // link-local: of the checks below only the local address applies.
+    let global = src >> 125 == 1 && dst >> 125 == 1;
+    if !global {
+        if src >> 120 == 0xff {
+            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianSource));
         }
-        return Step::Done(w.drop_in(m.in_if, DropReason::MulticastNotRouted));
+        if dst >> 120 == 0xff {
+            // Scope nibble 2: link-local (RFC 4291 §2.7).
+            if (dst >> 112) & 0xf == 2 {
+                return punt(w, PuntReason::Multicast);
+            }
+            return Step::Done(w.drop_in(m.in_if, DropReason::MulticastNotRouted));
+        }
     }
     if tables.local6(dst).is_some() {
         return punt(w, PuntReason::LocalAddress);
     }
-    if is_never_forwarded(src) {
-        return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianSource));
-    }
-    if is_never_forwarded(dst) {
-        return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianDestination));
-    }
-    if is_v6_link_local(src) || is_v6_link_local(dst) {
-        return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6LinkLocal));
+    if !global {
+        if is_never_forwarded(src) {
+            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianSource));
+        }
+        if is_never_forwarded(dst) {
+            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianDestination));
+        }
+        if is_v6_link_local(src) || is_v6_link_local(dst) {
+            return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6LinkLocal));
+        }
     }
     if cast != LinkCast::Unicast {
         return Step::Done(w.drop_in(m.in_if, DropReason::L2BroadcastNotForwarded));
