@@ -734,18 +734,20 @@ impl TablesBuilder {
     }
 }
 
-/// XOR-fold of an IPv4 address to the bit index of the local filter.
+/// An IPv4 address to the bit index of the local filter: the top byte
+/// of a multiplicative hash (every address bit reaches it; a multiply and
+/// a shift).
 #[inline(always)]
 fn fold4(a: u32) -> u8 {
-    let x = a ^ (a >> 16);
-    (x ^ (x >> 8)) as u8
+    (a.wrapping_mul(0x9e37_79b1) >> 24) as u8
 }
 
-/// XOR-fold of an IPv6 address to the bit index of the local filter.
+/// [`fold4`] for IPv6: the halves XORed, then the top byte of a
+/// multiplicative hash.
 #[inline(always)]
 fn fold6(a: u128) -> u8 {
     let x = (a as u64) ^ ((a >> 64) as u64);
-    fold4((x as u32) ^ ((x >> 32) as u32))
+    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
 }
 
 pub(crate) fn is_v6_link_local(a: u128) -> bool {

@@ -83,7 +83,8 @@ where
     // Global unicast (2000::/3) at both ends, nearly all transit traffic,
     // is never multicast, unspecified, loopback, IPv4-mapped or
     // link-local: of the checks below only the local address applies.
-    let global = src >> 125 == 1 && dst >> 125 == 1;
+    let top3 = |a: u128| ((a >> 64) as u64) >> 61;
+    let global = top3(src) == 1 && top3(dst) == 1;
     if !global {
         if src >> 120 == 0xff {
             return Step::Done(w.drop_in(m.in_if, DropReason::Ipv6MartianSource));

@@ -347,14 +347,14 @@ where
             None => w.drop_in(m.in_if, DropReason::BadNextHop),
         });
     }
-    let mut hash = 0;
     if need_key || count > 1 {
         *key = flow_key(f.data(), m, is_ipv6);
     }
-    if count > 1 {
-        hash = flow_hash(key);
-    }
-    let idx = start + pick(hash, count);
+    let idx = if count > 1 {
+        start + pick(flow_hash(key), count)
+    } else {
+        start
+    };
     // The forward stage reads the hop anyway (and checks the index); here
     // only the ACL needs its interface.
     if need_key {
