@@ -965,6 +965,14 @@ impl<F4, F6, A> Tables<F4, F6, A> {
             .map(|i| self.local6[i].1)
     }
 
+    /// The untagged interface on `port` and its MAC (as
+    /// `IfRuntime::mac_bits`), if it has one.
+    #[inline]
+    pub(crate) fn untagged_interface(&self, port: PortId) -> Option<(InterfaceId, u64)> {
+        let i = self.interface_for(port, Vlan::Untagged)?;
+        Some((i, self.if_rt.get(usize::from(i))?.mac_bits))
+    }
+
     /// The logical interface a frame on `port` with these tags belongs to.
     #[inline]
     pub(crate) fn interface_for(&self, port: PortId, vlan: Vlan) -> Option<InterfaceId> {

@@ -426,22 +426,26 @@ impl Worker {
         let mut dst6 = [0u128; CHUNK];
         let mut at6 = [0u8; CHUNK];
         let mut n6 = 0;
+        // The port's untagged interface, for nearly every frame, looked up
+        // once.
+        let untagged = tables.untagged_interface(port);
         for i in 0..n {
-            steps[i] = match stages::input(self, tables, port, &mut frames[i], &mut meta[i]) {
-                Step::Done(v) => Status::Done(v),
-                Step::Route4(d) => {
-                    dst4[n4 % CHUNK] = d;
-                    at4[n4 % CHUNK] = i as u8;
-                    n4 += 1;
-                    Status::Ipv4
-                }
-                Step::Route6(d) => {
-                    dst6[n6 % CHUNK] = d;
-                    at6[n6 % CHUNK] = i as u8;
-                    n6 += 1;
-                    Status::Ipv6
-                }
-            };
+            steps[i] =
+                match stages::input(self, tables, port, untagged, &mut frames[i], &mut meta[i]) {
+                    Step::Done(v) => Status::Done(v),
+                    Step::Route4(d) => {
+                        dst4[n4 % CHUNK] = d;
+                        at4[n4 % CHUNK] = i as u8;
+                        n4 += 1;
+                        Status::Ipv4
+                    }
+                    Step::Route6(d) => {
+                        dst6[n6 % CHUNK] = d;
+                        at6[n6 % CHUNK] = i as u8;
+                        n6 += 1;
+                        Status::Ipv6
+                    }
+                };
         }
         // At most one packet per frame of the chunk.
         let (n4, n6) = (n4.min(CHUNK), n6.min(CHUNK));

@@ -23,7 +23,7 @@ use crate::counters::{DropReason, IcmpSuppressed, PuntReason};
 use crate::frame::Frame;
 use crate::tables::{
     Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Rewrite, Tables,
-    v4_key,
+    Vlan, v4_key,
 };
 use crate::worker::{Meta, Step, Verdict, Worker};
 
@@ -36,6 +36,7 @@ pub(crate) fn input<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     port: PortId,
+    untagged: Option<(InterfaceId, u64)>,
     f: &mut Frame<'_>,
     m: &mut Meta,
 ) -> Step
@@ -52,23 +53,35 @@ where
             return Step::Done(Verdict::Drop(r));
         }
     };
-    let Some(in_if) = tables.interface_for(port, l2.vlan) else {
-        w.counters.drop(DropReason::UnknownInterface);
-        return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
+    let (in_if, mac_bits) = match (l2.vlan, untagged) {
+        (Vlan::Untagged, Some(u)) => u,
+        (vlan, _) => {
+            let Some(in_if) = tables.interface_for(port, vlan) else {
+                w.counters.drop(DropReason::UnknownInterface);
+                return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
+            };
+            let Some(ifr) = tables.if_rt.get(usize::from(in_if)) else {
+                w.counters.drop(DropReason::UnknownInterface);
+                if let Some(c) = w.counters.interfaces.get_mut(usize::from(in_if)) {
+                    c.rx_packets += 1;
+                    c.rx_bytes += d.len() as u64;
+                    c.rx_dropped += 1;
+                }
+                return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
+            };
+            (in_if, ifr.mac_bits)
+        }
     };
     m.in_if = in_if;
     if let Some(c) = w.counters.interfaces.get_mut(usize::from(in_if)) {
         c.rx_packets += 1;
         c.rx_bytes += d.len() as u64;
     }
-    let Some(ifr) = tables.if_rt.get(usize::from(in_if)) else {
-        return Step::Done(w.drop_in(in_if, DropReason::UnknownInterface));
-    };
     // The destination MAC as one word (eight bytes read, two masked off).
     let dst_mac = d
         .first_chunk::<8>()
         .map_or(u64::MAX, |b| u64::from_le_bytes(*b) & 0xffff_ffff_ffff);
-    let cast = if dst_mac == ifr.mac_bits {
+    let cast = if dst_mac == mac_bits {
         LinkCast::Unicast
     } else if dst_mac & 1 != 0 {
         LinkCast::Group
