@@ -77,11 +77,13 @@ where
         c.rx_packets += 1;
         c.rx_bytes += d.len() as u64;
     }
-    // The destination MAC as one word (eight bytes read, two masked off).
+    // The destination MAC as one word: eight bytes read, the two past it
+    // shifted out of the comparison (a shift, where a 48-bit mask would
+    // take a register of its own).
     let dst_mac = d
         .first_chunk::<8>()
-        .map_or(u64::MAX, |b| u64::from_le_bytes(*b) & 0xffff_ffff_ffff);
-    let cast = if dst_mac == mac_bits {
+        .map_or(u64::MAX, |b| u64::from_le_bytes(*b));
+    let cast = if (dst_mac ^ mac_bits) << 16 == 0 {
         LinkCast::Unicast
     } else if dst_mac & 1 != 0 {
         LinkCast::Group
