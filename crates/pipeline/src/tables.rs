@@ -253,15 +253,11 @@ pub(crate) struct ResolvedHop {
     pub(crate) rewrite: Option<Rewrite>,
 }
 
-/// The first six bytes of `b` (a MAC) as the low 48 bits of a
-/// little-endian word; `u64::MAX`, which no MAC gives, when `b` is shorter.
-#[inline(always)]
-pub(crate) fn mac_bits(b: &[u8]) -> u64 {
-    b.first_chunk::<6>().map_or(u64::MAX, |m| {
-        let mut w = [0u8; 8];
-        w[..6].copy_from_slice(m);
-        u64::from_le_bytes(w)
-    })
+/// A MAC as the low 48 bits of a little-endian word.
+pub(crate) fn mac_bits(mac: &[u8; 6]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..6].copy_from_slice(mac);
+    u64::from_le_bytes(w)
 }
 
 /// A gateway's egress L2 header built once (destination and source MAC,

@@ -30,8 +30,8 @@ use crate::acl::{Acl, AclAction, FlowKey};
 use crate::counters::{Counters, DropReason, PuntReason};
 use crate::frame::Frame;
 use crate::runtime::{ChunkTimer, RuntimeStats, Stage, StageClock};
-use crate::stages::{self, icmp::TokenBucket};
-use crate::tables::{InterfaceId, PortId, Tables};
+use crate::stages::{self, NoHop, icmp::TokenBucket};
+use crate::tables::{Discard, InterfaceId, PortId, Tables};
 use crate::trace::{TraceRecord, Tracer};
 
 /// No trace record (untraced frame).
@@ -235,7 +235,7 @@ pub(crate) enum Step {
 
 /// A packet's state between the stages of a chunk: decided, or in flight
 /// in one family (its destination went to that family's lookup array, so
-/// the state is eight bytes rather than a `u128`'s thirty-two).
+/// the state is a few bytes rather than a `u128` step's thirty-two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
     /// Finished: the verdict is final.
@@ -245,6 +245,8 @@ enum Status {
     /// In flight, IPv6.
     Ipv6,
 }
+
+const _: () = assert!(std::mem::size_of::<Status>() <= 8);
 
 /// A forwarding worker: its counters, its output buffers and its ICMP
 /// token bucket. One per core; `Send`, not shared.
@@ -266,6 +268,10 @@ pub struct Worker {
     chunks: u64,
     /// The packet trace in progress (`None`: not tracing).
     trace: Option<Box<Tracer>>,
+    /// The next-hop stage's packets whose routes discard them, by place in
+    /// the chunk, finished in chunk order after it (kept here, not in a
+    /// register the stage's loop would have to keep free).
+    discards: u64,
 }
 
 impl Worker {
@@ -281,6 +287,7 @@ impl Worker {
             runtime: RuntimeStats::default(),
             chunks: 0,
             trace: None,
+            discards: 0,
             cfg,
         }
     }
@@ -473,7 +480,9 @@ impl Worker {
         // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
         // egress interface. Flow keys are built when the ACL or ECMP
         // needs them. It walks each family's lookup results with their
-        // places in the chunk (IPv4 first), not the whole chunk.
+        // places in the chunk (IPv4 first), not the whole chunk; packets
+        // whose route discards them are finished after it in chunk order
+        // (their ICMP errors take tokens and pool slots in arrival order).
         let acl_on = !tables.acl.accepts_all();
         let mut keys = [FlowKey::default(); CHUNK];
         let mut hops = [0u32; CHUNK];
@@ -497,9 +506,19 @@ impl Worker {
                     &mut keys[i],
                 ) {
                     Ok(h) => hops[i] = h,
-                    Err(v) => steps[i] = Status::Done(v),
+                    Err(NoHop::Dropped(v)) => steps[i] = Status::Done(v),
+                    Err(NoHop::Discard(d)) => {
+                        // Finished after the loop; the hop slot holds the
+                        // discard's code meanwhile.
+                        self.discards |= 1 << i;
+                        hops[i] = d.code();
+                    }
                 }
             }
+        }
+        if self.discards != 0 {
+            let discards = std::mem::take(&mut self.discards);
+            self.discard_in_order(tables, frames, &meta, &mut steps, &hops, discards);
         }
         if let Some(routed) = &routed {
             self.trace_next_hop(
@@ -630,6 +649,36 @@ impl Worker {
             self.trace_forward(&traced[..n], &steps[..n], base);
         }
         timer.lap(&mut self.runtime, Stage::Forward, in_flight);
+    }
+
+    /// Finishes the packets of `discards` (bits by place in the chunk),
+    /// whose routes discard them, in chunk order: the ICMP errors take
+    /// tokens and pool slots in the order the packets arrived. Their hop
+    /// slots hold the discards' codes.
+    #[cold]
+    #[inline(never)]
+    fn discard_in_order<F4, F6, A>(
+        &mut self,
+        tables: &Tables<F4, F6, A>,
+        frames: &[Frame<'_>],
+        meta: &[Meta; CHUNK],
+        steps: &mut [Status; CHUNK],
+        hops: &[u32; CHUNK],
+        mut discards: u64,
+    ) where
+        F4: Lookup<u32>,
+        F6: Lookup<u128>,
+    {
+        while discards != 0 {
+            let i = discards.trailing_zeros() as usize % CHUNK;
+            discards &= discards - 1;
+            if let (Some(f), Some(d)) = (frames.get(i), Discard::from_code(hops[i])) {
+                let is_ipv6 = steps[i] == Status::Ipv6;
+                steps[i] = Status::Done(stages::discard_packet(
+                    self, tables, f, &meta[i], is_ipv6, d,
+                ));
+            }
+        }
     }
 
     /// Picks the chunk's frames the tracer traces (before any stage

@@ -113,6 +113,101 @@ fn ipv6_to_a_tagged_gateway_gets_the_tag_and_its_ethertype() {
     }
 }
 
+/// Both families to a gateway behind a double-tagged (802.1ad) interface:
+/// two tags, then the family's EtherType, through the precomputed header
+/// (headroom for the 8 extra bytes) and the general path (none).
+#[test]
+fn both_families_to_a_qinq_gateway_get_both_tags() {
+    const MAC_QINQ: [u8; 6] = [0x02, 0, 0, 0, 2, 0x07];
+    const PEER_QINQ: [u8; 6] = [0x0a, 0, 0, 2, 7, 0x02];
+    let (mut b, mut f4, mut f6) = builder();
+    let qinq = b
+        .add_interface(Interface {
+            name: "eth2.300.7".into(),
+            port: 2,
+            vlan: Vlan::Double {
+                outer: 300,
+                inner: 7,
+            },
+            mac: MacAddr(MAC_QINQ),
+            ipv4: vec![Ipv4IfAddr {
+                addr: "10.37.0.1".parse().unwrap(),
+                prefix_len: 24,
+            }],
+            ipv6: vec![Ipv6IfAddr {
+                addr: "2001:db8:37::1".parse().unwrap(),
+                prefix_len: 64,
+            }],
+            mtu: 1500,
+        })
+        .unwrap();
+    let gw = |b: &mut TablesBuilder, g: &str| {
+        b.add_next_hops(&[NextHop {
+            interface: qinq,
+            gateway: Some(g.parse().unwrap()),
+        }])
+        .unwrap()
+    };
+    let v4 = gw(&mut b, "10.37.0.2");
+    f4.insert("198.51.100.0/24".parse().unwrap(), v4);
+    let v6 = gw(&mut b, "2001:db8:37::2");
+    f6.insert("2001:db8:3700::/40".parse().unwrap(), v6);
+    for g in ["10.37.0.2", "2001:db8:37::2"] {
+        b.add_neighbour(qinq, g.parse().unwrap(), MacAddr(PEER_QINQ))
+            .unwrap();
+    }
+    let t = b.build(f4, f6);
+    let pkt4 = Ipv4Spec::udp("198.18.0.108", "198.51.100.9", 1, 2, 20).bytes();
+    let pkt6 = ipv6(
+        "2001:2::108",
+        "2001:db8:3700::9",
+        64,
+        17,
+        &udp_payload(1, 2, 20),
+    );
+    for (frame, pkt, ethertype) in [
+        (eth4(MAC0, &pkt4), &pkt4, [0x08, 0x00]),
+        (eth6(MAC0, &pkt6), &pkt6, [0x86, 0xdd]),
+    ] {
+        for headroom in [HEADROOM, 0] {
+            let o = run_with(
+                &mut Worker::new(WorkerConfig::default()),
+                &t,
+                0,
+                0,
+                &frame,
+                headroom,
+            );
+            assert_eq!(
+                o.verdict,
+                Verdict::Forward {
+                    interface: qinq,
+                    port: 2
+                },
+                "headroom {headroom}"
+            );
+            let f = &o.frame;
+            assert_eq!(&f[..6], &PEER_QINQ);
+            assert_eq!(&f[6..12], &MAC_QINQ);
+            assert_eq!(f[12..14], [0x88, 0xa8]);
+            assert_eq!(u16::from_be_bytes([f[14], f[15]]) & 0x0fff, 300);
+            assert_eq!(f[16..18], [0x81, 0x00]);
+            assert_eq!(u16::from_be_bytes([f[18], f[19]]) & 0x0fff, 7);
+            assert_eq!(f[20..22], ethertype);
+            assert_eq!(f.len(), 22 + pkt.len());
+            if ethertype == [0x08, 0x00] {
+                let (h, _) = ipv4_of(f, 22);
+                assert_eq!(h.time_to_live, 63);
+                assert_eq!(h.header_checksum, h.calc_header_checksum());
+            } else {
+                let mut expect = pkt.clone();
+                expect[7] = 63;
+                assert_eq!(&f[22..], &expect[..]);
+            }
+        }
+    }
+}
+
 #[test]
 fn ethernet_padding_is_not_forwarded() {
     let t = router();
@@ -843,6 +938,49 @@ fn icmp_errors_are_rate_limited_by_the_token_bucket() {
     assert_eq!(sent(&mut w, 100_000_001), 0);
     assert_eq!(w.counters().icmp_rate_limited, 2);
     assert_eq!(w.counters().drop_count(DropReason::TtlExpired), 5);
+}
+
+/// A chunk of both families whose routes are missing: the ICMP errors go
+/// out in arrival order, so with one token the first packet, here IPv6,
+/// gets it (the next-hop stage walks each family's results on its own).
+#[test]
+fn icmp_errors_of_a_mixed_chunk_take_tokens_in_arrival_order() {
+    let t = router();
+    let p6 = ipv6(
+        "2001:2::108",
+        "2001:db8:dead::1",
+        64,
+        17,
+        &udp_payload(1, 2, 8),
+    );
+    let p4 = Ipv4Spec::udp("198.18.0.108", "8.8.8.8", 1, 2, 20).bytes();
+    let mut bufs: Vec<Vec<u8>> = [eth6(MAC0, &p6), eth4(MAC0, &p4), eth6(MAC0, &p6)]
+        .iter()
+        .map(|f| {
+            let mut b = vec![0u8; HEADROOM];
+            b.extend_from_slice(f);
+            b
+        })
+        .collect();
+    for (burst, expect) in [(1, vec![0x86dd]), (2, vec![0x86dd, 0x0800])] {
+        let mut w = Worker::new(WorkerConfig {
+            icmp_rate_per_sec: 1,
+            icmp_burst: burst,
+            ..WorkerConfig::default()
+        });
+        let mut frames = frames_in(&mut bufs);
+        let out = w.process(&t, 0, 0, &mut frames);
+        assert!(
+            out.verdicts()
+                .iter()
+                .all(|v| *v == Verdict::Drop(DropReason::NoRoute))
+        );
+        let sent: Vec<u16> = out
+            .generated()
+            .map(|(_, _, b)| u16::from_be_bytes([b[12], b[13]]))
+            .collect();
+        assert_eq!(sent, expect, "burst {burst}");
+    }
 }
 
 #[test]

@@ -219,11 +219,12 @@ mod tests {
         assert_eq!(c, checksum(&h));
     }
 
-    /// Every checksum, every TTL from 1 and a spread of protocols: the
-    /// constant form equals the general update.
+    /// Every checksum, every TTL from 1 and the extreme protocols (the
+    /// protocol byte cancels out of the update): the constant form equals
+    /// the general update.
     #[test]
     fn ttl_decrement_update_equals_the_general_one() {
-        for proto in [0u8, 1, 6, 17, 0x80, 0xff] {
+        for proto in [0u8, 0xff] {
             for ttl in 1..=255u8 {
                 let old = u16::from_be_bytes([ttl, proto]);
                 let new = u16::from_be_bytes([ttl - 1, proto]);

@@ -61,13 +61,11 @@ where
                 return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
             };
             let Some(ifr) = tables.if_rt.get(usize::from(in_if)) else {
-                w.counters.drop(DropReason::UnknownInterface);
                 if let Some(c) = w.counters.interfaces.get_mut(usize::from(in_if)) {
                     c.rx_packets += 1;
                     c.rx_bytes += d.len() as u64;
-                    c.rx_dropped += 1;
                 }
-                return Step::Done(Verdict::Drop(DropReason::UnknownInterface));
+                return Step::Done(w.drop_in(in_if, DropReason::UnknownInterface));
             };
             (in_if, ifr.mac_bits)
         }
@@ -319,17 +317,26 @@ fn hop_or_miss(w: &mut Worker, r: Resolved) -> Result<(InterfaceId, MacAddr), Ic
     }
 }
 
+/// Why [`choose_hop`] found no next hop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NoHop {
+    /// Dropped (and counted) here.
+    Dropped(Verdict),
+    /// A discarding route, or none: the caller finishes the packet with
+    /// [`discard_packet`], in chunk order, since its ICMP error takes a
+    /// token and a pool slot.
+    Discard(Discard),
+}
+
 /// Next-hop choice stage, after the route lookup.
 ///
 /// Reads: the lookup result, the adjacency (next-hop set) and, when the
 /// set has several next hops or the ACL runs, the packet's flow key.
 /// Writes: `key` (when built), with the egress interface when the ACL runs.
-/// Next: the ACL, then [`forward`]. No route (or a `throw` route): ICMP
-/// destination unreachable, code 0 (RFC 1812 §5.2.7.1, RFC 4443 §3.1), and
-/// drop `no_route`; a discarding route ([`Discard`]): its ICMP error, if
-/// any, and drop under `route_blackhole` / `route_unreachable` /
-/// `route_prohibited`; a
-/// missing or empty next-hop set: drop `bad_next_hop`. ECMP picks one of
+/// Next: the ACL, then [`forward`]. No route (or a `throw` route), or a
+/// discarding route ([`Discard`]): [`NoHop::Discard`], for
+/// [`discard_packet`]; a missing or empty next-hop set: drop
+/// `bad_next_hop`. ECMP picks one of
 /// the equal-cost next hops by a hash of the flow's 5-tuple (RFC 2992), so
 /// a flow stays on one path.
 #[allow(clippy::too_many_arguments)]
@@ -343,23 +350,23 @@ pub(crate) fn choose_hop<F4, F6, A>(
     nh: Option<NextHopId>,
     need_key: bool,
     key: &mut FlowKey,
-) -> Result<u32, Verdict>
+) -> Result<u32, NoHop>
 where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
     // One load of the adjacency decides discard, multipath and the hop.
     let Some(nh) = nh else {
-        return Err(discard_packet(w, tables, f, m, is_ipv6, Discard::Throw));
+        return Err(NoHop::Discard(Discard::Throw));
     };
     let Some(&(start, count)) = tables.adjacencies.get(nh as usize) else {
-        return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+        return Err(NoHop::Dropped(w.drop_in(m.in_if, DropReason::BadNextHop)));
     };
     if count == 0 {
         // No hops: `start` is a discard's code.
         return Err(match Discard::from_code(start) {
-            Some(d) => discard_packet(w, tables, f, m, is_ipv6, d),
-            None => w.drop_in(m.in_if, DropReason::BadNextHop),
+            Some(d) => NoHop::Discard(d),
+            None => NoHop::Dropped(w.drop_in(m.in_if, DropReason::BadNextHop)),
         });
     }
     if need_key || count > 1 {
@@ -374,7 +381,7 @@ where
     // only the ACL needs its interface.
     if need_key {
         let Some(hop) = tables.hops.get(idx as usize) else {
-            return Err(w.drop_in(m.in_if, DropReason::BadNextHop));
+            return Err(NoHop::Dropped(w.drop_in(m.in_if, DropReason::BadNextHop)));
         };
         key.out_interface = hop.interface;
     }
@@ -382,9 +389,12 @@ where
 }
 
 /// A packet whose route discards it (or that has no route): the ICMP
-/// error the route calls for, then the drop under the route's reason.
+/// error the route calls for (RFC 1812 §5.2.7.1 destination unreachable,
+/// RFC 4443 §3.1; none for a blackhole), then the drop under the route's
+/// reason (`no_route`, `route_blackhole`, `route_unreachable`,
+/// `route_prohibited`).
 #[cold]
-fn discard_packet<F4, F6, A>(
+pub(crate) fn discard_packet<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     f: &Frame<'_>,
@@ -550,6 +560,10 @@ fn forward_resolved(
         .split_at_mut_checked(len)?;
     let ip = ip.first_chunk_mut::<12>()?;
     let (macs, rest) = l2.split_first_chunk_mut::<12>()?;
+    // After the MACs: the tags (none, one or two) and the EtherType.
+    if !matches!(rest.len(), 2 | 6 | 10) {
+        return None;
+    }
     decrement_ttl(ip, is_ipv6);
     *macs = rw.macs;
     let ethertype = if is_ipv6 {
@@ -647,8 +661,9 @@ where
     let start = f.start();
     let abs_l3 = start + l3;
     let buf = f.buffer_mut();
-    // The header's first 12 bytes, checked once (the input stage saw at
-    // least 20 / 40); the TTL / hop limit is at least 2 here.
+    // The header's first 12 bytes, checked once: the input stage saw at
+    // least 20 / 40, so the drop below does not happen (it keeps the stage
+    // free of panics). The TTL / hop limit is at least 2 here.
     let Some(h) = buf
         .get_mut(abs_l3..)
         .and_then(|h| h.first_chunk_mut::<12>())
