@@ -85,14 +85,7 @@ fn ipv6_to_a_tagged_gateway_gets_the_tag_and_its_ethertype() {
         &udp_payload(1, 2, 20),
     );
     for headroom in [HEADROOM, 0] {
-        let o = run_with(
-            &mut Worker::new(WorkerConfig::default()),
-            &t,
-            0,
-            0,
-            &eth6(MAC0, &pkt),
-            headroom,
-        );
+        let o = run_at(&t, &eth6(MAC0, &pkt), headroom);
         assert_eq!(
             o.verdict,
             Verdict::Forward {
@@ -170,14 +163,7 @@ fn both_families_to_a_qinq_gateway_get_both_tags() {
         (eth6(MAC0, &pkt6), &pkt6, [0x86, 0xdd]),
     ] {
         for headroom in [HEADROOM, 0] {
-            let o = run_with(
-                &mut Worker::new(WorkerConfig::default()),
-                &t,
-                0,
-                0,
-                &frame,
-                headroom,
-            );
+            let o = run_at(&t, &frame, headroom);
             assert_eq!(
                 o.verdict,
                 Verdict::Forward {
@@ -240,14 +226,7 @@ fn vlan_in_untagged_out_and_untagged_in_tagged_out() {
     // headroom and without (the packet moves into the tailroom).
     for headroom in [HEADROOM, 0] {
         let pkt = Ipv4Spec::udp("198.18.0.108", "172.16.0.9", 1, 2, 20).bytes();
-        let o = run_with(
-            &mut Worker::new(WorkerConfig::default()),
-            &t,
-            0,
-            0,
-            &eth4(MAC0, &pkt),
-            headroom,
-        );
+        let o = run_at(&t, &eth4(MAC0, &pkt), headroom);
         assert_eq!(
             o.verdict,
             Verdict::Forward {
@@ -1381,14 +1360,7 @@ fn acl_reject_answers_with_unreachable() {
     let (b, f4, f6) = builder();
     let t = b.build_with_acl(f4, f6, RejectAll);
     let pkt = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20).bytes();
-    let o = run_with(
-        &mut Worker::new(WorkerConfig::default()),
-        &t,
-        0,
-        0,
-        &eth4(MAC0, &pkt),
-        HEADROOM,
-    );
+    let o = run_at(&t, &eth4(MAC0, &pkt), HEADROOM);
     assert_eq!(o.verdict, Verdict::Drop(DropReason::AclDenied));
     assert_eq!(o.generated.len(), 1);
     let g = &o.generated[0].2;

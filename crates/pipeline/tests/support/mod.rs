@@ -329,6 +329,22 @@ pub fn run_with<A: Acl>(
     }
 }
 
+/// [`run`] on port 0 with `headroom` bytes before the frame.
+pub fn run_at<A: Acl>(
+    tables: &Tables<ReferenceFib4, ReferenceFib6, A>,
+    frame: &[u8],
+    headroom: usize,
+) -> Outcome {
+    run_with(
+        &mut Worker::new(WorkerConfig::default()),
+        tables,
+        0,
+        0,
+        frame,
+        headroom,
+    )
+}
+
 pub fn run(tables: &RefTables, port: PortId, frame: &[u8]) -> Outcome {
     run_with(
         &mut Worker::new(WorkerConfig::default()),
