@@ -260,9 +260,10 @@ fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(u
     match lookup {
         FieldLookup::Const => {}
         FieldLookup::Direct(t) => {
-            let last = t.len() - 1;
+            // Values past the table share its last class.
+            let Some(&beyond) = t.last() else { return };
             for (i, o) in out.iter_mut().enumerate().take(n) {
-                *o = t[(value(i) as usize).min(last)] as u32;
+                *o = u32::from(t.get(value(i) as usize).copied().unwrap_or(beyond));
             }
         }
         FieldLookup::Trie(t) if t.width == 32 => {
@@ -339,8 +340,9 @@ struct Step {
 fn fold_steps(steps: &[Step], cls: &[[u32; CHUNK]; FIELD_COUNT], n: usize) -> [u32; CHUNK] {
     let mut acc = [0u32; CHUNK];
     for s in steps {
+        let (table, width) = (&*s.table, s.n);
         for (a, &ci) in acc.iter_mut().zip(&cls[s.field]).take(n) {
-            *a = s.table[(*a * s.n + ci) as usize];
+            *a = table[(*a * width + ci) as usize];
         }
     }
     acc
@@ -464,6 +466,10 @@ pub struct Classifier {
     active: Vec<usize>,
     groups: Vec<Group>,
     outcomes: Vec<Outcome>,
+    /// Each outcome's terminal rule, read alone when no outcome counts.
+    outcome_rules: Box<[u32]>,
+    /// Whether some outcome holds counting rules.
+    counting: bool,
     /// Outcome of a group that matched nothing.
     empty_outcome: u32,
     /// The answer to every packet when no field is active (no rule of
@@ -828,6 +834,8 @@ impl Classifier {
             fields,
             active,
             groups,
+            outcome_rules: outcomes.list.iter().map(|o| o.rule).collect(),
+            counting: outcomes.list.iter().any(|o| !o.counted.is_empty()),
             outcomes: outcomes.list,
             empty_outcome,
             constant: None,
@@ -838,9 +846,7 @@ impl Classifier {
             // it once from the tables (the lookup reads no field of the key).
             let mut rule = [NO_RULE; CHUNK];
             let mut counted = Vec::new();
-            c.classify_chunk(&[PacketKey::default()], &[0], &mut rule, |id, _| {
-                counted.push(id)
-            });
+            c.classify_chunk(&[PacketKey::default()], &mut rule, |id, _| counted.push(id));
             c.constant = Some(Outcome {
                 rule: rule[0],
                 counted,
@@ -906,23 +912,25 @@ impl Classifier {
         &self.outcomes[id as usize]
     }
 
-    /// Classifies `keys[idx[i]]` for each `i`, writing the terminal rule id
-    /// (or [`NO_RULE`]) to `rule_out[i]` and calling `count(rule id, key)` for
-    /// every counting rule the packet matched before it. `idx.len() <= CHUNK`.
+    /// Classifies each of `keys` (at most [`CHUNK`]; the rest are left
+    /// alone), writing the terminal rule id (or [`NO_RULE`]) to
+    /// `rule_out[i]` and calling `count(rule id, key)` for every counting
+    /// rule the packet matched before it. The keys are contiguous so that
+    /// each field's pass reads them in order, with no index between.
     #[inline]
     pub fn classify_chunk<K: ClassifyKey>(
         &self,
         keys: &[K],
-        idx: &[u16],
         rule_out: &mut [u32],
         mut count: impl FnMut(u32, &K),
     ) {
-        let n = idx.len().min(CHUNK);
+        let n = keys.len().min(CHUNK).min(rule_out.len());
+        let keys = &keys[..n];
         if let Some(c) = &self.constant {
-            for (i, r) in rule_out.iter_mut().enumerate().take(n) {
+            for (k, r) in keys.iter().zip(rule_out.iter_mut()) {
                 *r = c.rule;
                 for &id in &c.counted {
-                    count(id, &keys[idx[i] as usize]);
+                    count(id, k);
                 }
             }
             return;
@@ -932,7 +940,7 @@ impl Classifier {
         for &f in &self.active {
             let out = &mut cls[f];
             let lookup = &self.fields[f];
-            let keys_at = |i: usize| &keys[idx[i] as usize];
+            let keys_at = |i: usize| &keys[i];
             match Field::ALL[f] {
                 Field::Src => fill(lookup, out, n, |i| keys_at(i).value(Field::Src)),
                 Field::Dst => fill(lookup, out, n, |i| keys_at(i).value(Field::Dst)),
@@ -948,7 +956,7 @@ impl Classifier {
         // Phases 2 and 3, still stage by stage over the chunk so the table
         // reads of different packets overlap.
         let mut rule = [NO_RULE; CHUNK];
-        for g in &self.groups {
+        for (gi, g) in self.groups.iter().enumerate() {
             match g {
                 Group::Rfc {
                     rest,
@@ -966,6 +974,15 @@ impl Classifier {
                     }
                     let mut outcome = [0u32; CHUNK];
                     last.gather(&at, n, &mut outcome);
+                    if gi == 0 && !self.counting {
+                        // Nothing decided yet and nothing to count: each
+                        // outcome's rule is the answer (the empty outcome's
+                        // is NO_RULE).
+                        for (r, &o) in rule.iter_mut().zip(&outcome).take(n) {
+                            *r = self.outcome_rules[o as usize];
+                        }
+                        continue;
+                    }
                     for i in 0..n {
                         if rule[i] != NO_RULE {
                             continue;
@@ -975,7 +992,7 @@ impl Classifier {
                             continue;
                         }
                         let out = &self.outcomes[o as usize];
-                        let key = &keys[idx[i] as usize];
+                        let key = &keys[i];
                         for &c in &out.counted {
                             count(c, key);
                         }
@@ -1022,7 +1039,7 @@ impl Classifier {
                         if rule[i] != NO_RULE {
                             continue;
                         }
-                        let key = &keys[idx[i] as usize];
+                        let key = &keys[i];
                         'scan: for aw in 0..*agg_words {
                             let mut a = a0[i];
                             if aw > 0 {
@@ -1513,10 +1530,9 @@ mod tests {
             let c = Classifier::build(&rules, Family::V6, &CompileOptions::default()).unwrap();
             assert!(c.constant.is_some(), "{rules:?}: no field is active");
             for chunk in keys.chunks(CHUNK) {
-                let idx: Vec<u16> = (0..chunk.len() as u16).collect();
                 let mut out = [0; CHUNK];
                 let mut seen = Vec::new();
-                c.classify_chunk(chunk, &idx, &mut out, |id, k| seen.push((id, k.dport)));
+                c.classify_chunk(chunk, &mut out, |id, k| seen.push((id, k.dport)));
                 assert!(out[..chunk.len()].iter().all(|&r| r == rule), "{rules:?}");
                 let want: Vec<(u32, u16)> = chunk
                     .iter()
@@ -1569,9 +1585,8 @@ mod tests {
         for budget in [largest, total.div_ceil(2)] {
             let c = build(budget);
             for chunk in keys.chunks(CHUNK) {
-                let idx: Vec<u16> = (0..chunk.len() as u16).collect();
                 let mut out = [NO_RULE; CHUNK];
-                c.classify_chunk(chunk, &idx, &mut out, |_, _| {});
+                c.classify_chunk(chunk, &mut out, |_, _| {});
                 for (k, &got) in chunk.iter().zip(&out) {
                     let want = rules
                         .iter()

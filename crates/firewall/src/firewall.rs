@@ -331,10 +331,10 @@ impl Firewall {
 
     /// [`Self::classify_batch`] handing `keys[i]`'s verdict to `each(i,
     /// verdict)` instead of storing it, so that a caller acts on it in the
-    /// same pass. Within each chunk of [`CHUNK`] keys the IPv4 ones come
-    /// first, then the IPv6 ones.
+    /// same pass. Within each chunk of [`CHUNK`] keys holding both families
+    /// the IPv4 ones come first, then the IPv6 ones.
     #[inline]
-    pub(crate) fn classify_each<K: ClassifyKey>(
+    pub(crate) fn classify_each<K: ClassifyKey + Copy>(
         &self,
         chain: Chain,
         keys: &[K],
@@ -346,36 +346,55 @@ impl Firewall {
         {
             *counters = RuleCounters::new(self.counter_slots());
         }
-        let n = keys.len();
         let chain_cls = &self.classifiers[chain.index()];
-        let mut base = 0;
-        while base < n {
-            let end = (base + CHUNK).min(n);
-            let chunk = &keys[base..end];
-            let mut idx = [[0u16; CHUNK]; 2];
-            let mut cnt = [0usize; 2];
-            for (i, k) in chunk.iter().enumerate() {
-                let f = family_index(k.family());
-                idx[f][cnt[f]] = i as u16;
-                cnt[f] += 1;
-            }
-            for f in 0..2 {
-                if cnt[f] == 0 {
-                    continue;
-                }
-                let mut rules = [NO_RULE; CHUNK];
-                chain_cls[f].classify_chunk(chunk, &idx[f][..cnt[f]], &mut rules, |id, key| {
-                    counters.add(id, key.facts().len)
+        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+            let base = c * CHUNK;
+            let first = family_index(chunk[0].family());
+            if chunk.iter().all(|k| family_index(k.family()) == first) {
+                // The usual chunk, of one family: classified where it is.
+                self.classify_run(chain, &chain_cls[first], chunk, counters, |j, v| {
+                    each(base + j, v)
                 });
-                for j in 0..cnt[f] {
-                    let i = idx[f][j] as usize;
-                    let key = &chunk[i];
-                    let v = self.verdict(chain, rules[j], key);
-                    counters.add(v.rule, key.facts().len);
-                    each(base + i, v);
-                }
+                continue;
             }
-            base = end;
+            // A mixed chunk: each family's keys copied into a run of their
+            // own, so the classifier reads them contiguously.
+            for (f, cls) in chain_cls.iter().enumerate() {
+                let mut run = [chunk[0]; CHUNK];
+                let mut at = [0u16; CHUNK];
+                let mut m = 0;
+                for (i, k) in chunk.iter().enumerate() {
+                    if family_index(k.family()) == f {
+                        run[m] = *k;
+                        at[m] = i as u16;
+                        m += 1;
+                    }
+                }
+                self.classify_run(chain, cls, &run[..m], counters, |j, v| {
+                    each(base + usize::from(at[j]), v)
+                });
+            }
+        }
+    }
+
+    /// Classifies `run` (at most [`CHUNK`] keys of one family) with `cls`,
+    /// counting the matched rules, and hands `run[j]`'s verdict to
+    /// `each(j, verdict)`.
+    #[inline(always)]
+    fn classify_run<K: ClassifyKey>(
+        &self,
+        chain: Chain,
+        cls: &Classifier,
+        run: &[K],
+        counters: &mut RuleCounters,
+        mut each: impl FnMut(usize, Verdict),
+    ) {
+        let mut rules = [NO_RULE; CHUNK];
+        cls.classify_chunk(run, &mut rules, |id, key| counters.add(id, key.facts().len));
+        for (j, (key, &rule)) in run.iter().zip(&rules).enumerate() {
+            let v = self.verdict(chain, rule, key);
+            counters.add(v.rule, key.facts().len);
+            each(j, v);
         }
     }
 

@@ -64,7 +64,10 @@ pub fn worker_state(w: &mut pipeline::Worker) -> Option<&mut FirewallWorker> {
 /// is the source port and the destination port is 0.
 #[inline(always)]
 fn ports(k: &FlowKey) -> (u16, u16) {
-    if matches!((k.is_ipv6, k.protocol), (false, 1) | (true, 58)) {
+    // ICMP (1) for IPv4, ICMPv6 (58 = 1 ^ 59) for IPv6, without a branch
+    // on the family.
+    let icmp = k.protocol ^ (59 * u8::from(k.is_ipv6)) == 1;
+    if icmp {
         (k.dst_port, 0)
     } else {
         (k.src_port, k.dst_port)
@@ -372,6 +375,31 @@ mod tests {
             "the counter-only rule counted"
         );
         assert_eq!(st.stats().rejects_rate_limited, 0);
+    }
+
+    /// Only ICMP of the packet's own family carries the echo identifier:
+    /// protocol 1 in IPv6 and 58 in IPv4 are ports like any other.
+    #[test]
+    fn ports_swap_only_for_the_familys_icmp() {
+        let key = |is_ipv6, protocol| FlowKey {
+            is_ipv6,
+            protocol,
+            src_port: 1000,
+            dst_port: 7,
+            ..FlowKey::default()
+        };
+        assert_eq!(ports(&key(false, 1)), (7, 0));
+        assert_eq!(ports(&key(true, 58)), (7, 0));
+        for (v6, proto) in [
+            (false, 58),
+            (true, 1),
+            (false, 6),
+            (true, 17),
+            (false, 59),
+            (true, 0),
+        ] {
+            assert_eq!(ports(&key(v6, proto)), (1000, 7), "{v6} {proto}");
+        }
     }
 
     /// The flow key classified in place reads every field as

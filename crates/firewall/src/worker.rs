@@ -245,7 +245,7 @@ impl FirewallWorker {
     /// Returns false, having done nothing, when the rule set tracks
     /// connections (use `process_batch`).
     #[inline]
-    pub fn classify_stateless<K: ClassifyKey>(
+    pub fn classify_stateless<K: ClassifyKey + Copy>(
         &mut self,
         chain: Chain,
         keys: &[K],
