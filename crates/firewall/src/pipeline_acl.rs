@@ -183,19 +183,32 @@ impl PipelineFirewall {
             state.adopt_epoch(Arc::clone(&self.fw), self.epoch);
         }
         let n = keys.len().min(out.len());
-        // The pipeline's action (and the traced rule slot) of key `j`.
         let (acts, mut slots) = (&mut out[..n], rules);
+        // Without connection tracking the flow keys are classified in
+        // place and each verdict is written as it is decided: the action,
+        // and the rule slot when traced (a closure of its own, so the
+        // usual untraced batch tests nothing more per packet).
+        let stateless = match slots.as_deref_mut() {
+            None => state.classify_stateless(Chain::Forward, &keys[..n], now_ns, |j, v| {
+                acts[j] = acl_action(v.action);
+            }),
+            Some(traced) => state.classify_stateless(Chain::Forward, &keys[..n], now_ns, |j, v| {
+                acts[j] = acl_action(v.action);
+                if let Some(r) = traced.get_mut(j) {
+                    *r = Some(v.rule);
+                }
+            }),
+        };
+        if stateless {
+            return;
+        }
+        // The pipeline's action (and the traced rule slot) of key `j`.
         let mut write = |j: usize, v: Verdict| {
             acts[j] = acl_action(v.action);
             if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(j)) {
                 *r = Some(v.rule);
             }
         };
-        // Without connection tracking the flow keys are classified in
-        // place and each verdict is written as it is decided.
-        if state.classify_stateless(Chain::Forward, &keys[..n], now_ns, &mut write) {
-            return;
-        }
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
