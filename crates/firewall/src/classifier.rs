@@ -535,7 +535,7 @@ pub struct StepExport<'a> {
 }
 
 /// Largest packet batch handled in one pass of phase 1.
-pub const CHUNK: usize = 32;
+pub const CHUNK: usize = 64;
 
 struct OutcomeTable {
     list: Vec<Outcome>,
