@@ -331,6 +331,10 @@ struct Step {
     field: usize,
     n: u32,
     table: Box<[u32]>,
+    /// A chain's first step (`acc` is 0) whose table maps each class of
+    /// its field to itself, as it usually does: the chain starts from the
+    /// field's classes without reading it.
+    starts_at_field: bool,
 }
 
 /// Folds each packet's classes through a chain of cross-product steps,
@@ -339,6 +343,13 @@ struct Step {
 #[inline(always)]
 fn fold_steps(steps: &[Step], cls: &[[u32; CHUNK]; FIELD_COUNT], n: usize) -> [u32; CHUNK] {
     let mut acc = [0u32; CHUNK];
+    let mut steps = steps;
+    if let Some((first, rest)) = steps.split_first()
+        && first.starts_at_field
+    {
+        acc = cls[first.field];
+        steps = rest;
+    }
     for s in steps {
         let (table, width) = (&*s.table, s.n);
         for (a, &ci) in acc.iter_mut().zip(&cls[s.field]).take(n) {
@@ -1268,6 +1279,8 @@ fn merge_equal_lines(
             for e in step.table.iter_mut() {
                 *e = of[*e as usize];
             }
+            // A chain of one step may no longer map classes to themselves.
+            step.starts_at_field &= step.table.iter().enumerate().all(|(i, &v)| v as usize == i);
         }
     }
     let table = kept_rows
@@ -1312,10 +1325,13 @@ fn chain(
         inside.push(f);
         let mask = masks.excluding(&inside, from, to);
         let (table, next) = combine(&acc, cl, budget, &mask)?;
+        let starts_at_field =
+            steps.is_empty() && table.iter().enumerate().all(|(i, &v)| v as usize == i);
         steps.push(Step {
             field: f as usize,
             n: cl.len() as u32,
             table,
+            starts_at_field,
         });
         acc = next;
     }
