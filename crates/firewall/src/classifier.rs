@@ -1630,6 +1630,66 @@ mod tests {
         }
     }
 
+    /// Chains of a single step (the source alone, the port alone) whose
+    /// only step both starts the chain and is rewritten by the merge: the
+    /// lookup reads the rewritten table rather than the field's classes.
+    /// Rule 1 lies under rule 0 (a narrower source, one of its ports), so
+    /// ports 80 and 81 answer alike, and so do the two sources.
+    #[test]
+    fn single_step_chains_read_their_merged_tables() {
+        let rule = |id: u32, src: (u128, u128), ports: (u128, u128)| {
+            let mut f: [Option<Intervals>; FIELD_COUNT] = Default::default();
+            f[Field::Src as usize] = Some(vec![src]);
+            f[Field::Dport as usize] = Some(vec![ports]);
+            FlatRule {
+                fields: f,
+                terminal: true,
+                id,
+            }
+        };
+        let rules = vec![
+            rule(0, (0x0a00_0000, 0x0aff_ffff), (80, 81)),
+            rule(1, (0x0a01_0000, 0x0a01_ffff), (81, 81)),
+        ];
+        let c = Classifier::build(&rules, Family::V4, &CompileOptions::default()).unwrap();
+        let [
+            Group::Rfc {
+                rest,
+                addr,
+                n_rest,
+                last,
+                ..
+            },
+        ] = c.groups.as_slice()
+        else {
+            panic!("one group of cross products");
+        };
+        assert_eq!((rest.len(), addr.len()), (1, 1), "one step a chain");
+        // Three port classes and three source classes, two of each alike.
+        assert_eq!((*n_rest, last.len()), (2, 4));
+        assert!(!rest[0].starts_at_field && !addr[0].starts_at_field);
+        let mut keys = Vec::new();
+        for src in [0x0a01_0001, 0x0a02_0001, 0x0b00_0001] {
+            for dport in [79, 80, 81, 82] {
+                keys.push(PacketKey {
+                    src,
+                    dport,
+                    proto: 6,
+                    ..PacketKey::default()
+                });
+            }
+        }
+        let mut out = [NO_RULE; CHUNK];
+        c.classify_chunk(&keys, &mut out, |_, _| {});
+        for (k, &got) in keys.iter().zip(&out) {
+            let want = rules
+                .iter()
+                .find(|r| r.matches(k))
+                .map_or(NO_RULE, |r| r.id);
+            assert_eq!(got, want, "{k:?}");
+        }
+    }
+
     #[test]
     fn a_classifier_that_reads_no_field_answers_every_packet_alike() {
         let any = |id, terminal| FlatRule {
