@@ -1605,20 +1605,38 @@ mod tests {
             4 * 3,
             "rows: {{0, 1, 2}} = {{0, 2}}, {{0, 1}} = {{0}}, {{2}}, {{}}"
         );
-        let mut keys = Vec::new();
-        for src in [0x0a01_0203, 0x0a02_0203, 0x0b00_0001] {
-            for dst in [0xc000_0201, 0xc000_0301] {
-                for dport in [80, 443, 22] {
-                    keys.push(PacketKey {
-                        src,
-                        dst,
-                        dport,
-                        proto: 6,
-                        ..PacketKey::default()
-                    });
-                }
-            }
-        }
+        answers_like_the_rules(
+            &c,
+            &rules,
+            &[0x0a01_0203, 0x0a02_0203, 0x0b00_0001],
+            &[0xc000_0201, 0xc000_0301],
+            &[80, 443, 22],
+        );
+    }
+
+    /// `c` answers every TCP packet from each of `srcs` to each of `dsts`
+    /// and `dports` with the first of `rules` (all terminal) it matches.
+    fn answers_like_the_rules(
+        c: &Classifier,
+        rules: &[FlatRule],
+        srcs: &[u128],
+        dsts: &[u128],
+        dports: &[u16],
+    ) {
+        let keys: Vec<PacketKey> = srcs
+            .iter()
+            .flat_map(|&src| dsts.iter().map(move |&dst| (src, dst)))
+            .flat_map(|(src, dst)| {
+                dports.iter().map(move |&dport| PacketKey {
+                    src,
+                    dst,
+                    dport,
+                    proto: 6,
+                    ..PacketKey::default()
+                })
+            })
+            .collect();
+        assert!(keys.len() <= CHUNK);
         let mut out = [NO_RULE; CHUNK];
         c.classify_chunk(&keys, &mut out, |_, _| {});
         for (k, &got) in keys.iter().zip(&out) {
@@ -1668,26 +1686,13 @@ mod tests {
         // Three port classes and three source classes, two of each alike.
         assert_eq!((*n_rest, last.len()), (2, 4));
         assert!(!rest[0].starts_at_field && !addr[0].starts_at_field);
-        let mut keys = Vec::new();
-        for src in [0x0a01_0001, 0x0a02_0001, 0x0b00_0001] {
-            for dport in [79, 80, 81, 82] {
-                keys.push(PacketKey {
-                    src,
-                    dport,
-                    proto: 6,
-                    ..PacketKey::default()
-                });
-            }
-        }
-        let mut out = [NO_RULE; CHUNK];
-        c.classify_chunk(&keys, &mut out, |_, _| {});
-        for (k, &got) in keys.iter().zip(&out) {
-            let want = rules
-                .iter()
-                .find(|r| r.matches(k))
-                .map_or(NO_RULE, |r| r.id);
-            assert_eq!(got, want, "{k:?}");
-        }
+        answers_like_the_rules(
+            &c,
+            &rules,
+            &[0x0a01_0001, 0x0a02_0001, 0x0b00_0001],
+            &[0],
+            &[79, 80, 81, 82],
+        );
     }
 
     #[test]
