@@ -337,6 +337,12 @@ struct Step {
     starts_at_field: bool,
 }
 
+/// Whether a chain's first step (`acc` is 0) maps each class of its field
+/// to itself.
+fn maps_to_itself(table: &[u32]) -> bool {
+    table.iter().enumerate().all(|(i, &v)| v as usize == i)
+}
+
 /// Folds each packet's classes through a chain of cross-product steps,
 /// step by step over the chunk (the reads of different packets overlap):
 /// the chain's combined class of each of the first `n` packets.
@@ -1280,7 +1286,7 @@ fn merge_equal_lines(
                 *e = of[*e as usize];
             }
             // A chain of one step may no longer map classes to themselves.
-            step.starts_at_field &= step.table.iter().enumerate().all(|(i, &v)| v as usize == i);
+            step.starts_at_field &= maps_to_itself(&step.table);
         }
     }
     let table = kept_rows
@@ -1325,8 +1331,7 @@ fn chain(
         inside.push(f);
         let mask = masks.excluding(&inside, from, to);
         let (table, next) = combine(&acc, cl, budget, &mask)?;
-        let starts_at_field =
-            steps.is_empty() && table.iter().enumerate().all(|(i, &v)| v as usize == i);
+        let starts_at_field = steps.is_empty() && maps_to_itself(&table);
         steps.push(Step {
             field: f as usize,
             n: cl.len() as u32,

@@ -183,49 +183,53 @@ impl PipelineFirewall {
             state.adopt_epoch(Arc::clone(&self.fw), self.epoch);
         }
         let n = keys.len().min(out.len());
-        let (acts, mut slots) = (&mut out[..n], rules);
-        // Without connection tracking the flow keys are classified in
-        // place and each verdict is written as it is decided: the action,
-        // and the rule slot when traced (a closure of its own, so the
-        // usual untraced batch tests nothing more per packet).
-        let stateless = match slots.as_deref_mut() {
-            None => state.classify_stateless(Chain::Forward, &keys[..n], now_ns, |j, v| {
+        let (keys, acts) = (&keys[..n], &mut out[..n]);
+        // The pipeline's action of key `j`, and its rule slot when traced:
+        // a closure of its own, so the usual untraced batch tests nothing
+        // more per packet.
+        match rules {
+            None => decide(state, now_ns, keys, ct_hints, |j, v| {
                 acts[j] = acl_action(v.action);
             }),
-            Some(traced) => state.classify_stateless(Chain::Forward, &keys[..n], now_ns, |j, v| {
+            Some(traced) => decide(state, now_ns, keys, ct_hints, |j, v| {
                 acts[j] = acl_action(v.action);
                 if let Some(r) = traced.get_mut(j) {
                     *r = Some(v.rule);
                 }
             }),
-        };
-        if stateless {
-            return;
         }
-        // The pipeline's action (and the traced rule slot) of key `j`.
-        let mut write = |j: usize, v: Verdict| {
-            acts[j] = acl_action(v.action);
-            if let Some(r) = slots.as_deref_mut().and_then(|r| r.get_mut(j)) {
-                *r = Some(v.rule);
+    }
+}
+
+/// Hands each key's verdict in the forward chain to `each(j, verdict)`.
+/// Without connection tracking the flow keys are classified in place and
+/// each verdict is handed on as it is decided; with it they become packet
+/// keys (with their hints) for the tracked path.
+#[inline(always)]
+fn decide(
+    state: &mut FirewallWorker,
+    now_ns: u64,
+    keys: &[FlowKey],
+    ct_hints: &[u8],
+    mut each: impl FnMut(usize, Verdict),
+) {
+    if state.classify_stateless(Chain::Forward, keys, now_ns, &mut each) {
+        return;
+    }
+    for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+        let base = c * CHUNK;
+        let mut pk = [PacketKey::default(); CHUNK];
+        for (j, (p, k)) in pk.iter_mut().zip(chunk).enumerate() {
+            *p = packet_key(k);
+            if let Some(&h) = ct_hints.get(base + j) {
+                p.ct_hint = CtHint::from_code(u32::from(h));
             }
-        };
-        let mut base = 0;
-        while base < n {
-            let end = (base + CHUNK).min(n);
-            let mut pk = [PacketKey::default(); CHUNK];
-            let m = end - base;
-            for (j, (p, k)) in pk.iter_mut().zip(&keys[base..end]).enumerate() {
-                *p = packet_key(k);
-                if let Some(&h) = ct_hints.get(base + j) {
-                    p.ct_hint = CtHint::from_code(u32::from(h));
-                }
-            }
-            let mut verdicts = [Verdict::default(); CHUNK];
-            state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
-            for (j, &v) in verdicts[..m].iter().enumerate() {
-                write(base + j, v);
-            }
-            base = end;
+        }
+        let m = chunk.len();
+        let mut verdicts = [Verdict::default(); CHUNK];
+        state.process_batch(Chain::Forward, &mut pk[..m], &mut verdicts[..m], now_ns);
+        for (j, &v) in verdicts[..m].iter().enumerate() {
+            each(base + j, v);
         }
     }
 }
