@@ -108,11 +108,25 @@ pub struct Firewall {
     /// `[chain][family]`.
     classifiers: [[Classifier; 2]; 2],
     rules: Vec<RuleInfo>,
+    /// What each counter slot does to a packet: the rules' actions, then
+    /// each chain's policy. Read once per packet in place of a branch on
+    /// "no rule matched" and one on the action, which a mix of accepted,
+    /// dropped and unmatched packets would mispredict.
+    slot_actions: Box<[SlotAction]>,
     policies: [Policy; 2],
     stateful: bool,
     conntrack: ConntrackConfig,
     reject_limit: RejectLimit,
     stats: BuildStats,
+}
+
+/// A counter slot's action, as [`Firewall::verdict`] applies it.
+#[derive(Debug, Clone, Copy)]
+enum SlotAction {
+    /// The same for every packet.
+    Fixed(Action),
+    /// A reject, whose answer depends on the packet.
+    Reject(RejectWith),
 }
 
 fn family_index(f: Family) -> usize {
@@ -213,6 +227,26 @@ impl Firewall {
                 })
             })
             .collect();
+        let policies = [
+            set.chain(Chain::Forward).policy,
+            set.chain(Chain::Input).policy,
+        ];
+        let slot_actions = rules
+            .iter()
+            .map(|r| match r.action {
+                RuleAction::Accept => SlotAction::Fixed(Action::Accept),
+                RuleAction::Reject(with) => SlotAction::Reject(with),
+                // A counting rule never ends classification; it is never
+                // a packet's verdict.
+                RuleAction::Drop | RuleAction::Count => SlotAction::Fixed(Action::Drop),
+            })
+            .chain(policies.iter().map(|p| {
+                SlotAction::Fixed(match p {
+                    Policy::Accept => Action::Accept,
+                    Policy::Drop => Action::Drop,
+                })
+            }))
+            .collect();
         let cstats: Vec<ClassifierStats> =
             classifiers.iter().flatten().map(|c| c.stats()).collect();
         let bytes = cstats.iter().map(|s| s.bytes).sum();
@@ -220,10 +254,8 @@ impl Firewall {
             source: set.source.clone(),
             classifiers,
             rules,
-            policies: [
-                set.chain(Chain::Forward).policy,
-                set.chain(Chain::Input).policy,
-            ],
+            slot_actions,
+            policies,
             stateful: set.uses_conntrack(),
             conntrack: set.conntrack,
             reject_limit: set.reject_limit,
@@ -295,22 +327,17 @@ impl Firewall {
     /// The verdict of a rule or policy for one packet.
     #[inline]
     fn verdict<K: ClassifyKey>(&self, chain: Chain, rule: u32, key: &K) -> Verdict {
-        if rule == NO_RULE {
-            let action = match self.policies[chain.index()] {
-                Policy::Accept => Action::Accept,
-                Policy::Drop => Action::Drop,
-            };
-            return Verdict {
-                action,
-                rule: self.policy_slot(chain),
-            };
-        }
-        let action = match self.rules.get(rule as usize).map(|r| r.action) {
-            Some(RuleAction::Accept) => Action::Accept,
-            Some(RuleAction::Reject(with)) => reject_action(with, key),
-            _ => Action::Drop,
+        let slot = if rule == NO_RULE {
+            self.policy_slot(chain)
+        } else {
+            rule
         };
-        Verdict { action, rule }
+        let action = match self.slot_actions.get(slot as usize) {
+            Some(&SlotAction::Fixed(a)) => a,
+            Some(&SlotAction::Reject(with)) => reject_action(with, key),
+            None => Action::Drop,
+        };
+        Verdict { action, rule: slot }
     }
 
     /// Classifies a batch in one chain: `out[i]` answers `keys[i]` (up to the
