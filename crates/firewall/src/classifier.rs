@@ -93,6 +93,14 @@ const COMBINE_WORK: usize = (1 << 22) * 320;
 /// Upper bound on the entries of one range trie.
 const TRIE_BUDGET: usize = 1 << 27;
 
+/// Address tries with more boundaries than this get a 16-bit root.
+/// Every pass over a chunk reads one level for every packet, and the
+/// deepest packet sets the number of passes: with a dozen prefixes of
+/// /17 to /24 an 8-bit root takes three passes where a 16-bit one takes
+/// two. The 16-bit root's 256 KiB are mostly untouched (a lookup reads
+/// one line of it); below this many boundaries the 1 KiB root is kept.
+const ROOT16_BOUNDARIES: usize = 64;
+
 /// Why compilation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
@@ -181,8 +189,8 @@ const LEAF: u32 = 1 << 31;
 #[derive(Debug)]
 struct RangeTrie {
     width: u32,
-    /// 16 bits for large sets (fewer levels), 8 for small ones (a root
-    /// that stays in L1).
+    /// 16 bits for all but the smallest sets (one level fewer for every
+    /// boundary below the first 8 bits), 8 for those (a root of 1 KiB).
     root_stride: u32,
     nodes: Vec<u32>,
 }
@@ -194,7 +202,11 @@ impl RangeTrie {
         class_of: &[u32],
         name: &'static str,
     ) -> Result<Self, CompileError> {
-        let root_stride = if starts.len() > 1024 { 16 } else { 8 };
+        let root_stride = if starts.len() > ROOT16_BOUNDARIES {
+            16
+        } else {
+            8
+        };
         let mut t = RangeTrie {
             width,
             root_stride,
@@ -1497,6 +1509,10 @@ mod tests {
             let st = starts(&mut rng, width, n);
             let class_of: Vec<u32> = (0..st.len() as u32).map(|c| c * 3 + 1).collect();
             let trie = RangeTrie::build(width, &st, &class_of, "test").unwrap();
+            // Both roots are walked: 8 bits for the small sets, 16 above
+            // the threshold.
+            let expect_root = if n > ROOT16_BOUNDARIES { 16 } else { 8 };
+            assert_eq!(trie.root_stride, expect_root, "{n} boundaries");
             let root = 1usize << trie.root_stride;
             assert!(
                 trie.nodes.len() >= root + 3 * 256,
