@@ -300,36 +300,36 @@ impl RangeTrie {
     /// time: every packet still on an inner node reads its next entry in
     /// the same pass, so their cache misses overlap instead of each
     /// packet's walk running to its leaf (a depth that varies from packet
-    /// to packet) before the next starts. A packet already on a leaf reads
-    /// the root's first entry (cached) and keeps its leaf, without a
-    /// branch. `bits(i, shift)` is packet `i`'s value shifted right by
-    /// `shift`.
+    /// to packet) before the next starts. The packets still walking are
+    /// kept packed at the front of a list, so a level reads only theirs:
+    /// the deepest packet of a chunk no longer costs every other packet a
+    /// pass. Each packet is written to the list and the count advanced by
+    /// whether it goes on, so the packing takes no branch. `bits(i,
+    /// shift)` is packet `i`'s value shifted right by `shift`.
     #[inline(always)]
     fn lookup_levels(&self, out: &mut [u32; CHUNK], n: usize, bits: impl Fn(usize, u32) -> usize) {
         let root_mask = (1usize << self.root_stride) - 1;
         let mut shift = self.width - self.root_stride;
-        let mut inner = 0u32;
+        let mut walking = [0u8; CHUNK];
+        let mut m = 0;
         for (i, o) in out.iter_mut().enumerate().take(n) {
             let e = self.nodes[bits(i, shift) & root_mask];
-            inner |= !e & LEAF;
             *o = e;
+            walking[m % CHUNK] = i as u8;
+            m += usize::from(e & LEAF == 0);
         }
-        while inner != 0 {
+        while m > 0 {
             shift = shift.saturating_sub(8);
-            inner = 0;
-            for (i, o) in out.iter_mut().enumerate().take(n) {
-                let e = *o;
-                let on_leaf = e & LEAF != 0;
-                let at = if on_leaf {
-                    0
-                } else {
-                    e as usize + (bits(i, shift) & 0xff)
-                };
-                let next = self.nodes[at];
-                let e = if on_leaf { e } else { next };
-                inner |= !e & LEAF;
-                *o = e;
+            let mut still = 0;
+            for k in 0..m.min(CHUNK) {
+                let i = usize::from(walking[k]);
+                let e = out[i % CHUNK];
+                let next = self.nodes[e as usize + (bits(i, shift) & 0xff)];
+                out[i % CHUNK] = next;
+                walking[still % CHUNK] = i as u8;
+                still += usize::from(next & LEAF == 0);
             }
+            m = still;
         }
         for o in out.iter_mut().take(n) {
             *o &= !LEAF;
