@@ -280,17 +280,17 @@ fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(u
         }
         FieldLookup::Trie(t) if t.width == 32 => {
             let mut v = [0u32; CHUNK];
-            for (i, x) in v.iter_mut().enumerate().take(n) {
-                *x = value(i) as u32;
-            }
-            t.lookup_levels(out, n, |i, shift| (v[i] >> shift) as usize);
+            t.lookup_levels(
+                out,
+                n,
+                &mut v,
+                |i| value(i) as u32,
+                |x, s| (x >> s) as usize,
+            );
         }
         FieldLookup::Trie(t) => {
             let mut v = [0u128; CHUNK];
-            for (i, x) in v.iter_mut().enumerate().take(n) {
-                *x = value(i);
-            }
-            t.lookup_levels(out, n, |i, shift| (v[i] >> shift) as usize);
+            t.lookup_levels(out, n, &mut v, value, |x, s| (x >> s) as usize);
         }
     }
 }
@@ -304,17 +304,32 @@ impl RangeTrie {
     /// kept packed at the front of a list, so a level reads only theirs:
     /// the deepest packet of a chunk no longer costs every other packet a
     /// pass. Each packet is written to the list and the count advanced by
-    /// whether it goes on, so the packing takes no branch. `bits(i,
-    /// shift)` is packet `i`'s value shifted right by `shift`.
+    /// whether it goes on, so the packing takes no branch. The root pass
+    /// keeps each packet's value (`value(i)`) in `v` for the levels below;
+    /// `bits(x, shift)` is value `x` shifted right by `shift`.
     #[inline(always)]
-    fn lookup_levels(&self, out: &mut [u32; CHUNK], n: usize, bits: impl Fn(usize, u32) -> usize) {
+    fn lookup_levels<T: Copy>(
+        &self,
+        out: &mut [u32; CHUNK],
+        n: usize,
+        v: &mut [T; CHUNK],
+        value: impl Fn(usize) -> T,
+        bits: impl Fn(T, u32) -> usize,
+    ) {
         let root_mask = (1usize << self.root_stride) - 1;
+        // The root as a slice of its own: an index masked to its length
+        // needs no bounds check.
+        let Some(root) = self.nodes.get(..=root_mask) else {
+            return;
+        };
         let mut shift = self.width - self.root_stride;
         let mut walking = [0u8; CHUNK];
         let mut m = 0;
-        for (i, o) in out.iter_mut().enumerate().take(n) {
-            let e = self.nodes[bits(i, shift) & root_mask];
-            *o = e;
+        for i in 0..n.min(CHUNK) {
+            let x = value(i);
+            v[i] = x;
+            let e = root[bits(x, shift) & root_mask];
+            out[i] = e;
             walking[m % CHUNK] = i as u8;
             m += usize::from(e & LEAF == 0);
         }
@@ -322,10 +337,9 @@ impl RangeTrie {
             shift = shift.saturating_sub(8);
             let mut still = 0;
             for k in 0..m.min(CHUNK) {
-                let i = usize::from(walking[k]);
-                let e = out[i % CHUNK];
-                let next = self.nodes[e as usize + (bits(i, shift) & 0xff)];
-                out[i % CHUNK] = next;
+                let i = usize::from(walking[k]) % CHUNK;
+                let next = self.nodes[out[i] as usize + (bits(v[i], shift) & 0xff)];
+                out[i] = next;
                 walking[still % CHUNK] = i as u8;
                 still += usize::from(next & LEAF == 0);
             }
