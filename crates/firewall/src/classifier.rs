@@ -273,9 +273,11 @@ fn fill(lookup: &FieldLookup, out: &mut [u32; CHUNK], n: usize, value: impl Fn(u
         FieldLookup::Const => {}
         FieldLookup::Direct(t) => {
             // Values past the table share its last class.
-            let Some(&beyond) = t.last() else { return };
+            let Some(last) = t.len().checked_sub(1) else {
+                return;
+            };
             for (i, o) in out.iter_mut().enumerate().take(n) {
-                *o = u32::from(t.get(value(i) as usize).copied().unwrap_or(beyond));
+                *o = u32::from(t[(value(i) as usize).min(last)]);
             }
         }
         FieldLookup::Trie(t) if t.width == 32 => {
