@@ -7,8 +7,9 @@
 //!    two values are in the same class when exactly the same rules match
 //!    them on that field. A packet's class comes from a direct table
 //!    (ports, protocol, flags / ICMP type, ct state, interfaces) or from a
-//!    range trie (addresses: a 16-bit root stride, then 8-bit strides,
-//!    stopping as soon as a chunk lies in one interval).
+//!    range trie (addresses: a 16-bit root stride, 8-bit for the smallest
+//!    sets, then 8-bit strides, stopping as soon as a chunk lies in one
+//!    interval).
 //! 2. **Cross-producting.** Classes of several fields are combined pairwise
 //!    through precomputed tables (`class_ab = table[class_a * n_b + class_b]`)
 //!    into a "rest" class (ports, protocol, flags, ct, interfaces) and an
@@ -93,13 +94,12 @@ const COMBINE_WORK: usize = (1 << 22) * 320;
 /// Upper bound on the entries of one range trie.
 const TRIE_BUDGET: usize = 1 << 27;
 
-/// Address tries with more boundaries than this get a 16-bit root.
-/// Every pass over a chunk reads one level for every packet, and the
-/// deepest packet sets the number of passes: with a dozen prefixes of
-/// /17 to /24 an 8-bit root takes three passes where a 16-bit one takes
-/// two. The 16-bit root's 256 KiB are mostly untouched (a lookup reads
-/// one line of it); below this many boundaries the 1 KiB root is kept.
-const ROOT16_BOUNDARIES: usize = 64;
+/// Address tries with more interval starts than this get a 16-bit root.
+/// A packet whose /8 holds a start reads one level fewer under a 16-bit
+/// root: with forty prefixes of /17 to /24, two levels instead of three.
+/// The 16-bit root's 256 KiB are mostly untouched (a lookup reads one
+/// line of it); up to this many starts the 1 KiB root is kept.
+const ROOT16_STARTS: usize = 64;
 
 /// Why compilation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -190,7 +190,7 @@ const LEAF: u32 = 1 << 31;
 struct RangeTrie {
     width: u32,
     /// 16 bits for all but the smallest sets (one level fewer for every
-    /// boundary below the first 8 bits), 8 for those (a root of 1 KiB).
+    /// packet whose /8 holds a start), 8 for those (a root of 1 KiB).
     root_stride: u32,
     nodes: Vec<u32>,
 }
@@ -202,11 +202,7 @@ impl RangeTrie {
         class_of: &[u32],
         name: &'static str,
     ) -> Result<Self, CompileError> {
-        let root_stride = if starts.len() > ROOT16_BOUNDARIES {
-            16
-        } else {
-            8
-        };
+        let root_stride = if starts.len() > ROOT16_STARTS { 16 } else { 8 };
         let mut t = RangeTrie {
             width,
             root_stride,
@@ -319,11 +315,9 @@ impl RangeTrie {
         bits: impl Fn(T, u32) -> usize,
     ) {
         let root_mask = (1usize << self.root_stride) - 1;
-        // The root as a slice of its own: an index masked to its length
-        // needs no bounds check.
-        let Some(root) = self.nodes.get(..=root_mask) else {
-            return;
-        };
+        // The root as a slice of its own (the build always makes it
+        // whole): an index masked to its length needs no bounds check.
+        let root = &self.nodes[..=root_mask];
         let mut shift = self.width - self.root_stride;
         let mut walking = [0u8; CHUNK];
         let mut m = 0;
@@ -1527,8 +1521,8 @@ mod tests {
             let trie = RangeTrie::build(width, &st, &class_of, "test").unwrap();
             // Both roots are walked: 8 bits for the small sets, 16 above
             // the threshold.
-            let expect_root = if n > ROOT16_BOUNDARIES { 16 } else { 8 };
-            assert_eq!(trie.root_stride, expect_root, "{n} boundaries");
+            let expect_root = if st.len() > ROOT16_STARTS { 16 } else { 8 };
+            assert_eq!(trie.root_stride, expect_root, "{} starts", st.len());
             let root = 1usize << trie.root_stride;
             assert!(
                 trie.nodes.len() >= root + 3 * 256,
@@ -1554,7 +1548,8 @@ mod tests {
                     }
                 }
                 let n = 1 + round % CHUNK;
-                let mut out = [0u32; CHUNK];
+                // Entries past the chunk's packets are left alone.
+                let mut out = [u32::MAX; CHUNK];
                 fill(&lookup, &mut out, n, |i| vals[i]);
                 for i in 0..n {
                     assert_eq!(
@@ -1564,8 +1559,29 @@ mod tests {
                         vals[i]
                     );
                 }
+                assert!(out[n..].iter().all(|&c| c == u32::MAX));
             }
         }
+        // At the threshold the 8-bit root is kept; one start more gets the
+        // 16-bit one.
+        for (k, root) in [(ROOT16_STARTS, 8), (ROOT16_STARTS + 1, 16)] {
+            let st: Vec<u128> = (0..k as u128).map(|i| i << 20).collect();
+            let class_of: Vec<u32> = (0..k as u32).collect();
+            let trie = RangeTrie::build(32, &st, &class_of, "test").unwrap();
+            assert_eq!(trie.root_stride, root, "{k} starts");
+        }
+    }
+
+    #[test]
+    fn direct_values_past_the_table_share_its_last_class() {
+        // Values 0-9 in class 0, 10 in class 1, 11 and on in class 2: the
+        // table ends at the last interval's start.
+        let lookup = FieldLookup::Direct(vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2].into());
+        let vals: [u128; 6] = [0, 9, 10, 11, 12, 65535];
+        let mut out = [u32::MAX; CHUNK];
+        fill(&lookup, &mut out, vals.len(), |i| vals[i]);
+        assert_eq!(&out[..vals.len()], &[0, 0, 1, 2, 2, 2]);
+        assert!(out[vals.len()..].iter().all(|&c| c == u32::MAX));
     }
 
     /// Cross-product table sizes of a classifier without bit vectors.
