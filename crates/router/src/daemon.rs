@@ -145,6 +145,9 @@ pub(crate) struct XdpEngine {
     /// The fast path's flow table, swept of dead flows every
     /// [`FLOW_SWEEP`], and when that last happened.
     pub(crate) sweeper: Option<(xdp_engine::FlowTable, Instant)>,
+    /// Why the program last handed every transit packet to the pipeline
+    /// instead of evaluating the firewall (logged when it changes).
+    pub(crate) except_reason: Option<&'static str>,
 }
 
 /// How often the XDP engine's flow table is swept of expired flows (the
@@ -166,7 +169,29 @@ impl XdpEngine {
         self.synced = Some(key);
         let r = compile_image(&tables, s4.trie(), s6.trie(), &self.engine.capacity())
             .map_err(xdp_engine::EngineError::from)
-            .and_then(|image| self.engine.publish(image));
+            .and_then(|image| {
+                let reason = image.except_reason;
+                self.engine.publish(image).map(|()| reason)
+            });
+        if let Ok(reason) = r
+            && reason != self.except_reason
+        {
+            // Still correct (the pipeline enforces the rules), but every
+            // transit packet takes the slow path: say so once, with why.
+            match reason {
+                Some(why) => {
+                    warn!(
+                        reason = why,
+                        "the XDP program hands every transit packet to the pipeline, which enforces the firewall"
+                    )
+                }
+                None if self.except_reason.is_some() => {
+                    info!("the XDP program evaluates the firewall again")
+                }
+                None => {}
+            }
+            self.except_reason = reason;
+        }
         if let Err(e) = r {
             warn!(error = %e, "the XDP program hands every transit packet to the pipeline until the tables fit");
             if let Err(e) = self.engine.force_except_all() {

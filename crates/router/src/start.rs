@@ -255,6 +255,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         let mut x = XdpEngine {
             engine,
             synced: None,
+            except_reason: None,
             sweeper: None,
         };
         // The tables first, so the program forwards from its first packet.

@@ -53,6 +53,8 @@ pub struct Image {
     /// snapshot has firewall rules the program cannot evaluate: stateful
     /// ones, or tables it cannot hold).
     pub except_all: bool,
+    /// Why the program does not evaluate the firewall, when it does not.
+    pub except_reason: Option<&'static str>,
     /// The firewall's forward chain, when the program evaluates it.
     pub firewall: Option<FwImage>,
     /// The rules use connection tracking: its fast path is on, for the
@@ -431,6 +433,7 @@ impl Image {
             fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
             except_all: fw_image.as_ref().is_some_and(Result::is_err),
+            except_reason: fw_image.as_ref().and_then(|r| r.as_ref().err().copied()),
             firewall: fw_image.and_then(Result::ok),
             conntrack_epoch,
         })

@@ -72,9 +72,17 @@ fn rules_text(r: &mut Rng) -> String {
                     _ => "ip6 daddr 2001:db8:1::/64".to_string(),
                 }
             } else {
-                match r.below(3) {
+                match r.below(4) {
                     0 => format!("ip daddr 10.{}.{}.0/24", r.below(4), r.below(256)),
                     1 => "ip daddr 198.51.100.0/24".to_string(),
+                    // Forty /24s: more than 64 interval starts, so the
+                    // destination trie gets its 16-bit root.
+                    2 => {
+                        let nets: Vec<String> = (0..40)
+                            .map(|k| format!("10.{}.{}.0/24", k % 4, (7 * k + r.below(7)) % 256))
+                            .collect();
+                        format!("ip daddr {{ {} }}", nets.join(", "))
+                    }
                     _ => format!("ip daddr 10.{}.0.0/14", 4 * r.below(64)),
                 }
             });
@@ -621,6 +629,34 @@ proptest! {
         let text = rules_text(&mut Rng(seed ^ 0x9e37_79b9));
         compare(&v4, &v6, seed, 1500, 6, Some(&text))?;
     }
+}
+
+/// A forward chain whose tables do not fit the program's map is left to
+/// the pipeline for every transit packet (never skipped), and the image
+/// says why, for the daemon's log. Needs no root: only the compilation.
+#[test]
+fn a_firewall_too_large_for_the_map_goes_to_the_pipeline_with_its_reason() {
+    let nets: Vec<String> = (0..40)
+        .map(|k| format!("10.{}.{}.0/24", k % 4, 7 * k % 256))
+        .collect();
+    let text = format!(
+        "chain forward {{\n    policy drop\n    ip daddr {{ {} }} accept\n}}\n",
+        nets.join(", ")
+    );
+    let t = tables(&[(0x0a00_0000, 8, 0)], &[], 1500, acl(&text));
+    let fw = t.acl.as_ref();
+    let fits = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &FibCapacity::SMALL).unwrap();
+    assert!(fits.firewall.is_some() && !fits.except_all && fits.except_reason.is_none());
+    let cap = FibCapacity {
+        firewall: 1 << 12,
+        ..FibCapacity::SMALL
+    };
+    let full = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &cap).unwrap();
+    assert!(full.firewall.is_none() && full.except_all);
+    assert_eq!(
+        full.except_reason,
+        Some("the classifier's tables are larger than the program's map")
+    );
 }
 
 /// A fixed table where most destinations have a route: the program
