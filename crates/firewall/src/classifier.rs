@@ -1006,8 +1006,11 @@ impl Classifier {
                 } => {
                     // The group holds every rule, so its classes are the
                     // global ones (`remap` is the identity; see `build`).
-                    let r = fold_steps(rest, &cls, n);
+                    // The address chain first: its table is the large one,
+                    // and the rest chain's small tables keep the core busy
+                    // while the address reads are still out.
                     let mut at = fold_steps(addr, &cls, n);
+                    let r = fold_steps(rest, &cls, n);
                     for (x, &ri) in at.iter_mut().zip(&r).take(n) {
                         *x = *x * n_rest + ri;
                     }
