@@ -49,11 +49,9 @@ pub struct Image {
     pub fib4: FibImage,
     /// The IPv6 poptrie.
     pub fib6: FibImage,
-    /// Every transit packet goes to the user-space pipeline (the
-    /// snapshot has firewall rules the program cannot evaluate: stateful
-    /// ones, or tables it cannot hold).
-    pub except_all: bool,
-    /// Why the program does not evaluate the firewall, when it does not.
+    /// Why the program does not evaluate the firewall, when it does not
+    /// (rules or tables it cannot hold): then every transit packet goes
+    /// to the user-space pipeline.
     pub except_reason: Option<&'static str>,
     /// The firewall's forward chain, when the program evaluates it.
     pub firewall: Option<FwImage>,
@@ -432,11 +430,15 @@ impl Image {
             local6,
             fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
-            except_all: fw_image.as_ref().is_some_and(Result::is_err),
             except_reason: fw_image.as_ref().and_then(|r| r.as_ref().err().copied()),
             firewall: fw_image.and_then(Result::ok),
             conntrack_epoch,
         })
+    }
+
+    /// Every transit packet goes to the user-space pipeline.
+    pub fn except_all(&self) -> bool {
+        self.except_reason.is_some()
     }
 
     /// The next-hop id the program finds for IPv4 destination `a`.

@@ -244,7 +244,7 @@ impl Engine {
         self.forced_except_all
             || self.shadow[self.active as usize]
                 .as_ref()
-                .is_some_and(|i| i.except_all)
+                .is_some_and(|i| i.except_all())
     }
 
     fn write_config(&mut self, except_all: bool) -> Result<(), EngineError> {
@@ -308,7 +308,7 @@ impl Engine {
         self.active = target;
         self.generation += 1;
         self.forced_except_all = false;
-        let except_all = image.except_all;
+        let except_all = image.except_all();
         self.shadow[target as usize] = Some(image);
         self.write_config(except_all)?;
         self.needs_grace = true;

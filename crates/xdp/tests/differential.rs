@@ -33,6 +33,15 @@ type T = Tables<Poptrie<u32>, Poptrie<u128>, config::ConfigAcl>;
 /// A random forward chain over the tables' interfaces and the addresses
 /// the packets use: stateless matches of every kind, every verdict,
 /// counting rules, both policies.
+/// A set of forty /24s in 10.0/14, each moved by `jitter()` (below 7):
+/// more than 64 interval starts, so a trie over them gets a 16-bit root.
+fn forty_slash24s(mut jitter: impl FnMut() -> u64) -> String {
+    let nets: Vec<String> = (0..40u64)
+        .map(|k| format!("10.{}.{}.0/24", k % 4, (7 * k + jitter()) % 256))
+        .collect();
+    format!("{{ {} }}", nets.join(", "))
+}
+
 fn rules_text(r: &mut Rng) -> String {
     let n = r.below(24);
     let mut t = String::from("chain forward {\n");
@@ -77,12 +86,7 @@ fn rules_text(r: &mut Rng) -> String {
                     1 => "ip daddr 198.51.100.0/24".to_string(),
                     // Forty /24s: more than 64 interval starts, so the
                     // destination trie gets its 16-bit root.
-                    2 => {
-                        let nets: Vec<String> = (0..40)
-                            .map(|k| format!("10.{}.{}.0/24", k % 4, (7 * k + r.below(7)) % 256))
-                            .collect();
-                        format!("ip daddr {{ {} }}", nets.join(", "))
-                    }
+                    2 => format!("ip daddr {}", forty_slash24s(|| r.below(7))),
                     _ => format!("ip daddr 10.{}.0.0/14", 4 * r.below(64)),
                 }
             });
@@ -636,23 +640,20 @@ proptest! {
 /// says why, for the daemon's log. Needs no root: only the compilation.
 #[test]
 fn a_firewall_too_large_for_the_map_goes_to_the_pipeline_with_its_reason() {
-    let nets: Vec<String> = (0..40)
-        .map(|k| format!("10.{}.{}.0/24", k % 4, 7 * k % 256))
-        .collect();
     let text = format!(
-        "chain forward {{\n    policy drop\n    ip daddr {{ {} }} accept\n}}\n",
-        nets.join(", ")
+        "chain forward {{\n    policy drop\n    ip daddr {} accept\n}}\n",
+        forty_slash24s(|| 0)
     );
     let t = tables(&[(0x0a00_0000, 8, 0)], &[], 1500, acl(&text));
     let fw = t.acl.as_ref();
     let fits = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &FibCapacity::SMALL).unwrap();
-    assert!(fits.firewall.is_some() && !fits.except_all && fits.except_reason.is_none());
+    assert!(fits.firewall.is_some() && !fits.except_all() && fits.except_reason.is_none());
     let cap = FibCapacity {
         firewall: 1 << 12,
         ..FibCapacity::SMALL
     };
     let full = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &cap).unwrap();
-    assert!(full.firewall.is_none() && full.except_all);
+    assert!(full.firewall.is_none() && full.except_all());
     assert_eq!(
         full.except_reason,
         Some("the classifier's tables are larger than the program's map")
