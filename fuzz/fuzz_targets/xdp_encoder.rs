@@ -216,7 +216,7 @@ fn check(what: &str, f: &Fibs, sized: bool) {
     };
     match Image::compile(datapath(), &f.t4, &f.t6, None, &cap) {
         Ok(img) => {
-            assert!(!img.except_all && img.firewall.is_none());
+            assert!(!img.except_all() && img.firewall.is_none());
             check_image(&img, what, f);
         }
         Err(CompileError::TooLarge { .. }) if !sized => {}
