@@ -557,6 +557,7 @@ mod tests {
                     ip.header().source_addr().into(),
                     ip.header().destination_addr().into(),
                 ),
+                other => panic!("not an IP packet: {other:?}"),
             };
             assert_eq!((src, dst), (t.src, t.dst));
             let TransportSlice::Udp(u) = p.transport.unwrap() else {

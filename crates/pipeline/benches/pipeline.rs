@@ -382,7 +382,7 @@ fn run_peers<const N: usize, M: Measurement>(
                             }
                         }
                         Some(etherparse::NetSlice::Ipv6(_)) => ok += 1,
-                        None => {}
+                        _ => {}
                     }
                 }
             }

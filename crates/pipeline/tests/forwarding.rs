@@ -219,7 +219,7 @@ fn vlan_in_untagged_out_and_untagged_in_tagged_out() {
         }
     );
     let s = SlicedPacket::from_ethernet(&o.frame).unwrap();
-    assert!(s.vlan.is_none());
+    assert!(s.vlan().is_none());
     assert_eq!(o.frame.len(), 14 + pkt.len());
 
     // Untagged on eth0 -> 172.16/12 via eth1.100: a tag is pushed, with
@@ -235,7 +235,7 @@ fn vlan_in_untagged_out_and_untagged_in_tagged_out() {
             }
         );
         let s = SlicedPacket::from_ethernet(&o.frame).unwrap();
-        match s.vlan {
+        match s.vlan() {
             Some(VlanSlice::SingleVlan(v)) => assert_eq!(v.vlan_identifier().value(), 100),
             other => panic!("expected one tag, got {other:?}"),
         }

@@ -792,7 +792,7 @@ mod tests {
     fn reference_key(ip: &[u8], in_if: InterfaceId) -> FlowKey {
         let s = IpSlice::from_slice(ip).expect("well-formed test packet");
         let p = s.payload();
-        let (is_ipv6, src, dst, first, fragment) = match &s {
+        let (is_ipv6, src, dst, first) = match &s {
             IpSlice::Ipv4(v4) => {
                 let h = v4.header();
                 (
@@ -800,30 +800,19 @@ mod tests {
                     v4_key(u32::from(h.source_addr())),
                     v4_key(u32::from(h.destination_addr())),
                     h.fragments_offset().value() == 0,
-                    p.fragmented,
                 )
             }
             IpSlice::Ipv6(v6) => {
-                // etherparse 0.16 reads the fragment header's offset and M
-                // flag from the wrong bits (fixed in its 0.20): they are
-                // read here from the header's bytes, RFC 8200 §4.5 (the
-                // offset the top 13 bits of bytes 2-3, M the lowest).
-                let (mut first, mut fragment) = (true, false);
-                for e in v6.extensions().clone() {
-                    if let Ipv6ExtensionSlice::Fragment(f) = e {
-                        let word = u16::from_be_bytes([f.slice()[2], f.slice()[3]]);
-                        let (offset, more) = (word >> 3, word & 1 != 0);
-                        first &= offset == 0;
-                        fragment |= offset != 0 || more;
-                    }
-                }
                 let h = v6.header();
+                let first = v6.extensions().clone().into_iter().all(|e| match e {
+                    Ipv6ExtensionSlice::Fragment(f) => f.fragment_offset().value() == 0,
+                    _ => true,
+                });
                 (
                     true,
                     u128::from(h.source_addr()),
                     u128::from(h.destination_addr()),
                     first,
-                    fragment,
                 )
             }
         };
@@ -837,7 +826,7 @@ mod tests {
             interface: in_if,
             out_interface: crate::acl::NO_INTERFACE,
             is_ipv6,
-            fragment,
+            fragment: p.fragmented,
             src,
             dst,
             protocol,
