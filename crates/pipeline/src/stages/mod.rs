@@ -901,6 +901,16 @@ mod tests {
         }
     }
 
+    /// The flow key of `d`, an IP packet after 14 bytes of Ethernet.
+    fn key_of(d: &[u8], is_ipv6: bool) -> FlowKey {
+        let m = Meta {
+            in_if: 0,
+            l3: 14,
+            l3_len: (d.len() - 14) as u32,
+        };
+        flow_key(d, &m, is_ipv6)
+    }
+
     #[test]
     fn flow_keys_of_common_packets() {
         // A TCP SYN-ACK from 198.18.0.7:8080 to 203.0.113.9:80.
@@ -908,12 +918,7 @@ mod tests {
         tcp[..4].copy_from_slice(&[0x1f, 0x90, 0x00, 0x50]);
         tcp[13] = 0x12;
         let d = packet(false, &[], 0x4000, 6, &tcp);
-        let m = Meta {
-            in_if: 2,
-            l3: 14,
-            l3_len: 40,
-        };
-        let k = flow_key(&d, &m, false);
+        let k = key_of(&d, false);
         assert_eq!((k.src_port, k.dst_port, k.tcp_flags), (8080, 80, 0x12));
         assert_eq!(k.src, 0xffff_c612_0007);
         assert!(!k.fragment, "DF alone is not a fragment");
@@ -921,12 +926,7 @@ mod tests {
         // identifier.
         let echo = [8u8, 0, 0xab, 0xcd, 0x12, 0x34, 0, 1];
         let d = packet(false, &[], 0, 1, &echo);
-        let m = Meta {
-            in_if: 0,
-            l3: 14,
-            l3_len: 28,
-        };
-        let k = flow_key(&d, &m, false);
+        let k = key_of(&d, false);
         assert_eq!((k.icmp_type, k.src_port, k.dst_port), (8, 8 << 8, 0x1234));
         // A later IPv6 fragment of UDP: a fragment, without ports.
         let d = packet(
@@ -936,12 +936,7 @@ mod tests {
             17,
             &[0, 53, 0, 53, 0, 8, 0, 0],
         );
-        let m = Meta {
-            in_if: 0,
-            l3: 14,
-            l3_len: (d.len() - 14) as u32,
-        };
-        let k = flow_key(&d, &m, true);
+        let k = key_of(&d, true);
         assert_eq!(
             (k.protocol, k.fragment, k.src_port, k.dst_port),
             (17, true, 0, 0)
