@@ -404,19 +404,21 @@ pub fn input_matrix_markdown(run: &LabRun) -> String {
 
 /// The receive-livelock check of one contender: the forwarding rate at the
 /// highest offered load against the rate at the offered load where its load
-/// curve did best below that, each over several trials. The curve's own two readings
-/// are one trial each; on a shared two-core machine one trial's noise
-/// (10-30%) is as large as the fall looked for, and the curve's peak is the
-/// largest of several noisy readings, biased upwards, so the verdict is
-/// taken on medians of interleaved trials at the two loads.
+/// curve did best below that, each over several trials. The curve's own two
+/// readings are one trial each; on a shared two-core machine one trial's
+/// noise (10-30%) is as large as the fall looked for, and the curve's peak
+/// is the largest of several noisy readings, biased upwards, so the verdict
+/// is taken on medians of interleaved trials at the two loads, the peak's
+/// without the reading that chose it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct LivelockCheck {
     /// The offered load of the curve's best rate below its highest load.
     pub peak_offered_pps: u64,
     /// The highest offered load (the generator's maximum).
     pub max_offered_pps: u64,
-    /// Forwarding rates of the trials at the peak's offered load (the
-    /// curve's reading first).
+    /// Forwarding rates of the trials at the peak's offered load: fresh
+    /// trials, not the curve's reading that chose the peak (that reading
+    /// alone when no trial was run).
     pub at_peak_pps: Vec<u64>,
     /// Forwarding rates of the trials at the highest offered load (the
     /// curve's reading first).
