@@ -1065,13 +1065,15 @@ pub struct BenchConfig {
     pub cpu_trial: Duration,
     /// Trials at the load curve's peak that the receive-livelock check
     /// judges the peak by, in place of the curve's own reading there (0:
-    /// that reading alone); its readings at the highest load are the
-    /// curve's, the control-socket trial's and the fixed-load repeats'.
+    /// that reading alone): one in each activation of the contender (the
+    /// rest in its last), so that they spread over the run as its readings
+    /// at the highest load do (the curve's, the control-socket trial's and
+    /// the fixed-load repeats').
     pub livelock_peak_trials: u32,
-    /// Activations of each contender after its first (at least one, for
-    /// the CPU-per-packet trial), which share the fixed-load repeats after
-    /// the first in order; each visits every contender in turn, so the
-    /// repeats of one contender are spread over the run.
+    /// Activations of each contender after its first (at least one), which
+    /// share the fixed-load repeats after the first in turn and take one
+    /// CPU-per-packet trial each; each visits every contender in turn, so
+    /// the trials of one contender are spread over the run.
     pub later_passes: u32,
     /// Fixed-load repeats on the other input (socket buffers when the run's
     /// input is live XDP frames), each beside one of the repeats, at that
@@ -1093,12 +1095,14 @@ pub const DEFAULT_DSTS: usize = 65_536;
 pub const LIVELOCK_TOLERANCE: f64 = 0.10;
 
 impl BenchConfig {
-    /// The default run or `--quick`, sized to take at most 20 and 5 minutes
+    /// The default run or `--quick`, sized to take at most 25 and 5 minutes
     /// on two cores with the full table and the ten default contenders:
     /// 4 s trials, 5 repeats (3 of them on socket buffers too), 4 load points,
-    /// equilibrium trials of 2 s; quick: 2 s trials, 3 repeats (2), 2 load
-    /// points, 1 s equilibrium trials, the livelock check from the curve's
-    /// and the repeats' readings alone, a 1 s CPU-per-packet trial.
+    /// equilibrium trials of 2 s, three later passes, each with a 4 s
+    /// CPU-per-packet trial and a livelock trial at the peak; quick: 2 s
+    /// trials, 3 repeats (2), 2 load points, 1 s equilibrium trials, the
+    /// livelock check from the curve's and the repeats' readings alone, one
+    /// later pass with a 1 s CPU-per-packet trial.
     pub fn new(quick: bool, out_dir: PathBuf, full_table: Option<PathBuf>) -> Self {
         let mut traffic = Traffic::default_v4();
         if quick {
@@ -1125,8 +1129,8 @@ impl BenchConfig {
             dsts: DEFAULT_DSTS,
             cpu_load_pps: 0,
             cpu_trial: Duration::from_secs(if quick { 1 } else { 4 }),
-            livelock_peak_trials: if quick { 0 } else { 3 },
-            later_passes: if quick { 1 } else { 2 },
+            livelock_peak_trials: if quick { 0 } else { 4 },
+            later_passes: if quick { 1 } else { 3 },
             other_input_repeats: if quick { 2 } else { 3 },
         }
     }
@@ -1450,7 +1454,7 @@ pub fn run_bench(
                 + cfg.equilibrium_trial.map_or(0, |_| {
                     TYPICAL_EQUILIBRIUM_TRIALS.min(cfg.equilibrium_max_iterations as usize)
                 })
-                + 1
+                + cfg.later_passes.max(1) as usize
                 + cfg.livelock_peak_trials as usize
                 + cfg.repeats as usize
                 + other_input.map_or(0, |_| cfg.other_input_repeats.min(cfg.repeats) as usize));
@@ -1608,10 +1612,11 @@ pub fn run_bench(
                     .push("control latency not measured: the client thread panicked".into()),
             }
         }
+        // The peak's first fresh trial; the later activations take the rest.
         let check = livelock_check(
             &results[i].load_curve,
             more_at_max,
-            cfg.livelock_peak_trials,
+            cfg.livelock_peak_trials.min(1),
             |offered| {
                 let d = runner.trial(Some(offered as f64), cfg.frame_len, cfg.trial)?;
                 progress(&format!("  livelock check: {}", d.summary_line()));
@@ -1696,24 +1701,30 @@ pub fn run_bench(
         (sustained * 8 / 10).max(10_000)
     };
     // Fixed offered load at the generator's maximum, contenders interleaved
-    // (the first repeat ran in the first pass), the later repeats shared
-    // in order between the later passes; the CPU-per-packet trials in the
-    // first of them, whether or not it has a repeat.
-    let later: Vec<u32> = (1..cfg.repeats).collect();
+    // (the first repeat ran in the first pass), the later repeats dealt in
+    // turn to the later passes; in each of them a CPU-per-packet trial and
+    // a livelock trial at the peak's offered load, so that a contender's
+    // trials of each kind spread over the run alike and the machine's
+    // slow and fast phases (its neighbours) fall on all of them.
     let passes = cfg.later_passes.max(1) as usize;
-    let per_pass = later.len().div_ceil(passes).max(1);
+    let mut peak_trials_left = cfg.livelock_peak_trials.saturating_sub(1);
     for pass in 0..passes {
-        let reps = later.chunks(per_pass).nth(pass).unwrap_or(&[]);
-        if pass > 0 && reps.is_empty() {
-            break;
-        }
+        let reps: Vec<u32> = (1..cfg.repeats)
+            .filter(|r| (*r as usize - 1) % passes == pass)
+            .collect();
+        let peak_trials = if pass + 1 == passes {
+            peak_trials_left
+        } else {
+            peak_trials_left.min(1)
+        };
+        peak_trials_left -= peak_trials;
         for (i, c) in contenders.iter_mut().enumerate() {
             if failed[i] {
                 continue;
             }
             runner.traffic.expiring_every = c.expiring_every().or(run_expiring);
             c.activate(&topo)?;
-            if pass == 0 && !cfg.cpu_trial.is_zero() {
+            if !cfg.cpu_trial.is_zero() {
                 progress(&format!(
                     "{}: CPU per packet at {cpu_load} pps offered",
                     c.name()
@@ -1722,12 +1733,33 @@ pub fn run_bench(
                 progress(&d.summary_line());
                 let busy = p.fwd_cpu.and_then(|c| d.cpu_busy_pct.get(c).copied());
                 let fwd = d.forwarding_pps(warm);
-                results[i].cpu_per_packet =
-                    busy.and_then(|b| report::CpuPerPacket::new(cpu_load, fwd, b));
+                if let Some(b) = busy {
+                    match &mut results[i].cpu_per_packet {
+                        Some(cpp) => {
+                            cpp.add(fwd, b);
+                        }
+                        None => {
+                            results[i].cpu_per_packet = report::CpuPerPacket::new(cpu_load, fwd, b);
+                        }
+                    }
+                }
                 if fwd < cpu_load * 95 / 100 {
                     results[i].notes.push(format!(
                         "did not sustain the CPU-per-packet load: {fwd} of {cpu_load} pps forwarded"
                     ));
+                }
+            }
+            if let Some(check) = &mut results[i].livelock
+                && check.peak_offered_pps < check.max_offered_pps
+            {
+                for _ in 0..peak_trials {
+                    let d = runner.trial(
+                        Some(check.peak_offered_pps as f64),
+                        cfg.frame_len,
+                        cfg.trial,
+                    )?;
+                    progress(&format!("  livelock check: {}", d.summary_line()));
+                    check.at_peak_pps.push(d.forwarding_pps(warm));
                 }
             }
             if pass == 0 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {
@@ -1745,7 +1777,7 @@ pub fn run_bench(
                 receiver_ns = d.recv.program_ns_per_frame;
                 progress(&d.summary_line());
             }
-            for &rep in reps {
+            for &rep in &reps {
                 let busy = repeat_at(rep, &c.name(), &mut runner, &mut results[i], &mut progress)?;
                 fwd_busy[i].extend(busy.0);
                 gen_busy.extend(busy.1);
@@ -1954,7 +1986,7 @@ pub fn run_bench(
     );
     run.config.extra.insert(
         "cpu_per_packet".into(),
-        format!("the forwarding core's busy share x 1e9 / forwarded pps, one {:.0} s trial per contender at {cpu_load} pps offered (80% of the slowest equilibrium among the contenders without firewall rules)", cfg.cpu_trial.as_secs_f64()),
+        format!("the forwarding core's busy share x 1e9 / forwarded pps, the median of {} trials of {:.0} s per contender (one in each later activation, spread over the run) at {cpu_load} pps offered (80% of the slowest equilibrium among the contenders without firewall rules)", cfg.later_passes.max(1), cfg.cpu_trial.as_secs_f64()),
     );
     run.config.extra.insert(
         "load_average".into(),

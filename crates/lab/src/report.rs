@@ -295,23 +295,67 @@ impl ControlLatency {
 pub struct CpuPerPacket {
     /// Offered load, pps.
     pub offered_pps: u64,
-    /// Forwarded (received at the sink), pps.
+    /// Forwarded (received at the sink), pps: the median trial's.
     pub forwarded_pps: u64,
-    /// The forwarding core's busy share, percent.
+    /// The forwarding core's busy share, percent: the median trial's.
     pub busy_pct: f64,
-    /// busy share x 1e9 / forwarded pps.
+    /// busy share x 1e9 / forwarded pps: the median trial's.
+    pub ns_per_packet: f64,
+    /// Each trial, in the order they ran (one per activation of the
+    /// contender, spread over the run).
+    #[serde(default)]
+    pub trials: Vec<CpuTrial>,
+}
+
+/// One CPU-per-packet trial.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuTrial {
+    pub forwarded_pps: u64,
+    pub busy_pct: f64,
     pub ns_per_packet: f64,
 }
 
 impl CpuPerPacket {
     /// From one trial's readings; `None` when nothing was forwarded.
     pub fn new(offered_pps: u64, forwarded_pps: u64, busy_pct: f64) -> Option<Self> {
-        (forwarded_pps > 0).then(|| Self {
+        let mut c = Self {
             offered_pps,
+            ..Self::default()
+        };
+        c.add(forwarded_pps, busy_pct).then_some(c)
+    }
+
+    /// Adds a later trial at the same offered load; the figures become
+    /// the median trial's (with an even count, the lower of the middle
+    /// two). False (and nothing added) when the trial forwarded nothing.
+    pub fn add(&mut self, forwarded_pps: u64, busy_pct: f64) -> bool {
+        if forwarded_pps == 0 {
+            return false;
+        }
+        self.trials.push(CpuTrial {
             forwarded_pps,
             busy_pct,
             ns_per_packet: busy_pct / 100.0 * 1e9 / forwarded_pps as f64,
-        })
+        });
+        let mut order = self.trials.clone();
+        order.sort_by(|a, b| a.ns_per_packet.total_cmp(&b.ns_per_packet));
+        let mid = order[(order.len() - 1) / 2];
+        (self.forwarded_pps, self.busy_pct, self.ns_per_packet) =
+            (mid.forwarded_pps, mid.busy_pct, mid.ns_per_packet);
+        true
+    }
+
+    /// ns per packet of each trial.
+    pub fn trials_ns(&self) -> Vec<f64> {
+        self.trials.iter().map(|t| t.ns_per_packet).collect()
+    }
+
+    /// Spread of the trials (max - min over the median), percent; `None`
+    /// with fewer than two.
+    pub fn spread_pct(&self) -> Option<f64> {
+        (self.trials.len() >= 2)
+            .then(|| RateSummary::of(&self.trials_ns()).map(|s| s.spread_pct))
+            .flatten()
     }
 }
 
@@ -689,7 +733,14 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
                 row.push(
                     c.cpu_per_packet
                         .as_ref()
-                        .map_or("-".into(), |x| format!("{:.0}", x.ns_per_packet)),
+                        .map_or("-".into(), |x| match x.spread_pct() {
+                            Some(sp) => format!(
+                                "{:.0} ({} trials, spread {sp:.0}%)",
+                                x.ns_per_packet,
+                                x.trials.len()
+                            ),
+                            None => format!("{:.0}", x.ns_per_packet),
+                        }),
                 );
             }
             let (ratio, verdict) = match &c.verdict {
@@ -1171,6 +1222,18 @@ mod tests {
         let c = CpuPerPacket::new(200_000, 200_000, 50.0).unwrap();
         assert!((c.ns_per_packet - 2500.0).abs() < 1e-9);
         assert!(CpuPerPacket::new(200_000, 0, 50.0).is_none());
+        // Later trials: the figures are the median trial's; one that
+        // forwarded nothing is not a reading.
+        let mut c = c;
+        assert!(c.add(100_000, 50.0));
+        assert!(!c.add(0, 50.0));
+        assert!(c.add(200_000, 20.0));
+        assert_eq!(c.trials_ns(), [2500.0, 5000.0, 1000.0]);
+        assert_eq!(
+            (c.ns_per_packet, c.forwarded_pps, c.busy_pct),
+            (2500.0, 200_000, 50.0)
+        );
+        assert!((c.spread_pct().unwrap() - 160.0).abs() < 1e-9);
         let p = |o, f| LoadPoint {
             offered_pps: o,
             forwarding_pps: f,

@@ -418,7 +418,8 @@ fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
     cfg.cpu_trial = Duration::from_secs(1);
     cfg.repeats = 2;
     cfg.equilibrium_trial = None;
-    cfg.livelock_peak_trials = 1;
+    cfg.livelock_peak_trials = 3;
+    cfg.later_passes = 2;
     cfg.other_input_repeats = 2;
     let mut contenders: Vec<Box<dyn lab::bench::Contender>> = vec![
         Box::new(lab::bench::KernelForwarding {
@@ -445,10 +446,20 @@ fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
         );
         let check = c.livelock.as_ref().expect("a livelock check");
         assert!(check.peak_offered_pps < check.max_offered_pps);
-        // At the peak: the one fresh trial (the curve's reading there chose
-        // the peak and is left out); at the highest load: the curve's and
-        // the two fixed-load repeats'.
-        assert_eq!((check.at_peak_pps.len(), check.at_max_pps.len()), (1, 3));
+        // At the peak: three fresh trials, one in the first activation,
+        // one in the first later pass and the rest in the last (the
+        // curve's reading there chose the peak and is left out); at the
+        // highest load: the curve's and the two fixed-load repeats'.
+        assert_eq!((check.at_peak_pps.len(), check.at_max_pps.len()), (3, 3));
+        // A CPU-per-packet trial in each later pass, the figure the
+        // median trial's.
+        let cpu = c.cpu_per_packet.as_ref().expect("CPU per packet");
+        assert_eq!(cpu.trials.len(), 2, "{}", c.name);
+        assert!(
+            cpu.trials
+                .iter()
+                .any(|t| t.ns_per_packet == cpu.ns_per_packet)
+        );
         assert!(check.ratio().is_some(), "{check:?}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
