@@ -545,8 +545,9 @@ pub fn livelock_markdown(contenders: &[ContenderResult]) -> String {
     let mut s = String::from(
         "\n## Receive livelock and control latency at the generator's maximum\n\n\
          One reading per load-curve point first; then the check: the median \
-         rate of the trials at the peak's offered load (the curve's and any \
-         repeated there) and of those at the highest (the curve's, the \
+         rate of the trials at the peak's offered load (fresh trials spread \
+         over the run, not the curve's reading that chose the peak, unless \
+         none ran) and of those at the highest (the curve's, the \
          control-socket trial's and the fixed-load repeats'), and their \
          ratio (receive livelock below 0.90).\n\n\
          | contender | load-curve peak kpps | highest offered kpps | forwarded there kpps | there / peak | checked: median kpps at peak @ offered / at highest (trials) | median ratio | control round trip p50 / p99 / max ms |\n\
