@@ -1493,6 +1493,15 @@ pub fn run_bench(
     // The machine's own speed on the forwarding core before each repeat.
     let prober = crate::probe::Prober::new();
     let prober = &prober;
+    // One livelock trial at the load curve's peak: its forwarding rate.
+    let peak_trial = move |offered: u64,
+                           runner: &mut LabRunner,
+                           progress: &mut dyn FnMut(&str)|
+          -> Result<u64, LabError> {
+        let d = runner.trial(Some(offered as f64), frame_len, trial_len)?;
+        progress(&format!("  livelock check: {}", d.summary_line()));
+        Ok(d.forwarding_pps(warm))
+    };
     let repeat_at = move |rep: u32,
                           name: &str,
                           runner: &mut LabRunner,
@@ -1638,11 +1647,7 @@ pub fn run_bench(
             &results[i].load_curve,
             more_at_max,
             cfg.livelock_peak_trials.min(1),
-            |offered| {
-                let d = runner.trial(Some(offered as f64), cfg.frame_len, cfg.trial)?;
-                progress(&format!("  livelock check: {}", d.summary_line()));
-                Ok(d.forwarding_pps(warm))
-            },
+            |offered| peak_trial(offered, &mut runner, &mut progress),
         )?;
         // Judged at the end, when the fixed-load repeats have added their
         // readings at the highest load.
@@ -1770,13 +1775,8 @@ pub fn run_bench(
                 && check.peak_offered_pps < check.max_offered_pps
             {
                 for _ in 0..peak_trials {
-                    let d = runner.trial(
-                        Some(check.peak_offered_pps as f64),
-                        cfg.frame_len,
-                        cfg.trial,
-                    )?;
-                    progress(&format!("  livelock check: {}", d.summary_line()));
-                    check.at_peak_pps.push(d.forwarding_pps(warm));
+                    let rate = peak_trial(check.peak_offered_pps, &mut runner, &mut progress)?;
+                    check.at_peak_pps.push(rate);
                 }
             }
             if pass == 0 && i == 0 && runner.traffic.receiver == ReceiverMode::Xdp {

@@ -353,9 +353,10 @@ impl CpuPerPacket {
     /// Spread of the trials (max - min over the median), percent; `None`
     /// with fewer than two.
     pub fn spread_pct(&self) -> Option<f64> {
-        (self.trials.len() >= 2)
-            .then(|| RateSummary::of(&self.trials_ns()).map(|s| s.spread_pct))
-            .flatten()
+        if self.trials.len() < 2 {
+            return None;
+        }
+        RateSummary::of(&self.trials_ns()).map(|s| s.spread_pct)
     }
 }
 
