@@ -937,7 +937,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn local4(&self, a: u32) -> Option<LocalKind> {
         let b = fold4(a);
         if self.local4_filter[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
@@ -949,7 +949,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
             .map(|i| self.local4[i].1)
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn local6(&self, a: u128) -> Option<LocalKind> {
         let b = fold6(a);
         if self.local6_filter[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
@@ -963,7 +963,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
 
     /// The untagged interface on `port` and its MAC (as
     /// `IfRuntime::mac_bits`), if it has one.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn untagged_interface(&self, port: PortId) -> Option<(InterfaceId, u64)> {
         let i = self.interface_for(port, Vlan::Untagged)?;
         Some((i, self.if_rt.get(usize::from(i))?.mac_bits))

@@ -42,7 +42,7 @@ fn is_tpid(t: u16) -> bool {
 }
 
 /// Parses the Ethernet header and up to two VLAN tags.
-#[inline]
+#[inline(always)]
 pub(crate) fn parse(d: &[u8]) -> Result<L2, DropReason> {
     if d.len() < 14 {
         return Err(DropReason::FrameTooShort);

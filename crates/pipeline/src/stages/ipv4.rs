@@ -48,7 +48,7 @@ pub(crate) fn be32(d: &[u8], at: usize) -> u32 {
 }
 
 /// The RFC 1812 §5.2.2 checks; returns (header length, total length).
-#[inline]
+#[inline(always)]
 pub(crate) fn validate(h: &[u8]) -> Result<(usize, usize), DropReason> {
     if h.len() < 20 {
         return Err(DropReason::Ipv4Truncated);
@@ -117,7 +117,7 @@ pub(crate) fn is_martian_destination(dst: u32) -> bool {
 }
 
 /// The input stage for the IPv4 packet at `d[l3..]`.
-#[inline]
+#[inline(always)]
 pub(crate) fn input<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,

@@ -35,7 +35,7 @@ pub(crate) fn be128(d: &[u8], at: usize) -> u128 {
 }
 
 /// RFC 8200 §3 checks; returns the packet length (40 + payload length).
-#[inline]
+#[inline(always)]
 pub(crate) fn validate(h: &[u8]) -> Result<usize, DropReason> {
     if h.len() < 40 {
         return Err(DropReason::Ipv6Truncated);
@@ -67,7 +67,7 @@ fn both_global_unicast(h: &[u8]) -> bool {
 }
 
 /// The input stage for the IPv6 packet at `d[l3..]`.
-#[inline]
+#[inline(always)]
 pub(crate) fn input<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,

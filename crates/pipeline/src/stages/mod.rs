@@ -31,7 +31,7 @@ use crate::worker::{Meta, Step, Verdict, Worker};
 ///
 /// Reads the L2 header; finds the logical interface; counts rx on it.
 /// Unicast frames not for the interface's MAC are dropped (`not_our_mac`).
-#[inline]
+#[inline(always)]
 pub(crate) fn input<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
@@ -254,7 +254,7 @@ fn neighbour<F4, F6, A>(tables: &Tables<F4, F6, A>, hop: &ResolvedHop, dst_key: 
 }
 
 /// Adjacency, ECMP choice and neighbour in one step (for generated packets).
-#[inline]
+#[inline(always)]
 pub(crate) fn resolve<F4, F6, A>(
     tables: &Tables<F4, F6, A>,
     nh: NextHopId,
@@ -340,7 +340,7 @@ pub(crate) enum NoHop {
 /// the equal-cost next hops by a hash of the flow's 5-tuple (RFC 2992), so
 /// a flow stays on one path.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub(crate) fn choose_hop<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
@@ -471,7 +471,7 @@ pub(crate) fn write_l2(buf: &mut [u8], ifr: &IfRuntime, dst: MacAddr, ethertype:
 ///   whose MAC is known by its precomputed header ([`Rewrite`]), when the
 ///   packet fits its MTU and the headroom the header; anything else by
 ///   [`forward_general`].
-#[inline]
+#[inline(always)]
 pub(crate) fn forward<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
