@@ -256,7 +256,8 @@ pub mod reply {
         pub tx_redirect_failed: u64,
         /// Packets of flows its connection table held (stateful rules).
         pub ct_established: u64,
-        /// Frames handed over without their metadata (the driver refused).
+        /// Frames handed over without their connection-tracking hint (no
+        /// headroom in front of them).
         pub meta_failed: u64,
     }
 

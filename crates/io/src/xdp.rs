@@ -297,16 +297,16 @@ pub fn map_err(what: String, e: aya::maps::MapError) -> IoError {
     }
 }
 
-/// Reads the connection-tracking hint of a frame (`FrameBatch::ct_hint`)
-/// from the 8 bytes of XDP metadata the program put before it.
-pub type HintReader = fn([u8; 8]) -> u8;
+/// Splits the connection-tracking hint (`FrameBatch::ct_hint`) the
+/// program put in front of a frame from the frame itself.
+pub type HintReader = fn(&[u8]) -> (u8, &[u8]);
 
 /// An AF_XDP socket on one queue of an interface with the steering program.
 #[derive(Debug)]
 pub struct XdpPort {
     sock: XskSocket,
     stats: PortStats,
-    /// Set when the program leaves metadata before each frame.
+    /// Set when the program puts a hint in front of each frame.
     hints: Option<HintReader>,
 }
 
@@ -327,7 +327,7 @@ impl XdpPort {
 
     /// Opens a socket on `queue` of interface `iface` (`ifindex`) and
     /// stores it at `key` of `xsks`, another program's XSKMAP (the XDP
-    /// engine's exception path). `hints` reads each frame's metadata.
+    /// engine's exception path). `hints` splits each frame's hint from it.
     #[allow(clippy::too_many_arguments)]
     pub fn open_into(
         iface: &str,
@@ -374,9 +374,10 @@ impl Port for XdpPort {
                 bytes += f.len() as u64;
                 oversize += u64::from(!batch.push(f));
             }),
-            Some(read) => self.sock.recv_meta::<8>(room, |f, meta| {
+            Some(split) => self.sock.recv(room, |f| {
+                let (hint, f) = split(f);
                 bytes += f.len() as u64;
-                oversize += u64::from(!batch.push_hinted(f, read(meta)));
+                oversize += u64::from(!batch.push_hinted(f, hint));
             }),
         };
         self.stats.rx_packets += n as u64;

@@ -99,7 +99,7 @@ pub(crate) fn engine_exceptions(
             engine.xsks(),
             key,
             xsk,
-            Some(xdp_engine::layout::ct_hint_of_meta),
+            Some(xdp_engine::layout::split_hint),
         )?))
     })
 }

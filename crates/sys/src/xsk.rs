@@ -320,41 +320,9 @@ impl XskSocket {
         Some(unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), len as usize) })
     }
 
-    /// Copies the bytes at `addr` (inside one received chunk) into `out`
-    /// and zeroes them.
-    fn take_meta(&mut self, addr: u64, out: &mut [u8]) {
-        let start = addr as usize;
-        if start
-            .checked_add(out.len())
-            .is_none_or(|end| end > self.umem.len)
-        {
-            return;
-        }
-        // SAFETY: `start..start + out.len()` lies inside the UMEM (checked),
-        // in the headroom of a chunk the RX ring handed to user space: the
-        // kernel no longer writes it until the chunk goes back to the fill
-        // ring, and nothing else holds a reference into it now.
-        let meta = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), out.len()) };
-        out.copy_from_slice(meta);
-        meta.fill(0);
-    }
-
     /// Receives up to `max` frames, calling `each` with the bytes of every
     /// one, and returns their chunks to the fill ring. Returns the count.
     pub fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
-        self.recv_meta::<0>(max, |f, _| each(f))
-    }
-
-    /// [`XskSocket::recv`], also giving the `META` bytes before each frame:
-    /// the metadata the XDP program put there (`bpf_xdp_adjust_meta`; the
-    /// kernel copies it into the chunk with the frame). They are zeroed
-    /// once read, so a chunk's next frame never shows this one's; a frame
-    /// with less headroom gets zeros.
-    pub fn recv_meta<const META: usize>(
-        &mut self,
-        max: usize,
-        mut each: impl FnMut(&[u8], [u8; META]),
-    ) -> usize {
         let n = self.rx.available().min(max as u32);
         if n == 0 {
             if self.fill.needs_wakeup() {
@@ -367,12 +335,8 @@ impl XskSocket {
         for i in 0..n {
             let d: XdpDesc = self.rx.read(self.rx.cached_cons.wrapping_add(i));
             let base = d.addr - d.addr % self.frame_size as u64;
-            let mut meta = [0u8; META];
-            if META > 0 && d.addr - base >= META as u64 {
-                self.take_meta(d.addr - META as u64, &mut meta);
-            }
             if let Some(bytes) = self.chunk(d.addr, d.len) {
-                each(bytes, meta);
+                each(bytes);
             }
             let slot = self.fill.cached_prod.wrapping_add(i);
             self.fill.write::<u64>(slot, base);

@@ -229,10 +229,13 @@ static __always_inline int hand_over(struct xdp_md *xdp, struct ctx *c, __u32 wh
 		record_hint(c, FF_OUT_EXCEPTION, why, hint);
 		return XDP_PASS;
 	}
-	/* Always written, so the pipeline never reads a stale hint. */
-	if (bpf_xdp_adjust_meta(xdp, -(int)sizeof(struct ff_meta)) == 0) {
-		struct ff_meta *m = (void *)(long)xdp->data_meta;
-		if ((void *)(m + 1) <= (void *)(long)xdp->data) {
+	/* The hint goes in front of the frame (struct ff_meta), which the
+	 * pipeline strips: a prefix rather than XDP metadata, which some
+	 * kernels refuse to XDP programs altogether (bpf_xdp_adjust_meta) and
+	 * some drivers do not support, where every driver has headroom. */
+	if (bpf_xdp_adjust_head(xdp, -(int)sizeof(struct ff_meta)) == 0) {
+		struct ff_meta *m = (void *)(long)xdp->data;
+		if ((void *)(m + 1) <= (void *)(long)xdp->data_end) {
 			m->magic = FF_META_MAGIC;
 			m->ct_hint = hint;
 		}

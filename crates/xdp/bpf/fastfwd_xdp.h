@@ -244,8 +244,9 @@ struct ff_ct_value {
 	__u16 pad;
 };
 
-/* What the program leaves before every frame it hands over (XDP
- * metadata): what it knew of the packet's flow (the firewall's CtHint). */
+/* What the program puts in front of every frame it hands over (8 bytes
+ * the pipeline strips): what it knew of the packet's flow (the firewall's
+ * CtHint). */
 #define FF_META_MAGIC 0xfa57c7e1u
 #define FF_CT_HINT_NONE 0        /* not looked up: the pipeline decides */
 #define FF_CT_HINT_ABSENT 1      /* no live entry: the pipeline decides */

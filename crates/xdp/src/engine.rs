@@ -98,7 +98,8 @@ pub struct EngineCounters {
     pub tx_redirect_failed: u64,
     /// Packets of flows connection tracking's fast path held established.
     pub ct_established: u64,
-    /// Frames handed over without metadata (the driver refused it).
+    /// Frames handed over without their connection-tracking hint (no
+    /// headroom in front of them).
     pub meta_failed: u64,
 }
 

@@ -449,16 +449,26 @@ pub fn ct_value_fields(v: &CtValue) -> (u64, u32, bool) {
     )
 }
 
-/// The connection-tracking hint in the metadata the program left before
-/// a frame it handed over (`struct ff_meta`; 0 without the magic).
-pub fn ct_hint_of_meta(meta: [u8; META_SIZE]) -> u8 {
+/// The connection-tracking hint the program put in front of a frame it
+/// handed over (`struct ff_meta`), and the frame without it; a frame that
+/// does not start with the magic (the program found no headroom for it,
+/// counted as `meta_failed`) is the frame itself, with no hint (0).
+pub fn split_hint(frame: &[u8]) -> (u8, &[u8]) {
+    let Some((meta, rest)) = frame.split_first_chunk::<META_SIZE>() else {
+        return (0, frame);
+    };
     let magic = u32::from_ne_bytes([meta[0], meta[1], meta[2], meta[3]]);
-    let hint = u32::from_ne_bytes([meta[4], meta[5], meta[6], meta[7]]);
-    if magic == META_MAGIC && hint <= CT_HINT_ESTABLISHED {
-        hint as u8
-    } else {
-        0
+    if magic != META_MAGIC {
+        return (0, frame);
     }
+    let hint = u32::from_ne_bytes([meta[4], meta[5], meta[6], meta[7]]);
+    (
+        u8::try_from(hint)
+            .ok()
+            .filter(|&h| u32::from(h) <= CT_HINT_ESTABLISHED)
+            .unwrap_or(0),
+        rest,
+    )
 }
 
 #[cfg(test)]
@@ -624,14 +634,23 @@ mod tests {
     fn conntrack_codes_are_the_firewall_s() {
         use firewall::{CtHint, CtState};
         assert_eq!(CT_STATE_ESTABLISHED, CtState::Established as u32);
+        let eth = [0x02u8, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0];
         for h in [CtHint::None, CtHint::Absent, CtHint::Established] {
-            let mut meta = [0u8; META_SIZE];
-            meta[..4].copy_from_slice(&META_MAGIC.to_ne_bytes());
-            meta[4..].copy_from_slice(&u32::from(h.code()).to_ne_bytes());
-            assert_eq!(CtHint::from_code(u32::from(ct_hint_of_meta(meta))), h);
+            let mut frame = META_MAGIC.to_ne_bytes().to_vec();
+            frame.extend_from_slice(&u32::from(h.code()).to_ne_bytes());
+            frame.extend_from_slice(&eth);
+            let (hint, rest) = split_hint(&frame);
+            assert_eq!(CtHint::from_code(u32::from(hint)), h);
+            assert_eq!(rest, eth, "the prefix is stripped");
         }
-        // Without the magic (a frame left no metadata): no hint.
-        assert_eq!(ct_hint_of_meta([0, 0, 0, 0, 2, 0, 0, 0]), 0);
+        // Without the magic (no prefix): the frame as it is, no hint.
+        assert_eq!(split_hint(&eth), (0, &eth[..]));
+        assert_eq!(split_hint(&eth[..4]), (0, &eth[..4]));
+        // The magic with a hint the pipeline does not know: stripped, no hint.
+        let mut odd = META_MAGIC.to_ne_bytes().to_vec();
+        odd.extend_from_slice(&7u32.to_ne_bytes());
+        odd.extend_from_slice(&eth);
+        assert_eq!(split_hint(&odd), (0, &eth[..]));
         let f = firewall::FastFlow {
             a: 0x0a00_0001,
             b: 0x0a00_0002,
