@@ -462,13 +462,12 @@ pub fn split_hint(frame: &[u8]) -> (u8, &[u8]) {
         return (0, frame);
     }
     let hint = u32::from_ne_bytes([meta[4], meta[5], meta[6], meta[7]]);
-    (
-        u8::try_from(hint)
-            .ok()
-            .filter(|&h| u32::from(h) <= CT_HINT_ESTABLISHED)
-            .unwrap_or(0),
-        rest,
-    )
+    let hint = if hint <= CT_HINT_ESTABLISHED {
+        hint as u8
+    } else {
+        0
+    };
+    (hint, rest)
 }
 
 #[cfg(test)]
