@@ -155,6 +155,14 @@ pub(crate) struct UpperLayer {
     pub(crate) fragment: bool,
 }
 
+/// Whether next header `nh` is an extension header [`upper_layer`] walks
+/// (hop-by-hop 0, routing 43, fragment 44, authentication 51, destination
+/// options 60).
+#[inline(always)]
+pub(crate) fn is_extension(nh: u8) -> bool {
+    matches!(nh, 0 | 43 | 44 | 51 | 60)
+}
+
 /// Walks the extension headers (RFC 8200 §4) of the packet `h` (header
 /// included) up to eight of them; stops at the first header it does not
 /// know as an extension, or where the packet ends.

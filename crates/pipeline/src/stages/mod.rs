@@ -102,42 +102,44 @@ where
     }
 }
 
-/// The flow key of a validated packet (for the ACL and ECMP). Always in
-/// line: returned through memory from a call, the key's narrow stores are
-/// read back wide by the caller's copy, a store-forwarding stall per packet.
+/// Writes the flow key of a validated packet (for the ACL and ECMP) into
+/// `k`, each field stored as soon as it is read: in the chunk loop the key
+/// built as a value first was spilled and reloaded field by field before
+/// its copy into place (the loop has no spare registers). Always in line.
 #[inline(always)]
-pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
+pub(crate) fn write_flow_key(d: &[u8], m: &Meta, is_ipv6: bool, k: &mut FlowKey) {
     let l3 = usize::from(m.l3);
     let h = d.get(l3..l3 + m.l3_len as usize).unwrap_or(&[]);
-    let (src, dst, protocol, l4, ports_valid, fragment) = if is_ipv6 {
-        if h.len() < 40 {
-            return FlowKey::default();
-        }
-        let u = ipv6::upper_layer(h);
-        (
-            ipv6::be128(h, 8),
-            ipv6::be128(h, 24),
-            u.protocol,
-            u.offset,
-            !u.non_first_fragment,
-            u.fragment,
-        )
-    } else {
-        if h.len() < 20 {
-            return FlowKey::default();
-        }
-        let ihl = usize::from(h[0] & 0x0f) * 4;
-        let frag = u16::from_be_bytes([h[6], h[7]]);
-        (
-            v4_key(ipv4::be32(h, 12)),
-            v4_key(ipv4::be32(h, 16)),
-            h[9],
-            ihl,
-            frag & 0x1fff == 0,
-            frag & 0x3fff != 0,
-        )
+    if h.len() < if is_ipv6 { 40 } else { 20 } {
+        *k = FlowKey::default();
+        return;
+    }
+    *k = FlowKey {
+        interface: m.in_if,
+        is_ipv6,
+        length: h.len().min(usize::from(u16::MAX)) as u16,
+        ..FlowKey::default()
     };
-    let (mut src_port, mut dst_port, mut tcp_flags, mut icmp_type, mut icmp_code) = (0, 0, 0, 0, 0);
+    let (protocol, l4, ports_valid) = if is_ipv6 {
+        k.src = ipv6::be128(h, 8);
+        k.dst = ipv6::be128(h, 24);
+        let next = h[6];
+        if ipv6::is_extension(next) {
+            let u = ipv6::upper_layer(h);
+            k.fragment = u.fragment;
+            (u.protocol, u.offset, !u.non_first_fragment)
+        } else {
+            // The usual packet: the upper layer right after the header.
+            (next, 40, true)
+        }
+    } else {
+        k.src = v4_key(ipv4::be32(h, 12));
+        k.dst = v4_key(ipv4::be32(h, 16));
+        let frag = u16::from_be_bytes([h[6], h[7]]);
+        k.fragment = frag & 0x3fff != 0;
+        (h[9], usize::from(h[0] & 0x0f) * 4, frag & 0x1fff == 0)
+    };
+    k.protocol = protocol;
     if ports_valid {
         let p = h.get(l4..).unwrap_or(&[]);
         let be = |at: usize| {
@@ -146,35 +148,20 @@ pub(crate) fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
         };
         match protocol {
             6 | 17 | 132 | 136 if p.len() >= 4 => {
-                src_port = be(0);
-                dst_port = be(2);
+                k.src_port = be(0);
+                k.dst_port = be(2);
                 if protocol == 6 {
-                    tcp_flags = p.get(13).copied().unwrap_or(0);
+                    k.tcp_flags = p.get(13).copied().unwrap_or(0);
                 }
             }
             1 | 58 if p.len() >= 2 => {
-                icmp_type = p[0];
-                icmp_code = p[1];
-                src_port = be(0);
-                dst_port = be(4);
+                k.icmp_type = p[0];
+                k.icmp_code = p[1];
+                k.src_port = be(0);
+                k.dst_port = be(4);
             }
             _ => {}
         }
-    }
-    FlowKey {
-        interface: m.in_if,
-        out_interface: crate::acl::NO_INTERFACE,
-        is_ipv6,
-        fragment,
-        src,
-        dst,
-        protocol,
-        src_port,
-        dst_port,
-        tcp_flags,
-        icmp_type,
-        icmp_code,
-        length: h.len().min(usize::from(u16::MAX)) as u16,
     }
 }
 
@@ -370,7 +357,7 @@ where
         });
     }
     if need_key || count > 1 {
-        *key = flow_key(f.data(), m, is_ipv6);
+        write_flow_key(f.data(), m, is_ipv6, key);
     }
     let idx = if count > 1 {
         start + pick(flow_hash(key), count)
@@ -899,6 +886,12 @@ mod tests {
             let m = Meta { in_if, l3: 14, l3_len: ip.len() as u32 };
             prop_assert_eq!(flow_key(&d, &m, is_ipv6), reference_key(ip, in_if));
         }
+    }
+
+    fn flow_key(d: &[u8], m: &Meta, is_ipv6: bool) -> FlowKey {
+        let mut k = FlowKey::default();
+        write_flow_key(d, m, is_ipv6, &mut k);
+        k
     }
 
     /// The flow key of `d`, an IP packet after 14 bytes of Ethernet.
