@@ -12,8 +12,8 @@
 //! 2. route lookup: one `lookup_batch` per family over the chunk;
 //! 3. next-hop choice: adjacency and ECMP, which fixes the egress
 //!    interface (`stages::choose_hop`);
-//! 4. the ACL stage ([`crate::Acl`]) over the chunk's flow keys (ingress
-//!    and egress interface known);
+//! 4. the ACL stage ([`crate::Acl`], `Worker::acl_stage`) over the flow
+//!    keys of the packets in flight (ingress and egress interface known);
 //! 5. forward: neighbour, MTU (ICMP error or fragmentation), TTL /
 //!    hop-limit decrement, L2 rewrite, enqueue (`stages::forward`).
 //!
@@ -484,13 +484,11 @@ impl Worker {
         timer.lap(&mut self.runtime, Stage::Lookup, n4 + n6);
 
         // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
-        // egress interface. Flow keys are built when the ACL or ECMP
-        // needs them. It walks each family's lookup results with their
-        // places in the chunk (IPv4 first), not the whole chunk; packets
-        // whose route discards them are finished after it in chunk order
-        // (their ICMP errors take tokens and pool slots in arrival order).
-        let acl_on = !tables.acl.accepts_all();
-        let mut keys = [FlowKey::default(); CHUNK];
+        // egress interface. It walks each family's lookup results with
+        // their places in the chunk (IPv4 first), not the whole chunk;
+        // packets whose route discards them are finished after it in chunk
+        // order (their ICMP errors take tokens and pool slots in arrival
+        // order).
         let mut hops = [0u32; CHUNK];
         // Where each packet stood before this stage (for a trace only).
         let routed = tracing.then_some(steps);
@@ -501,16 +499,7 @@ impl Worker {
             for (&i, &nh) in at.iter().zip(nh) {
                 let i = usize::from(i) % CHUNK;
                 let Some(f) = frames.get(i) else { continue };
-                match stages::choose_hop(
-                    self,
-                    tables,
-                    f,
-                    &meta[i],
-                    is_ipv6,
-                    nh,
-                    acl_on,
-                    &mut keys[i],
-                ) {
+                match stages::choose_hop(self, tables, f, &meta[i], is_ipv6, nh) {
                     Ok(h) => hops[i] = h,
                     Err(NoHop::Dropped(v)) => steps[i] = Status::Done(v),
                     Err(NoHop::Discard(d)) => {
@@ -540,91 +529,10 @@ impl Worker {
 
         // Stage 4: ACL over the packets still in flight, before anything
         // (neighbour resolution, ICMP, fragmentation) acts on them.
-        if acl_on {
-            let mut hints = [0u8; CHUNK];
-            let mut idx = [0u8; CHUNK];
-            let mut k = 0;
-            for i in 0..n {
-                if !matches!(steps[i], Status::Done(_)) {
-                    hints[k] = frames[i].ct_hint();
-                    idx[k] = i as u8;
-                    k += 1;
-                }
-            }
-            // Packets leave the chunk in flight only where an earlier stage
-            // decided them: gather the keys still in flight in place.
-            if k < n {
-                for j in 0..k {
-                    keys[j] = keys[usize::from(idx[j])];
-                }
-            }
-            let batch = &keys;
-            let mut actions = [AclAction::Accept; CHUNK];
-            // Allocates only on first use or when the ACL's state type
-            // changes with a new snapshot.
-            let mut state = match self.acl_state.take() {
-                Some(b) if b.is::<A::State>() => b,
-                _ => Box::new(tables.acl.new_state()),
-            };
-            let mut rules = [None::<u32>; CHUNK];
-            if let Some(st) = state.downcast_mut::<A::State>() {
-                tables.acl.classify_batch_with(
-                    st,
-                    now_ns,
-                    &batch[..k],
-                    &hints[..k],
-                    &mut actions[..k],
-                    tracing.then_some(&mut rules[..k]),
-                );
-            }
-            self.acl_state = Some(state);
-            if tracing {
-                self.trace_acl(&traced, &idx[..k], &actions[..k], &rules[..k]);
-            }
-            for j in 0..k {
-                let i = usize::from(idx[j]);
-                match actions[j] {
-                    AclAction::Accept => continue,
-                    AclAction::Deny => {}
-                    AclAction::RejectTcpReset => {
-                        let m = &meta[i];
-                        let l3 = usize::from(m.l3);
-                        let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
-                        if batch[j].is_ipv6 {
-                            stages::tcp_reset::reset_v6(self, tables, orig);
-                        } else {
-                            stages::tcp_reset::reset_v4(self, tables, orig);
-                        }
-                    }
-                    AclAction::RejectUnreachable(code) => {
-                        let m = &meta[i];
-                        let l3 = usize::from(m.l3);
-                        let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
-                        if batch[j].is_ipv6 {
-                            stages::icmp::error_v6(
-                                self,
-                                tables,
-                                m.in_if,
-                                orig,
-                                stages::icmp::V6_UNREACHABLE,
-                                code,
-                                0,
-                            );
-                        } else {
-                            stages::icmp::error_v4(
-                                self,
-                                tables,
-                                m.in_if,
-                                orig,
-                                stages::icmp::V4_UNREACHABLE,
-                                code,
-                                0,
-                            );
-                        }
-                    }
-                }
-                steps[i] = Status::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
-            }
+        if !tables.acl.accepts_all() {
+            let k = self.acl_stage(
+                tables, now_ns, frames, &meta, &mut steps, &hops, tracing, &traced,
+            );
             timer.lap(&mut self.runtime, Stage::Acl, k);
         }
 
@@ -655,6 +563,124 @@ impl Worker {
             self.trace_forward(&traced[..n], &steps[..n], base);
         }
         timer.lap(&mut self.runtime, Stage::Forward, in_flight);
+    }
+
+    /// The ACL stage over the chunk's packets still in flight (`steps`):
+    /// builds their flow keys (with the egress interface of their hop in
+    /// `hops`), classifies them in one call and finishes the ones it
+    /// denies, sending the reject's ICMP error or TCP reset first. Returns
+    /// how many it classified. Out of line: its keys and loops would
+    /// otherwise take registers from the stages around it in the chunk
+    /// loop, which with the ACL spilled more in every stage.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn acl_stage<F4, F6, A>(
+        &mut self,
+        tables: &Tables<F4, F6, A>,
+        now_ns: u64,
+        frames: &[Frame<'_>],
+        meta: &[Meta; CHUNK],
+        steps: &mut [Status; CHUNK],
+        hops: &[u32; CHUNK],
+        tracing: bool,
+        traced: &[u16; CHUNK],
+    ) -> usize
+    where
+        F4: Lookup<u32>,
+        F6: Lookup<u128>,
+        A: Acl,
+    {
+        // The keys of the packets in flight, in chunk order, built where
+        // the classifier reads them, with each one's place in the chunk.
+        let mut keys = [FlowKey::default(); CHUNK];
+        let mut hints = [0u8; CHUNK];
+        let mut idx = [0u8; CHUNK];
+        let mut k = 0;
+        for (i, f) in frames.iter().enumerate().take(CHUNK) {
+            let is_ipv6 = match steps[i] {
+                Status::Done(_) => continue,
+                Status::Ipv4 => false,
+                Status::Ipv6 => true,
+            };
+            let Some(hop) = tables.hops.get(hops[i] as usize) else {
+                steps[i] = Status::Done(self.drop_in(meta[i].in_if, DropReason::BadNextHop));
+                continue;
+            };
+            let key = &mut keys[k % CHUNK];
+            stages::write_flow_key(f.data(), &meta[i], is_ipv6, key);
+            key.out_interface = hop.interface;
+            hints[k % CHUNK] = f.ct_hint();
+            idx[k % CHUNK] = i as u8;
+            k += 1;
+        }
+        let k = k.min(CHUNK);
+        let mut actions = [AclAction::Accept; CHUNK];
+        // Allocates only on first use or when the ACL's state type
+        // changes with a new snapshot.
+        let mut state = match self.acl_state.take() {
+            Some(b) if b.is::<A::State>() => b,
+            _ => Box::new(tables.acl.new_state()),
+        };
+        let mut rules = [None::<u32>; CHUNK];
+        if let Some(st) = state.downcast_mut::<A::State>() {
+            tables.acl.classify_batch_with(
+                st,
+                now_ns,
+                &keys[..k],
+                &hints[..k],
+                &mut actions[..k],
+                tracing.then_some(&mut rules[..k]),
+            );
+        }
+        self.acl_state = Some(state);
+        if tracing {
+            self.trace_acl(traced, &idx[..k], &actions[..k], &rules[..k]);
+        }
+        for j in 0..k {
+            let i = usize::from(idx[j]) % CHUNK;
+            match actions[j] {
+                AclAction::Accept => continue,
+                AclAction::Deny => {}
+                AclAction::RejectTcpReset => {
+                    let m = &meta[i];
+                    let l3 = usize::from(m.l3);
+                    let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
+                    if keys[j].is_ipv6 {
+                        stages::tcp_reset::reset_v6(self, tables, orig);
+                    } else {
+                        stages::tcp_reset::reset_v4(self, tables, orig);
+                    }
+                }
+                AclAction::RejectUnreachable(code) => {
+                    let m = &meta[i];
+                    let l3 = usize::from(m.l3);
+                    let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
+                    if keys[j].is_ipv6 {
+                        stages::icmp::error_v6(
+                            self,
+                            tables,
+                            m.in_if,
+                            orig,
+                            stages::icmp::V6_UNREACHABLE,
+                            code,
+                            0,
+                        );
+                    } else {
+                        stages::icmp::error_v4(
+                            self,
+                            tables,
+                            m.in_if,
+                            orig,
+                            stages::icmp::V4_UNREACHABLE,
+                            code,
+                            0,
+                        );
+                    }
+                }
+            }
+            steps[i] = Status::Done(self.drop_in(meta[i].in_if, DropReason::AclDenied));
+        }
+        k
     }
 
     /// Finishes the packets of `discards` (bits by place in the chunk),

@@ -318,15 +318,14 @@ pub(crate) enum NoHop {
 /// Next-hop choice stage, after the route lookup.
 ///
 /// Reads: the lookup result, the adjacency (next-hop set) and, when the
-/// set has several next hops or the ACL runs, the packet's flow key.
-/// Writes: `key` (when built), with the egress interface when the ACL runs.
+/// set has several next hops, the packet's flow key.
+/// Writes: nothing; returns the hop's index.
 /// Next: the ACL, then [`forward`]. No route (or a `throw` route), or a
 /// discarding route ([`Discard`]): [`NoHop::Discard`], for
 /// [`discard_packet`]; a missing or empty next-hop set: drop
 /// `bad_next_hop`. ECMP picks one of
 /// the equal-cost next hops by a hash of the flow's 5-tuple (RFC 2992), so
 /// a flow stays on one path.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn choose_hop<F4, F6, A>(
     w: &mut Worker,
@@ -335,8 +334,6 @@ pub(crate) fn choose_hop<F4, F6, A>(
     m: &Meta,
     is_ipv6: bool,
     nh: Option<NextHopId>,
-    need_key: bool,
-    key: &mut FlowKey,
 ) -> Result<u32, NoHop>
 where
     F4: fib::Lookup<u32>,
@@ -356,23 +353,12 @@ where
             None => NoHop::Dropped(w.drop_in(m.in_if, DropReason::BadNextHop)),
         });
     }
-    if need_key || count > 1 {
-        write_flow_key(f.data(), m, is_ipv6, key);
+    if count > 1 {
+        let mut key = FlowKey::default();
+        write_flow_key(f.data(), m, is_ipv6, &mut key);
+        return Ok(start + pick(flow_hash(&key), count));
     }
-    let idx = if count > 1 {
-        start + pick(flow_hash(key), count)
-    } else {
-        start
-    };
-    // The forward stage reads the hop anyway (and checks the index); here
-    // only the ACL needs its interface.
-    if need_key {
-        let Some(hop) = tables.hops.get(idx as usize) else {
-            return Err(NoHop::Dropped(w.drop_in(m.in_if, DropReason::BadNextHop)));
-        };
-        key.out_interface = hop.interface;
-    }
-    Ok(idx)
+    Ok(start)
 }
 
 /// A packet whose route discards it (or that has no route): the ICMP
