@@ -951,6 +951,12 @@ impl Classifier {
         &self.outcomes[id as usize]
     }
 
+    /// The outcome of every packet when no field is active, if so.
+    #[inline]
+    pub fn constant(&self) -> Option<&Outcome> {
+        self.constant.as_ref()
+    }
+
     /// Classifies each of `keys` (at most [`CHUNK`]; the rest are left
     /// alone), writing the terminal rule id (or [`NO_RULE`]) to
     /// `rule_out[i]` and calling `count(rule id, key)` for every counting

@@ -71,12 +71,18 @@ impl RuleCounters {
 
     #[inline]
     fn add(&mut self, slot: u32, len: u16) {
+        self.add_many(slot, 1, u64::from(len));
+    }
+
+    /// Counts `packets` packets of `bytes` bytes in all in `slot`.
+    #[inline]
+    fn add_many(&mut self, slot: u32, packets: u64, bytes: u64) {
         if let (Some(p), Some(b)) = (
             self.packets.get_mut(slot as usize),
             self.bytes.get_mut(slot as usize),
         ) {
-            *p += 1;
-            *b += len as u64;
+            *p += packets;
+            *b += bytes;
         }
     }
 
@@ -416,6 +422,33 @@ impl Firewall {
         counters: &mut RuleCounters,
         mut each: impl FnMut(usize, Verdict),
     ) {
+        if let (Some(c), Some(k0)) = (cls.constant(), run.first()) {
+            // Every packet of the run gets the same rule (a chain with no
+            // rule for this family, say): its counters, and those of the
+            // counting rules before it, take the run's sums at once rather
+            // than a dependent increment per packet.
+            let packets = run.len() as u64;
+            let bytes = run.iter().map(|k| u64::from(k.facts().len)).sum();
+            for &id in &c.counted {
+                counters.add_many(id, packets, bytes);
+            }
+            let first = self.verdict(chain, c.rule, k0);
+            counters.add_many(first.rule, packets, bytes);
+            if matches!(
+                self.slot_actions.get(first.rule as usize),
+                Some(SlotAction::Fixed(_))
+            ) {
+                for j in 0..run.len() {
+                    each(j, first);
+                }
+            } else {
+                // A reject's kind depends on each packet's protocol.
+                for (j, key) in run.iter().enumerate() {
+                    each(j, self.verdict(chain, c.rule, key));
+                }
+            }
+            return;
+        }
         let mut rules = [NO_RULE; CHUNK];
         cls.classify_chunk(run, &mut rules, |id, key| counters.add(id, key.facts().len));
         for (j, (key, &rule)) in run.iter().zip(&rules).enumerate() {

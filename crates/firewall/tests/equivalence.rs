@@ -373,3 +373,86 @@ proptest! {
         }
     }
 }
+
+/// A family no rule of which tells two packets apart (only IPv4 rules,
+/// a bare counter, a bare reject) is answered by the classifier's constant
+/// outcome, whose counters take each run's sums at once: rules, actions
+/// and counters still as the linear reference gives them, packet by packet.
+#[test]
+fn a_family_the_rules_do_not_look_into_is_counted_and_rejected_per_packet() {
+    let texts = [
+        "chain forward {\n policy accept\n counter\n ip daddr 192.0.2.0/24 drop\n}",
+        "chain forward {\n policy drop\n ip daddr 192.0.2.0/24 accept\n counter\n reject\n}",
+        "chain forward {\n policy drop\n ip daddr 192.0.2.0/24 accept\n}",
+    ];
+    let v6 = |proto: u8, tcp_flags: u8, icmp_type: u8, len: u16| PacketKey {
+        src: 0x2001_0db8 << 96 | 1,
+        dst: 0x2001_0db8 << 96 | 2,
+        sport: 1000,
+        dport: 80,
+        iif: 0,
+        oif: 1,
+        len,
+        proto,
+        tcp_flags,
+        icmp_type,
+        icmp_code: 0,
+        ct: CtState::Untracked,
+        is_v6: true,
+        ct_hint: Default::default(),
+    };
+    let v4 = PacketKey {
+        src: 0xffff_c000_0201,
+        dst: 0xffff_c000_0205,
+        is_v6: false,
+        ..v6(17, 0, 0, 99)
+    };
+    // TCP, TCP RST (no reset for a reset), UDP, an ICMPv6 error (no error
+    // for an error), an echo request; an IPv4 key between them.
+    let keys = [
+        v6(6, 0x02, 0, 60),
+        v6(6, 0x04, 0, 61),
+        v6(17, 0, 0, 62),
+        v4,
+        v6(58, 0, 1, 63),
+        v6(58, 0, 128, 64),
+    ];
+    for text in texts {
+        let set = firewall::parse_rules(text, "acl").unwrap();
+        let fw = Firewall::compile(&set, &ifaces()).unwrap();
+        let lin = LinearFirewall::new(&set, &ifaces());
+        // Mixed (a run per family) and one family alone.
+        for keys in [&keys[..], &keys[..3]] {
+            let mut out = vec![Verdict::default(); keys.len()];
+            let mut counters = RuleCounters::new(fw.counter_slots());
+            fw.classify_batch(Chain::Forward, keys, &mut out, &mut counters);
+            let mut expect = RuleCounters::new(fw.counter_slots());
+            for (k, v) in keys.iter().zip(&out) {
+                let (rule, counted) = lin.classify(Chain::Forward, k);
+                assert_eq!(v.rule, rule, "{text}: {k:?}");
+                for c in counted.into_iter().chain([rule]) {
+                    expect.packets[c as usize] += 1;
+                    expect.bytes[c as usize] += u64::from(k.len);
+                }
+                let want = match fw.rule_info(rule).map(|i| i.action) {
+                    Some(RuleAction::Reject(_)) if k.proto == 6 && k.tcp_flags & 0x04 == 0 => {
+                        firewall::Action::RejectTcpReset
+                    }
+                    Some(RuleAction::Reject(_)) if k.proto == 6 => firewall::Action::Drop,
+                    Some(RuleAction::Reject(_)) if k.proto == 58 && k.icmp_type < 128 => {
+                        firewall::Action::Drop
+                    }
+                    Some(RuleAction::Reject(_)) => firewall::Action::RejectIcmp6(4),
+                    Some(RuleAction::Drop) => firewall::Action::Drop,
+                    _ if fw.rule_info(rule).is_some() => firewall::Action::Accept,
+                    _ if set.chain(Chain::Forward).policy == Policy::Accept => {
+                        firewall::Action::Accept
+                    }
+                    _ => firewall::Action::Drop,
+                };
+                assert_eq!(v.action, want, "{text}: {k:?}");
+            }
+            assert_eq!(counters, expect, "{text}");
+        }
+    }
+}
