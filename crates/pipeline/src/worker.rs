@@ -596,12 +596,13 @@ impl Worker {
         let mut hints = [0u8; CHUNK];
         let mut idx = [0u8; CHUNK];
         let mut k = 0;
-        for (i, f) in frames.iter().enumerate().take(CHUNK) {
+        for i in 0..frames.len().min(CHUNK) {
             let is_ipv6 = match steps[i] {
                 Status::Done(_) => continue,
                 Status::Ipv4 => false,
                 Status::Ipv6 => true,
             };
+            let f = &frames[i];
             let Some(hop) = tables.hops.get(hops[i] as usize) else {
                 steps[i] = Status::Done(self.drop_in(meta[i].in_if, DropReason::BadNextHop));
                 continue;
