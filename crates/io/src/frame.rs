@@ -13,9 +13,15 @@ pub const HEADROOM: usize = 64;
 pub const MAX_FRAME: usize = FRAME_CAP - HEADROOM;
 /// Frames per batch.
 pub const BATCH: usize = 64;
+/// Bytes from one slot's start to the next: [`FRAME_CAP`] and one cache
+/// line, so the frames of a batch start in different L1 cache sets
+/// (`pipeline::BATCH_SLOT_STRIDE`).
+const SLOT_STRIDE: usize = pipeline::BATCH_SLOT_STRIDE;
+const _: () = assert!(SLOT_STRIDE >= FRAME_CAP);
 
 /// Up to [`BATCH`] frames, each in its own [`FRAME_CAP`]-byte slot,
-/// starting [`HEADROOM`] bytes in (the pipeline may move the start).
+/// starting [`HEADROOM`] bytes in (the pipeline may move the start); the
+/// slots lie a cache line apart beyond their size (`SLOT_STRIDE`).
 pub struct FrameBatch {
     buf: Box<[u8]>,
     starts: [u16; BATCH],
@@ -43,7 +49,7 @@ impl FrameBatch {
     /// An empty batch.
     pub fn new() -> FrameBatch {
         FrameBatch {
-            buf: vec![0u8; FRAME_CAP * BATCH].into_boxed_slice(),
+            buf: vec![0u8; SLOT_STRIDE * BATCH].into_boxed_slice(),
             starts: [HEADROOM as u16; BATCH],
             lens: [0; BATCH],
             ct_hints: [0; BATCH],
@@ -83,7 +89,7 @@ impl FrameBatch {
         if self.count == BATCH || bytes.len() > MAX_FRAME {
             return false;
         }
-        let at = self.count * FRAME_CAP + HEADROOM;
+        let at = self.count * SLOT_STRIDE + HEADROOM;
         self.buf[at..at + bytes.len()].copy_from_slice(bytes);
         self.starts[self.count] = HEADROOM as u16;
         self.lens[self.count] = bytes.len() as u16;
@@ -103,7 +109,7 @@ impl FrameBatch {
         if self.count == BATCH || bytes.len() < 12 || bytes.len() + 4 > MAX_FRAME {
             return false;
         }
-        let at = self.count * FRAME_CAP + HEADROOM;
+        let at = self.count * SLOT_STRIDE + HEADROOM;
         let slot = &mut self.buf[at..at + bytes.len() + 4];
         slot[..12].copy_from_slice(&bytes[..12]);
         slot[12..14].copy_from_slice(&tpid.to_be_bytes());
@@ -121,7 +127,7 @@ impl FrameBatch {
         if i >= self.count {
             return &[];
         }
-        let at = i * FRAME_CAP + self.starts[i] as usize;
+        let at = i * SLOT_STRIDE + self.starts[i] as usize;
         self.buf.get(at..at + self.lens[i] as usize).unwrap_or(&[])
     }
 
@@ -129,10 +135,15 @@ impl FrameBatch {
     /// place, windows movable), then keeps the windows `f` left.
     pub fn with_frames<R>(&mut self, f: impl FnOnce(&mut [Frame<'_>]) -> R) -> R {
         let n = self.count;
-        let mut slots = self.buf.chunks_exact_mut(FRAME_CAP);
+        let mut slots = self.buf.chunks_exact_mut(SLOT_STRIDE);
         let mut frames: [Frame<'_>; BATCH] = std::array::from_fn(|i| match slots.next() {
-            Some(slot) => Frame::new(slot, self.starts[i] as usize, self.lens[i] as usize)
-                .with_ct_hint(self.ct_hints[i]),
+            // The frame may use its slot, not the line that spaces slots.
+            Some(slot) => Frame::new(
+                &mut slot[..FRAME_CAP],
+                self.starts[i] as usize,
+                self.lens[i] as usize,
+            )
+            .with_ct_hint(self.ct_hints[i]),
             None => Frame::new(&mut [], 0, 0),
         });
         let r = f(&mut frames[..n]);
@@ -170,6 +181,30 @@ mod tests {
         assert!(!b.push(&[0]));
         b.clear();
         assert!(b.is_empty());
+    }
+
+    /// Each frame of a full batch starts in an L1 data cache set of its
+    /// own (64-byte lines, 64 sets: address bits 6-11), and a frame as
+    /// large as a slot allows ends before the next slot.
+    #[test]
+    fn slots_start_in_distinct_cache_sets() {
+        let mut b = FrameBatch::new();
+        let base = b.buf.as_ptr() as usize;
+        let sets: std::collections::HashSet<usize> = (0..BATCH)
+            .map(|i| ((base + i * SLOT_STRIDE + HEADROOM) / 64) % 64)
+            .collect();
+        assert_eq!(sets.len(), BATCH);
+        for i in 0..BATCH {
+            assert!(b.push(&[i as u8; MAX_FRAME]));
+        }
+        for i in 0..BATCH {
+            assert_eq!(b.frame(i), &[i as u8; MAX_FRAME][..]);
+        }
+        b.with_frames(|frames| {
+            for f in frames.iter() {
+                assert_eq!(f.buffer().len(), FRAME_CAP);
+            }
+        });
     }
 
     #[test]

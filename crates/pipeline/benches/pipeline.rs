@@ -45,7 +45,9 @@ use pipeline::*;
 use support::*;
 
 const FLOWS: usize = 1000;
-const BUF: usize = 2048;
+/// Frame buffers as the router's batches lay them out
+/// (`io::FrameBatch`): slots a cache line more than 2048 bytes apart.
+const BUF: usize = BATCH_SLOT_STRIDE;
 
 /// 1,000 IPv4 flows: 20 sources x 50 destinations (pkt-gen style ranges),
 /// 60-byte frames (64 on the wire with the FCS).

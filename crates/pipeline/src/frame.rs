@@ -12,6 +12,15 @@
 /// Headroom that lets the pipeline add two VLAN tags without moving data.
 pub const HEADROOM: usize = 8;
 
+/// Bytes from one frame buffer to the next where a backend keeps a
+/// batch's frames in one allocation (`io::FrameBatch`, the benchmarks): a
+/// 2048-byte slot and one cache line. With a power-of-two stride every
+/// frame's first bytes fall in the same two of the L1 data cache's 64 sets
+/// (address bits 6-11), so a batch of 64 frames evicts itself between the
+/// copy in and each stage; one extra line puts each slot's start in a set
+/// of its own (the stride is an odd number of lines).
+pub const BATCH_SLOT_STRIDE: usize = 2048 + 64;
+
 /// A received frame inside its buffer.
 #[derive(Debug)]
 pub struct Frame<'a> {

@@ -45,7 +45,7 @@ pub mod worker;
 
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
-pub use frame::{Frame, HEADROOM};
+pub use frame::{BATCH_SLOT_STRIDE, Frame, HEADROOM};
 pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,
