@@ -145,41 +145,103 @@ fn v4(a: u32) -> std::net::Ipv4Addr {
 }
 
 /// The rules in fastfwd's language (one `forward` chain, policy drop).
+/// A rule that names no address applies to both families.
 pub fn to_rule_text(rules: &[GenRule]) -> String {
     let mut s = String::from("chain forward {\n    policy drop\n");
     for r in rules {
-        s.push_str("   ");
-        if r.src_len > 0 {
-            let _ = write!(s, " ip saddr {}/{}", v4(r.src), r.src_len);
-        }
-        if r.dst_len > 0 {
-            let _ = write!(s, " ip daddr {}/{}", v4(r.dst), r.dst_len);
-        }
-        match r.proto {
-            Some(p @ (6 | 17)) => {
-                let name = if p == 6 { "tcp" } else { "udp" };
-                let mut any = false;
-                if r.sport != (0, 65535) {
-                    let _ = write!(s, " {name} sport {}-{}", r.sport.0, r.sport.1);
-                    any = true;
-                }
-                if r.dport != (0, 65535) {
-                    let _ = write!(s, " {name} dport {}-{}", r.dport.0, r.dport.1);
-                    any = true;
-                }
-                if !any {
-                    let _ = write!(s, " ip protocol {name}");
-                }
-            }
-            Some(p) => {
-                let _ = write!(s, " ip protocol {p}");
-            }
-            None => {}
-        }
-        s.push_str(if r.accept { " accept\n" } else { " drop\n" });
+        write_rule(&mut s, r, RuleFamily::Any);
     }
     s.push_str("}\n");
     s
+}
+
+/// The rules for both families: one `forward` chain (policy drop) with
+/// every rule as an IPv4 rule, then every rule again as an IPv6 rule
+/// (each address `a/len` as [`v6_of`]`(a)/(len + 32)`). A rule that names
+/// no address is bound to its family (`ip saddr 0.0.0.0/0`, `ip6 saddr
+/// ::/0`), so the packets of each family meet exactly `rules.len()`
+/// rules, in the same order.
+pub fn to_rule_text_dual(rules: &[GenRule]) -> String {
+    let mut s = String::from("chain forward {\n    policy drop\n");
+    for family in [RuleFamily::V4, RuleFamily::V6] {
+        for r in rules {
+            write_rule(&mut s, r, family);
+        }
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// The IPv6 address that stands for IPv4 address `a` in
+/// [`to_rule_text_dual`]: `2001:db8::/32` (the documentation prefix, RFC
+/// 3849) followed by the 32 bits of `a`, so `a` lies in `p/len` exactly
+/// when `v6_of(a)` lies in `v6_of(p)/(len + 32)`, whatever the last 64 bits.
+pub fn v6_of(a: u32) -> u128 {
+    (0x2001_0db8_u128 << 96) | (u128::from(a) << 64)
+}
+
+/// Which family a written rule is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RuleFamily {
+    /// IPv4 addresses, and a rule without one applies to both families.
+    Any,
+    V4,
+    V6,
+}
+
+fn write_rule(s: &mut String, r: &GenRule, family: RuleFamily) {
+    s.push_str("   ");
+    let (kw, proto_kw) = match family {
+        RuleFamily::V6 => ("ip6", "ip6 nexthdr"),
+        _ => ("ip", "ip protocol"),
+    };
+    let addr = |s: &mut String, what: &str, a: u32, len: u8| {
+        let _ = if family == RuleFamily::V6 {
+            write!(
+                s,
+                " {kw} {what} {}/{}",
+                std::net::Ipv6Addr::from(v6_of(a)),
+                u32::from(len) + 32
+            )
+        } else {
+            write!(s, " {kw} {what} {}/{len}", v4(a))
+        };
+    };
+    if r.src_len > 0 {
+        addr(s, "saddr", r.src, r.src_len);
+    }
+    if r.dst_len > 0 {
+        addr(s, "daddr", r.dst, r.dst_len);
+    }
+    if r.src_len == 0 && r.dst_len == 0 {
+        match family {
+            RuleFamily::Any => {}
+            RuleFamily::V4 => s.push_str(" ip saddr 0.0.0.0/0"),
+            RuleFamily::V6 => s.push_str(" ip6 saddr ::/0"),
+        }
+    }
+    match r.proto {
+        Some(p @ (6 | 17)) => {
+            let name = if p == 6 { "tcp" } else { "udp" };
+            let mut any = false;
+            if r.sport != (0, 65535) {
+                let _ = write!(s, " {name} sport {}-{}", r.sport.0, r.sport.1);
+                any = true;
+            }
+            if r.dport != (0, 65535) {
+                let _ = write!(s, " {name} dport {}-{}", r.dport.0, r.dport.1);
+                any = true;
+            }
+            if !any {
+                let _ = write!(s, " {proto_kw} {name}");
+            }
+        }
+        Some(p) => {
+            let _ = write!(s, " {proto_kw} {p}");
+        }
+        None => {}
+    }
+    s.push_str(if r.accept { " accept\n" } else { " drop\n" });
 }
 
 /// The rules in the ClassBench format `dpdk-test-acl --rulesf` reads.

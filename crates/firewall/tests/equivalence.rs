@@ -351,6 +351,61 @@ fn generated_firewall_sets_agree_with_linear() {
     }
 }
 
+/// The dual generated set gives each family the same rules: an IPv4 key
+/// and the same key over IPv6 (`rulegen::v6_of` addresses, any last 64
+/// bits) meet the same rule, its IPv6 copy `n` places later, as the linear
+/// reference has them.
+#[test]
+fn dual_generated_sets_give_both_families_the_same_rules() {
+    let n = 1000;
+    let rules = firewall::rulegen::rules(n, 3);
+    let text = firewall::rulegen::to_rule_text_dual(&rules);
+    let set = firewall::parse_rules(&text, "dual").unwrap();
+    let fw = Firewall::compile(&set, &InterfaceMap::new()).unwrap();
+    let lin = LinearFirewall::new(&set, &InterfaceMap::new());
+    let v4 = firewall::rulegen::trace(&rules, 5000, 17);
+    let mut rng = SplitMix::new(5);
+    let v6: Vec<PacketKey> = v4
+        .iter()
+        .map(|k| PacketKey {
+            src: firewall::rulegen::v6_of(k.src as u32) | u128::from(rng.next_u64()),
+            dst: firewall::rulegen::v6_of(k.dst as u32) | u128::from(rng.next_u64()),
+            is_v6: true,
+            ..*k
+        })
+        .collect();
+    let classify = |keys: &[PacketKey]| {
+        let mut out = vec![Verdict::default(); keys.len()];
+        fw.classify_batch(Chain::Forward, keys, &mut out, &mut RuleCounters::default());
+        out
+    };
+    let (out4, out6) = (classify(&v4), classify(&v6));
+    let mut hits = 0;
+    for (i, (a, b)) in out4.iter().zip(&out6).enumerate() {
+        assert_eq!(
+            a.rule,
+            lin.first_match(Chain::Forward, &v4[i]),
+            "{:?}",
+            v4[i]
+        );
+        assert_eq!(
+            b.rule,
+            lin.first_match(Chain::Forward, &v6[i]),
+            "{:?}",
+            v6[i]
+        );
+        assert_eq!(a.action, b.action, "{:?}", v4[i]);
+        if (a.rule as usize) < n {
+            hits += 1;
+            assert_eq!(b.rule as usize, a.rule as usize + n, "{:?}", v4[i]);
+        } else {
+            // No rule: both meet the chain's policy.
+            assert_eq!(b.rule, a.rule, "{:?}", v4[i]);
+        }
+    }
+    assert!(hits > v4.len() / 2, "the trace should mostly hit rules");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 

@@ -8,8 +8,9 @@
 //!   also with `show runtime`'s stage clock on (`_runtime`);
 //! - the reference FIB with the small table and the firewall
 //!   (`firewall::PipelineFirewall`) as the ACL stage, with 1,000 and 10,000
-//!   generated rules (`firewall::rulegen`, ClassBench-like, policy drop, plus a
-//!   last rule accepting the benchmark's sources);
+//!   generated rules for each family (`firewall::rulegen`, ClassBench-like,
+//!   the IPv6 copy over `2001:db8::/32`, policy drop, plus a last rule
+//!   accepting the benchmark's sources);
 //!
 //! and, in the same run, two peers over the same frames:
 //! - `copy`: only the per-batch refill of the frames from their templates
@@ -292,12 +293,15 @@ fn print_breakdown<const N: usize, F4: Lookup<u32>, F6: Lookup<u128>, A: Acl>(
     eprintln!("{name}/{N}: ns per packet by stage: {}", stages.join(", "));
 }
 
-/// The small router with `rules` generated firewall rules as its ACL.
+/// The small router with `rules` generated firewall rules a family as its
+/// ACL.
 fn firewall_tables(
     rules: usize,
 ) -> Tables<fib::reference::ReferenceFib4, fib::reference::ReferenceFib6, firewall::PipelineFirewall>
 {
-    let mut text = firewall::rulegen::to_rule_text(&firewall::rulegen::rules(rules, 7));
+    // The same rules for IPv4 and IPv6, so that both families' packets
+    // meet `rules` of them.
+    let mut text = firewall::rulegen::to_rule_text_dual(&firewall::rulegen::rules(rules, 7));
     let end = text.rfind('}').unwrap_or(text.len());
     text.insert_str(
         end,
