@@ -18,6 +18,10 @@
 //!   `-l 0 --no-pci --no-huge -m 3072`); `FIB_BENCH_NO_DPDK=1` skips it;
 //! * `FIB_BENCH_DIR`: where route and key files for DPDK are written.
 //!
+//! DPDK is measured at its best on this CPU: rte_fib / rte_fib6 run once
+//! per lookup variant (entry size and lookup function, AVX-512 included;
+//! see `DPDK_LOOKUPS4` / `DPDK_LOOKUPS6`) and the fastest counts.
+//!
 //! Measured for each structure: lookups/s (single and batched) for keys
 //! inside table prefixes and for uniform random keys, IPv4 and IPv6; memory;
 //! full-table build time; single-route inserts into an empty table in file
@@ -499,6 +503,14 @@ fn run_dpdk(eal: &[String], args: &[&str]) -> Result<DpdkRun, String> {
         })
         .arg("sh")
         .args(eal)
+        // DPDK caps its vector code at 256 bits unless told otherwise, so
+        // its AVX-512 lookups run only when asked for.
+        .args(
+            (!eal
+                .iter()
+                .any(|a| a.starts_with("--force-max-simd-bitwidth")))
+            .then_some("--force-max-simd-bitwidth=512"),
+        )
         .arg("--log-level=lib.eal:debug")
         .arg("--")
         .args(args)
@@ -561,6 +573,87 @@ fn run_dpdk(eal: &[String], args: &[&str]) -> Result<DpdkRun, String> {
     Ok(r)
 }
 
+/// DPDK's ways of looking up, each an entry size (`-e`) and a lookup
+/// function (`-v`); every comparison takes the best of them on this CPU.
+/// dir24_8: 2-byte entries (fastfwd's next hops are 16-bit too) and the
+/// default 4, with each lookup function (three scalar, one AVX-512).
+/// trie: 4-byte entries (2-byte ones cannot number the full IPv6 table's
+/// tbl8 groups: the tool stops with ENOSPC), scalar and AVX-512 lookups.
+const DPDK_LOOKUPS4: &[(&str, &str)] = &[
+    ("2", "s1"),
+    ("2", "s2"),
+    ("2", "s3"),
+    ("2", "v"),
+    ("4", "s1"),
+    ("4", "s2"),
+    ("4", "s3"),
+    ("4", "v"),
+];
+const DPDK_LOOKUPS6: &[(&str, &str)] = &[("4", "s"), ("4", "v")];
+
+/// Operations/s from dpdk-test-fib's per-batch cycle averages.
+fn mean_rate(tsc_hz: f64, cycles: &[f64]) -> Option<f64> {
+    (!cycles.is_empty()).then(|| tsc_hz * cycles.len() as f64 / cycles.iter().sum::<f64>())
+}
+
+/// The best of DPDK's lookup variants on one key set.
+#[derive(Debug, Default, Clone)]
+struct DpdkBest {
+    /// Lookups/s of the fastest variant, and its name (`-e 4 -v v`).
+    fib: f64,
+    variant: String,
+    /// rte_lpm / rte_lpm6 lookups/s and adds/s, when asked for.
+    lpm: Option<f64>,
+    lpm_add: Option<f64>,
+    /// The fastest variant's single-route adds/s.
+    add: Option<f64>,
+    /// Every variant that ran, with its lookups/s.
+    rates: Vec<(String, f64)>,
+    /// Variants this CPU or table does not allow, with the tool's reason.
+    refused: Vec<String>,
+}
+
+/// Runs dpdk-test-fib once per lookup variant of the family (`args` holds
+/// the family, routes, keys, algorithm and tbl8 groups) and keeps the
+/// fastest; with `lpm`, the first run also times rte_lpm / rte_lpm6 (`-c`).
+/// Fails only when no variant runs.
+fn dpdk_best(eal: &[String], args: &[&str], v6: bool, lpm: bool) -> Result<DpdkBest, String> {
+    let mut best = DpdkBest::default();
+    let mut first_error = None;
+    for &(entry, lookup) in if v6 { DPDK_LOOKUPS6 } else { DPDK_LOOKUPS4 } {
+        let mut a = args.to_vec();
+        a.extend(["-e", entry, "-v", lookup]);
+        let with_lpm = lpm && best.lpm.is_none();
+        if with_lpm {
+            a.push("-c");
+        }
+        let name = format!("-e {entry} -v {lookup}");
+        match run_dpdk(eal, &a) {
+            Ok(r) => {
+                let rate = r.fib_lookup_cycles.map_or(0.0, |c| r.tsc_hz / c);
+                if with_lpm {
+                    best.lpm = r.lpm_lookup_cycles.map(|c| r.tsc_hz / c);
+                    best.lpm_add = mean_rate(r.tsc_hz, &r.lpm_add_cycles);
+                }
+                if rate > best.fib {
+                    best.fib = rate;
+                    best.variant = name.clone();
+                    best.add = mean_rate(r.tsc_hz, &r.fib_add_cycles);
+                }
+                best.rates.push((name, rate));
+            }
+            Err(e) => {
+                best.refused.push(name);
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if best.rates.is_empty() => Err(e),
+        _ => Ok(best),
+    }
+}
+
 fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     for l in lines {
@@ -570,35 +663,41 @@ fn write_lines(path: &Path, lines: impl Iterator<Item = String>) -> std::io::Res
 }
 
 /// Runs DPDK's FIB and LPM (rte_fib dir24_8 / rte_lpm for IPv4, rte_fib6
-/// trie / rte_lpm6 for IPv6) on the same routes and keys, `repeat` times;
-/// returns (fib row, lpm row), rates as medians.
+/// trie / rte_lpm6 for IPv6) on the same routes and keys, `repeat` times
+/// (at most 3), rte_fib's every lookup variant each time; returns (fib row,
+/// lpm row, a line naming each variant's median rates). The fib row holds,
+/// per key set, the median over repetitions of the fastest variant's rate,
+/// and `fib_memory` of the entry size (bytes) of the variant that won on
+/// in-table keys most often.
 #[allow(clippy::too_many_arguments)]
 fn bench_dpdk(
     eal: &[String],
-    dir: &Path,
     v6: bool,
     routes: &Path,
     keys_in: &Path,
     keys_rand: &Path,
     repeat: usize,
-    fib_memory: f64,
-) -> Result<(Row, Row), String> {
+    fib_memory: impl Fn(usize) -> f64,
+) -> Result<(Row, Row, String), String> {
     let mut fib_in = Vec::new();
     let mut fib_rand = Vec::new();
     let mut lpm_in = Vec::new();
     let mut lpm_rand = Vec::new();
     let mut fib_add = Vec::new();
     let mut lpm_add = Vec::new();
-    let _ = dir;
+    // Per key set: variant -> its rates over the repetitions; the winners.
+    let mut by_variant: [BTreeMap<String, Vec<f64>>; 2] = Default::default();
+    let mut winners: [Vec<String>; 2] = Default::default();
+    let mut refused = Vec::new();
     let (family, algo, tbl8) = if v6 {
         (vec!["-6"], "trie", "400000")
     } else {
         (vec![], "dir", "100000")
     };
     for rep in 0..repeat.min(3) {
-        for (keys, fib_out, lpm_out) in [
-            (keys_in, &mut fib_in, &mut lpm_in),
-            (keys_rand, &mut fib_rand, &mut lpm_rand),
+        for (set, keys, fib_out, lpm_out) in [
+            (0, keys_in, &mut fib_in, &mut lpm_in),
+            (1, keys_rand, &mut fib_rand, &mut lpm_rand),
         ] {
             let mut args: Vec<&str> = family.clone();
             let routes_s = routes.to_str().unwrap_or_default();
@@ -606,38 +705,44 @@ fn bench_dpdk(
             args.extend(["-f", routes_s, "-t", keys_s, "-b", algo, "-g", tbl8]);
             // The LPM comparison (-c) is slow to tear down (rte_lpm deletes
             // scan the rules): once per key set.
-            if rep == 0 {
-                args.push("-c");
+            let r = dpdk_best(eal, &args, v6, rep == 0)?;
+            fib_out.push(r.fib);
+            lpm_out.extend(r.lpm);
+            fib_add.extend(r.add);
+            lpm_add.extend(r.lpm_add);
+            for (name, rate) in r.rates {
+                by_variant[set].entry(name).or_default().push(rate);
             }
-            let r = run_dpdk(eal, &args)?;
-            let hz = r.tsc_hz;
-            if let Some(c) = r.fib_lookup_cycles {
-                fib_out.push(hz / c);
-            }
-            if let Some(c) = r.lpm_lookup_cycles {
-                lpm_out.push(hz / c);
-            }
-            if !r.fib_add_cycles.is_empty() {
-                let c = r.fib_add_cycles.iter().sum::<f64>() / r.fib_add_cycles.len() as f64;
-                fib_add.push(hz / c);
-            }
-            if !r.lpm_add_cycles.is_empty() {
-                let c = r.lpm_add_cycles.iter().sum::<f64>() / r.lpm_add_cycles.len() as f64;
-                lpm_add.push(hz / c);
-            }
+            winners[set].push(r.variant);
+            refused = r.refused;
         }
     }
     let med = |v: Vec<f64>| if v.is_empty() { None } else { Some(median(v)) };
     let fam = if v6 { "IPv6" } else { "IPv4" };
+    // The variant that won most often on in-table keys names the row.
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in &winners[0] {
+        *counts.entry(w).or_default() += 1;
+    }
+    let top = counts
+        .iter()
+        .max_by_key(|&(_, n)| *n)
+        .map_or("-", |(w, _)| *w)
+        .to_string();
     let fib = Row {
         name: if v6 {
-            "DPDK rte_fib6 trie IPv6".into()
+            format!("DPDK rte_fib6 trie IPv6 (best lookup: {top})")
         } else {
-            "DPDK rte_fib dir24_8 IPv4".into()
+            format!("DPDK rte_fib dir24_8 IPv4 (best lookup: {top})")
         },
         batch_in: med(fib_in),
         batch_rand: med(fib_rand),
-        memory: Some(fib_memory),
+        memory: Some(fib_memory(
+            top.split_whitespace()
+                .nth(1)
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(4),
+        )),
         memory_note: "tables in use",
         build_s: None,
         inserts: med(fib_add),
@@ -650,7 +755,27 @@ fn bench_dpdk(
         inserts: med(lpm_add),
         ..Row::default()
     };
-    Ok((fib, lpm))
+    let mut line = format!(
+        "{} {fam} lookup variants, median M/s in-table / random:",
+        if v6 {
+            "rte_fib6 trie"
+        } else {
+            "rte_fib dir24_8"
+        }
+    );
+    for (name, rates) in &by_variant[0] {
+        let rand = by_variant[1].get(name).cloned().map(median).unwrap_or(0.0);
+        let _ = write!(
+            line,
+            " `{name}` {:.1} / {:.1};",
+            median(rates.clone()) / 1e6,
+            rand / 1e6
+        );
+    }
+    if !refused.is_empty() {
+        let _ = write!(line, " refused here: {}", refused.join(", "));
+    }
+    Ok((fib, lpm, line))
 }
 
 /// DPDK's EAL arguments and the directory for its route and key files.
@@ -809,7 +934,7 @@ fn write_dpdk_files(
 /// `FIB_BENCH_LOOKUPS=N`: the lookup comparison alone, fastfwd's batched
 /// lookups and dpdk-test-fib's alternated `rounds` times per family and
 /// key set (rte_fib dir24_8 for IPv4; for IPv6 the better of rte_fib6 trie
-/// and rte_lpm6, each round). A full run measures every structure in turn
+/// and rte_lpm6; rte_fib's fastest lookup variant, each round). A full run measures every structure in turn
 /// over minutes while this VM's speed drifts by tens of percent; a pair
 /// taken seconds apart sees nearly the same machine. Reports each pair, the
 /// median ratio and the ratios' spread.
@@ -885,25 +1010,21 @@ fn lookups_alternated(
             } else {
                 ["-b", "dir", "-g", "100000"]
             });
-            if v6 {
-                // rte_lpm6 too: the IPv6 goal is against the better of the two.
-                args.push("-c");
-            }
-            let r = match run_dpdk(&eal, &args) {
+            // rte_lpm6 too for IPv6: the goal is against the better of the two.
+            let r = match dpdk_best(&eal, &args, v6, v6) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = writeln!(report, "{e}");
                     return;
                 }
             };
-            let fib = r.fib_lookup_cycles.map_or(0.0, |c| r.tsc_hz / c);
-            let lpm = r.lpm_lookup_cycles.map_or(0.0, |c| r.tsc_hz / c);
-            let (peer, which) = if lpm > fib {
-                (lpm, "rte_lpm6")
+            let lpm = r.lpm.unwrap_or(0.0);
+            let (peer, which) = if lpm > r.fib {
+                (lpm, "rte_lpm6".to_string())
             } else if v6 {
-                (fib, "rte_fib6")
+                (r.fib, format!("rte_fib6 `{}`", r.variant))
             } else {
-                (fib, "rte_fib")
+                (r.fib, format!("rte_fib `{}`", r.variant))
             };
             ratios.push(our / peer);
             let _ = writeln!(
@@ -1029,21 +1150,23 @@ fn print_ratios(ours: &Row, peers: &[Row], flag: &str, out: &mut String) {
     }
 }
 
-/// The dir24_8 tables a full table needs at 4-byte entries: the 2^24-entry
-/// first level plus one 256-entry group per /24 holding longer prefixes.
-/// (DPDK reserves all `-g` groups up front; this is the smaller figure.)
-fn dir24_8_memory(routes: &[(Ipv4Cidr, u32)]) -> f64 {
+/// The dir24_8 tables a full table needs at `entry`-byte entries: the
+/// 2^24-entry first level plus one 256-entry group per /24 holding longer
+/// prefixes. (DPDK reserves all `-g` groups up front; this is the smaller
+/// figure.)
+fn dir24_8_memory(routes: &[(Ipv4Cidr, u32)], entry: usize) -> f64 {
     let groups: HashSet<u32> = routes
         .iter()
         .filter(|(p, _)| p.prefix_len() > 24)
         .map(|(p, _)| p.addr() >> 8)
         .collect();
-    ((1usize << 24) * 4 + groups.len() * 256 * 4) as f64
+    (((1usize << 24) + groups.len() * 256) * entry) as f64
 }
 
-/// rte_fib6 trie tables in use: the 2^24-entry first level plus one 256-entry
-/// group per distinct 8-bit step past /24 that holds longer prefixes.
-fn trie6_memory(routes: &[(Ipv6Cidr, u32)]) -> f64 {
+/// rte_fib6 trie tables in use at `entry`-byte entries: the 2^24-entry
+/// first level plus one 256-entry group per distinct 8-bit step past /24
+/// that holds longer prefixes.
+fn trie6_memory(routes: &[(Ipv6Cidr, u32)], entry: usize) -> f64 {
     let mut groups: HashSet<(u128, u8)> = HashSet::new();
     for (p, _) in routes {
         let mut level = 24u8;
@@ -1052,7 +1175,7 @@ fn trie6_memory(routes: &[(Ipv6Cidr, u32)]) -> f64 {
             level += 8;
         }
     }
-    ((1usize << 24) * 4 + groups.len() * 256 * 4) as f64
+    (((1usize << 24) + groups.len() * 256) * entry) as f64
 }
 
 fn main() {
@@ -1223,30 +1346,34 @@ fn main() {
                 );
                 match bench_dpdk(
                     &eal,
-                    &dir,
                     false,
                     &dir.join("routes4.txt"),
                     &dir.join("keys4-in.txt"),
                     &dir.join("keys4-rand.txt"),
                     repeat,
-                    dir24_8_memory(&table.v4),
+                    |entry| dir24_8_memory(&table.v4, entry),
                 ) {
-                    Ok((f, l)) => rows4.extend([f, l]),
+                    Ok((f, l, variants)) => {
+                        rows4.extend([f, l]);
+                        let _ = writeln!(report, "{variants}");
+                    }
                     Err(e) => {
                         let _ = writeln!(report, "DPDK IPv4 failed: {e}");
                     }
                 }
                 match bench_dpdk(
                     &eal,
-                    &dir,
                     true,
                     &dir.join("routes6.txt"),
                     &dir.join("keys6-in.txt"),
                     &dir.join("keys6-rand.txt"),
                     repeat,
-                    trie6_memory(&table.v6),
+                    |entry| trie6_memory(&table.v6, entry),
                 ) {
-                    Ok((f, l)) => rows6.extend([f, l]),
+                    Ok((f, l, variants)) => {
+                        rows6.extend([f, l]);
+                        let _ = writeln!(report, "{variants}");
+                    }
                     Err(e) => {
                         let _ = writeln!(report, "DPDK IPv6 failed: {e}");
                     }
