@@ -988,6 +988,9 @@ fn lookups_alternated(
         }),
     ];
     let mut summary = Vec::new();
+    // Lookup variants dpdk-test-fib refused (this CPU lacks the vector
+    // instructions, or the table does not fit), by family.
+    let mut refused: BTreeMap<&str, HashSet<String>> = BTreeMap::new();
     for (v6, label, key_file, ours) in sets {
         let fam = if v6 { "IPv6" } else { "IPv4" };
         let routes = dir.join(if v6 { "routes6.txt" } else { "routes4.txt" });
@@ -1018,6 +1021,10 @@ fn lookups_alternated(
                     return;
                 }
             };
+            refused
+                .entry(if v6 { "rte_fib6" } else { "rte_fib" })
+                .or_default()
+                .extend(r.refused.iter().cloned());
             let lpm = r.lpm.unwrap_or(0.0);
             let (peer, which) = if lpm > r.fib {
                 (lpm, "rte_lpm6".to_string())
@@ -1056,6 +1063,17 @@ fn lookups_alternated(
     }
     for line in summary {
         let _ = writeln!(report, "{line}");
+    }
+    for (peer, variants) in refused {
+        if !variants.is_empty() {
+            let mut v: Vec<String> = variants.into_iter().collect();
+            v.sort();
+            let _ = writeln!(
+                report,
+                "{peer}: lookup variants refused here: {}",
+                v.join(", ")
+            );
+        }
     }
 }
 
