@@ -11,6 +11,8 @@
 //!   generated rules for each family (`firewall::rulegen`, ClassBench-like,
 //!   the IPv6 copy over `2001:db8::/32`, policy drop, plus a last rule
 //!   accepting the benchmark's sources);
+//! - the fast FIB with the full table and the 10,000 rules a family
+//!   (`pipeline_poptrie_full_fw10k`): the whole forwarding decision;
 //!
 //! and, in the same run, two peers over the same frames:
 //! - `copy`: only the per-batch refill of the frames from their templates
@@ -299,6 +301,13 @@ fn firewall_tables(
     rules: usize,
 ) -> Tables<fib::reference::ReferenceFib4, fib::reference::ReferenceFib6, firewall::PipelineFirewall>
 {
+    let (b, f4, f6) = builder();
+    b.build_with_acl(f4, f6, firewall_acl(rules))
+}
+
+/// `rules` generated firewall rules a family, then an accept for the
+/// benchmark's sources, as an ACL stage.
+fn firewall_acl(rules: usize) -> firewall::PipelineFirewall {
     // The same rules for IPv4 and IPv6, so that both families' packets
     // meet `rules` of them.
     let mut text = firewall::rulegen::to_rule_text_dual(&firewall::rulegen::rules(rules, 7));
@@ -310,24 +319,15 @@ fn firewall_tables(
     let set = firewall::parse_rules(&text, "bench-rules").expect("generated rules parse");
     let fw =
         firewall::Firewall::compile(&set, &firewall::InterfaceMap::new()).expect("rules compile");
-    let (b, f4, f6) = builder();
-    b.build_with_acl(
-        f4,
-        f6,
-        firewall::PipelineFirewall::new(std::sync::Arc::new(fw), 1),
-    )
+    firewall::PipelineFirewall::new(std::sync::Arc::new(fw), 1)
 }
 
 /// Like [`run_pipeline`] for a firewall ACL: generated rules may drop some
 /// flows, so it reports the forwarded share instead of requiring all.
-fn run_with_firewall<const N: usize, M: Measurement>(
+fn run_with_firewall<const N: usize, M: Measurement, F4: Lookup<u32>, F6: Lookup<u128>>(
     c: &mut criterion::BenchmarkGroup<'_, M>,
     name: &str,
-    tables: &Tables<
-        fib::reference::ReferenceFib4,
-        fib::reference::ReferenceFib6,
-        firewall::PipelineFirewall,
-    >,
+    tables: &Tables<F4, F6, firewall::PipelineFirewall>,
     templates: &[Vec<u8>],
 ) {
     let len = templates[0].len();
@@ -403,7 +403,7 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 
     let (mut b1, mut rf4, mut rf6) = builder();
     let full = full_table(&mut b1);
-    let (full_ref, full_pop, full_dsts) = match &full {
+    let (full_ref, full_pop, full_pop_fw, full_dsts) = match &full {
         Some(t) => {
             let mut p4: Poptrie<u32> = Poptrie::new();
             let mut p6: Poptrie<u128> = Poptrie::new();
@@ -428,15 +428,19 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 rf6.len()
             );
             let b2 = b1.clone();
+            let b3 = b1.clone();
             (
                 Some(b1.build(rf4, rf6)),
-                Some(b2.build(p4, p6)),
+                Some(b2.build(p4.clone(), p6.clone())),
+                // The whole forwarding decision: the full table and the
+                // 10,000 rules a family together.
+                Some(b3.build_with_acl(p4, p6, firewall_acl(10_000))),
                 Some((table_v4_dsts(t), table_v6_dsts(t))),
             )
         }
         None => {
             eprintln!("data/full-table-prefixes.txt.gz not found: full-table variants skipped");
-            (None, None, None)
+            (None, None, None, None)
         }
     };
 
@@ -479,8 +483,16 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                         Some(stage_clock),
                     );
                 }
-                run_with_firewall::<$n, _>(&mut g, "pipeline_ref_small_fw1k", &fw1k, small_frames);
-                run_with_firewall::<$n, _>(
+                if let (Some(t), Some(f)) = (&full_pop_fw, &full_frames) {
+                    run_with_firewall::<$n, _, _, _>(&mut g, "pipeline_poptrie_full_fw10k", t, f);
+                }
+                run_with_firewall::<$n, _, _, _>(
+                    &mut g,
+                    "pipeline_ref_small_fw1k",
+                    &fw1k,
+                    small_frames,
+                );
+                run_with_firewall::<$n, _, _, _>(
                     &mut g,
                     "pipeline_ref_small_fw10k",
                     &fw10k,
