@@ -609,13 +609,15 @@ struct DpdkBest {
     add: Option<f64>,
     /// Every variant that ran, with its lookups/s.
     rates: Vec<(String, f64)>,
-    /// Variants this CPU or table does not allow, with the tool's reason.
+    /// Variants that did not run (the CPU lacks the instructions or the
+    /// table does not fit).
     refused: Vec<String>,
 }
 
 /// Runs dpdk-test-fib once per lookup variant of the family (`args` holds
 /// the family, routes, keys, algorithm and tbl8 groups) and keeps the
-/// fastest; with `lpm`, the first run also times rte_lpm / rte_lpm6 (`-c`).
+/// fastest; with `lpm`, the first variant that runs also times rte_lpm /
+/// rte_lpm6 (`-c`).
 /// Fails only when no variant runs.
 fn dpdk_best(eal: &[String], args: &[&str], v6: bool, lpm: bool) -> Result<DpdkBest, String> {
     let mut best = DpdkBest::default();
