@@ -599,9 +599,10 @@ fn mean_rate(tsc_hz: f64, cycles: &[f64]) -> Option<f64> {
 /// The best of DPDK's lookup variants on one key set.
 #[derive(Debug, Default, Clone)]
 struct DpdkBest {
-    /// Lookups/s of the fastest variant, and its name (`-e 4 -v v`).
+    /// Lookups/s of the fastest variant, and its entry size and lookup
+    /// function.
     fib: f64,
-    variant: String,
+    variant: (&'static str, &'static str),
     /// rte_lpm / rte_lpm6 lookups/s and adds/s, when asked for.
     lpm: Option<f64>,
     lpm_add: Option<f64>,
@@ -639,7 +640,7 @@ fn dpdk_best(eal: &[String], args: &[&str], v6: bool, lpm: bool) -> Result<DpdkB
                 }
                 if rate > best.fib {
                     best.fib = rate;
-                    best.variant = name.clone();
+                    best.variant = (entry, lookup);
                     best.add = mean_rate(r.tsc_hz, &r.fib_add_cycles);
                 }
                 best.rates.push((name, rate));
@@ -689,7 +690,7 @@ fn bench_dpdk(
     let mut lpm_add = Vec::new();
     // Per key set: variant -> its rates over the repetitions; the winners.
     let mut by_variant: [BTreeMap<String, Vec<f64>>; 2] = Default::default();
-    let mut winners: [Vec<String>; 2] = Default::default();
+    let mut winners: [Vec<(&str, &str)>; 2] = Default::default();
     let mut refused = Vec::new();
     let (family, algo, tbl8) = if v6 {
         (vec!["-6"], "trie", "400000")
@@ -722,15 +723,15 @@ fn bench_dpdk(
     let med = |v: Vec<f64>| if v.is_empty() { None } else { Some(median(v)) };
     let fam = if v6 { "IPv6" } else { "IPv4" };
     // The variant that won most often on in-table keys names the row.
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for w in &winners[0] {
+    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for &w in &winners[0] {
         *counts.entry(w).or_default() += 1;
     }
-    let top = counts
+    let (top_entry, top_lookup) = counts
         .iter()
         .max_by_key(|&(_, n)| *n)
-        .map_or("-", |(w, _)| *w)
-        .to_string();
+        .map_or(("4", "-"), |(&w, _)| w);
+    let top = format!("-e {top_entry} -v {top_lookup}");
     let fib = Row {
         name: if v6 {
             format!("DPDK rte_fib6 trie IPv6 (best lookup: {top})")
@@ -739,12 +740,7 @@ fn bench_dpdk(
         },
         batch_in: med(fib_in),
         batch_rand: med(fib_rand),
-        memory: Some(fib_memory(
-            top.split_whitespace()
-                .nth(1)
-                .and_then(|e| e.parse().ok())
-                .unwrap_or(4),
-        )),
+        memory: Some(fib_memory(top_entry.parse().unwrap_or(4))),
         memory_note: "tables in use",
         build_s: None,
         inserts: med(fib_add),
@@ -1031,9 +1027,15 @@ fn lookups_alternated(
             let (peer, which) = if lpm > r.fib {
                 (lpm, "rte_lpm6".to_string())
             } else if v6 {
-                (r.fib, format!("rte_fib6 `{}`", r.variant))
+                (
+                    r.fib,
+                    format!("rte_fib6 `-e {} -v {}`", r.variant.0, r.variant.1),
+                )
             } else {
-                (r.fib, format!("rte_fib `{}`", r.variant))
+                (
+                    r.fib,
+                    format!("rte_fib `-e {} -v {}`", r.variant.0, r.variant.1),
+                )
             };
             ratios.push(our / peer);
             let _ = writeln!(
