@@ -713,16 +713,8 @@ impl Engine {
     /// Counters per CPU (index: CPU number), with `interfaces` interface
     /// entries each.
     pub fn counters_per_cpu(&self, interfaces: usize) -> Result<Vec<EngineCounters>, EngineError> {
-        let m = self.ebpf.map("counters").ok_or_else(|| EngineError::Bpf {
-            what: "map counters".into(),
-            detail: "missing".into(),
-        })?;
-        let a: PerCpuArray<_, CounterBlock> =
-            PerCpuArray::try_from(m).map_err(|e| bpf_err("map counters", &e))?;
-        let per_cpu = a
-            .get(&0, 0)
-            .map_err(|e| bpf_err("reading map counters", &e))?;
-        Ok(per_cpu
+        Ok(self
+            .counter_blocks()?
             .iter()
             .map(|block| EngineCounters::from_block(block, interfaces))
             .collect())
@@ -730,22 +722,25 @@ impl Engine {
 
     /// Counters summed over CPUs, with `interfaces` interface entries.
     pub fn counters(&self, interfaces: usize) -> Result<EngineCounters, EngineError> {
+        let mut sum = [0u64; layout::COUNTER_WORDS];
+        for block in self.counter_blocks()?.iter() {
+            for (s, v) in sum.iter_mut().zip(block.iter()) {
+                *s += v;
+            }
+        }
+        Ok(EngineCounters::from_block(&sum, interfaces))
+    }
+
+    /// The counter map's block of every CPU.
+    fn counter_blocks(&self) -> Result<aya::maps::PerCpuValues<CounterBlock>, EngineError> {
         let m = self.ebpf.map("counters").ok_or_else(|| EngineError::Bpf {
             what: "map counters".into(),
             detail: "missing".into(),
         })?;
         let a: PerCpuArray<_, CounterBlock> =
             PerCpuArray::try_from(m).map_err(|e| bpf_err("map counters", &e))?;
-        let per_cpu = a
-            .get(&0, 0)
-            .map_err(|e| bpf_err("reading map counters", &e))?;
-        let mut sum = [0u64; layout::COUNTER_WORDS];
-        for block in per_cpu.iter() {
-            for (s, v) in sum.iter_mut().zip(block.iter()) {
-                *s += v;
-            }
-        }
-        Ok(EngineCounters::from_block(&sum, interfaces))
+        a.get(&0, 0)
+            .map_err(|e| bpf_err("reading map counters", &e))
     }
 
     fn program_fd(&self) -> Result<&aya::programs::ProgramFd, EngineError> {
