@@ -147,11 +147,38 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
+/// The byte order of a capture file's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ByteOrder {
+    Little,
+    Big,
+}
+
+impl ByteOrder {
+    /// The 16-bit field at `b[at..]`.
+    fn u16_at(self, b: &[u8], at: usize) -> u16 {
+        let x = [b[at], b[at + 1]];
+        match self {
+            ByteOrder::Little => u16::from_le_bytes(x),
+            ByteOrder::Big => u16::from_be_bytes(x),
+        }
+    }
+
+    /// The 32-bit field at `b[at..]`.
+    fn u32_at(self, b: &[u8], at: usize) -> u32 {
+        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        match self {
+            ByteOrder::Little => u32::from_le_bytes(x),
+            ByteOrder::Big => u32::from_be_bytes(x),
+        }
+    }
+}
+
 /// A streaming reader of classic pcap files.
 #[derive(Debug)]
 pub struct Reader<R> {
     inner: R,
-    swapped: bool,
+    order: ByteOrder,
     resolution: Resolution,
     snaplen: u32,
     linktype: u32,
@@ -186,53 +213,34 @@ impl<R: Read> Reader<R> {
         let got = 4 + read_full(&mut inner, &mut h[4..])?;
         let magic_le = u32::from_le_bytes(first);
         let magic_be = u32::from_be_bytes(first);
-        let (swapped_from_le, resolution) = match (magic_le, magic_be) {
-            (MAGIC_MICROS, _) => (false, Resolution::Micros),
-            (MAGIC_NANOS, _) => (false, Resolution::Nanos),
-            (_, MAGIC_MICROS) => (true, Resolution::Micros),
-            (_, MAGIC_NANOS) => (true, Resolution::Nanos),
+        let (order, resolution) = match (magic_le, magic_be) {
+            (MAGIC_MICROS, _) => (ByteOrder::Little, Resolution::Micros),
+            (MAGIC_NANOS, _) => (ByteOrder::Little, Resolution::Nanos),
+            (_, MAGIC_MICROS) => (ByteOrder::Big, Resolution::Micros),
+            (_, MAGIC_NANOS) => (ByteOrder::Big, Resolution::Nanos),
             _ => return Err(PcapError::BadMagic(magic_be)),
         };
         if got < FILE_HEADER_LEN {
             return Err(PcapError::TruncatedFileHeader(got));
         }
-        // `swapped` here means "fields are big-endian".
         let mut r = Reader {
             inner,
-            swapped: swapped_from_le,
+            order,
             resolution,
             snaplen: 0,
             linktype: 0,
             index: 0,
             failed: false,
         };
-        let major = r.u16_at(&h, 4);
-        let minor = r.u16_at(&h, 6);
+        let major = r.order.u16_at(&h, 4);
+        let minor = r.order.u16_at(&h, 6);
         if major != 2 {
             return Err(PcapError::UnsupportedVersion { major, minor });
         }
-        r.snaplen = r.u32_at(&h, 16);
+        r.snaplen = r.order.u32_at(&h, 16);
         // The FCS-length bits (28..31) may be set in the link-type field.
-        r.linktype = r.u32_at(&h, 20) & 0x0fff_ffff;
+        r.linktype = r.order.u32_at(&h, 20) & 0x0fff_ffff;
         Ok(r)
-    }
-
-    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
-        let x = [b[at], b[at + 1]];
-        if self.swapped {
-            u16::from_be_bytes(x)
-        } else {
-            u16::from_le_bytes(x)
-        }
-    }
-
-    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        if self.swapped {
-            u32::from_be_bytes(x)
-        } else {
-            u32::from_le_bytes(x)
-        }
     }
 
     /// The file's timestamp resolution.
@@ -252,7 +260,7 @@ impl<R: Read> Reader<R> {
 
     /// True when the file is big-endian.
     pub fn is_big_endian(&self) -> bool {
-        self.swapped
+        self.order == ByteOrder::Big
     }
 
     /// Reads the next record into `buf` (replacing its contents). Returns
@@ -279,10 +287,10 @@ impl<R: Read> Reader<R> {
         if got < RECORD_HEADER_LEN {
             return Err(PcapError::TruncatedRecordHeader { index, got });
         }
-        let secs = self.u32_at(&h, 0);
-        let frac = self.u32_at(&h, 4);
-        let caplen = self.u32_at(&h, 8);
-        let origlen = self.u32_at(&h, 12);
+        let secs = self.order.u32_at(&h, 0);
+        let frac = self.order.u32_at(&h, 4);
+        let caplen = self.order.u32_at(&h, 8);
+        let origlen = self.order.u32_at(&h, 12);
         let limit = MAX_RECORD_LEN;
         if caplen > limit {
             return Err(PcapError::BadRecordLength {
@@ -537,7 +545,7 @@ impl NgInterface {
 #[derive(Debug)]
 pub struct NgReader<R> {
     inner: R,
-    big_endian: bool,
+    order: ByteOrder,
     interfaces: Vec<NgInterface>,
     /// Bytes of a block's first 4 bytes already consumed (only at start).
     pending_type: Option<u32>,
@@ -552,30 +560,12 @@ impl<R: Read> NgReader<R> {
     fn after_magic(inner: R) -> Self {
         NgReader {
             inner,
-            big_endian: false,
+            order: ByteOrder::Little,
             interfaces: Vec::new(),
             pending_type: Some(PCAPNG_SHB),
             index: 0,
             failed: false,
             block: Vec::new(),
-        }
-    }
-
-    fn u16_at(&self, b: &[u8], at: usize) -> u16 {
-        let x = [b[at], b[at + 1]];
-        if self.big_endian {
-            u16::from_be_bytes(x)
-        } else {
-            u16::from_le_bytes(x)
-        }
-    }
-
-    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        if self.big_endian {
-            u32::from_be_bytes(x)
-        } else {
-            u32::from_le_bytes(x)
         }
     }
 
@@ -621,12 +611,12 @@ impl<R: Read> NgReader<R> {
                     expected: 12,
                 });
             }
-            self.big_endian = match (u32::from_le_bytes(bom), u32::from_be_bytes(bom)) {
-                (PCAPNG_BOM, _) => false,
-                (_, PCAPNG_BOM) => true,
+            self.order = match (u32::from_le_bytes(bom), u32::from_be_bytes(bom)) {
+                (PCAPNG_BOM, _) => ByteOrder::Little,
+                (_, PCAPNG_BOM) => ByteOrder::Big,
                 _ => return Err(self.bad("section header without byte-order magic")),
             };
-            let total = self.u32_at(&head, 4) as usize;
+            let total = self.order.u32_at(&head, 4) as usize;
             if total < 28 || total & 3 != 0 || total > MAX_BLOCK_LEN {
                 return Err(self.bad("section header length out of range"));
             }
@@ -637,8 +627,8 @@ impl<R: Read> NgReader<R> {
             self.index += 1;
             return Ok(Some(PCAPNG_SHB));
         }
-        let btype = self.u32_at(&head, 0);
-        let total = self.u32_at(&head, 4) as usize;
+        let btype = self.order.u32_at(&head, 0);
+        let total = self.order.u32_at(&head, 4) as usize;
         if total < 12 || total & 3 != 0 || total > MAX_BLOCK_LEN {
             return Err(self.bad("block length out of range"));
         }
@@ -663,7 +653,7 @@ impl<R: Read> NgReader<R> {
             });
         }
         let body_len = self.block.len() - 4;
-        let trailer = self.u32_at(&self.block, body_len) as usize;
+        let trailer = self.order.u32_at(&self.block, body_len) as usize;
         if trailer != total {
             return Err(self.bad("trailing block length differs from the leading one"));
         }
@@ -706,7 +696,7 @@ impl<R: Read> NgReader<R> {
                     if b.len() < 16 {
                         return Err(self.bad("section header too short"));
                     }
-                    if self.u16_at(b, 4) != 1 {
+                    if self.order.u16_at(b, 4) != 1 {
                         return Err(self.bad("unsupported pcapng major version"));
                     }
                 }
@@ -716,14 +706,14 @@ impl<R: Read> NgReader<R> {
                         return Err(self.bad("interface description too short"));
                     }
                     let mut iface = NgInterface {
-                        linktype: self.u16_at(b, 0),
-                        snaplen: self.u32_at(b, 4),
+                        linktype: self.order.u16_at(b, 0),
+                        snaplen: self.order.u32_at(b, 4),
                         tsresol: 6,
                     };
                     let mut at = 8;
                     while at + 4 <= b.len() {
-                        let code = self.u16_at(b, at);
-                        let len = usize::from(self.u16_at(b, at + 2));
+                        let code = self.order.u16_at(b, at);
+                        let len = usize::from(self.order.u16_at(b, at + 2));
                         if code == 0 {
                             break;
                         }
@@ -743,13 +733,14 @@ impl<R: Read> NgReader<R> {
                         return Err(self.bad("packet block too short"));
                     }
                     let id = if btype == 6 {
-                        self.u32_at(b, 0) as usize
+                        self.order.u32_at(b, 0) as usize
                     } else {
-                        usize::from(self.u16_at(b, 0))
+                        usize::from(self.order.u16_at(b, 0))
                     };
-                    let ts = (u64::from(self.u32_at(b, 4)) << 32) | u64::from(self.u32_at(b, 8));
-                    let caplen = self.u32_at(b, 12);
-                    let origlen = self.u32_at(b, 16);
+                    let ts = (u64::from(self.order.u32_at(b, 4)) << 32)
+                        | u64::from(self.order.u32_at(b, 8));
+                    let caplen = self.order.u32_at(b, 12);
+                    let origlen = self.order.u32_at(b, 16);
                     if caplen > MAX_RECORD_LEN || 20 + caplen as usize > b.len() {
                         return Err(self.bad("captured length past the block"));
                     }
@@ -767,7 +758,7 @@ impl<R: Read> NgReader<R> {
                     if b.len() < 4 {
                         return Err(self.bad("simple packet block too short"));
                     }
-                    let origlen = self.u32_at(b, 0);
+                    let origlen = self.order.u32_at(b, 0);
                     let iface = self.interface(0)?;
                     let mut caplen = (b.len() - 4).min(origlen as usize);
                     if iface.snaplen != 0 {
