@@ -45,7 +45,7 @@ use fib::poptrie::{Poptrie, TrieKey};
 use fib::shared::FibWriter;
 use fib::table::read_routes;
 use fib::{Address, Ipv4Cidr, Ipv6Cidr, Lookup, RouteTable};
-use ip_network::{Ipv4Network, Ipv6Network};
+use ip_network::{IpNetwork, Ipv4Network, Ipv6Network};
 use ip_network_table::IpNetworkTable;
 use prefix_trie::PrefixMap;
 use rand::rngs::StdRng;
@@ -388,32 +388,33 @@ where
         m.insert((to_r(a), l), nh);
     }
     let updates = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
-    Row {
-        name: format!("prefix-trie 0.10 {}", f.label),
-        single_in: Some(si),
-        single_rand: Some(sr),
-        // The peers' memory is not measured: an RSS delta after other
-        // structures were freed reads mostly reused pages.
-        memory: None,
-        build_s: Some(build),
-        // The build inserts the routes one at a time in file order.
-        inserts: Some(f.routes.len() as f64 / build),
-        updates: Some(updates),
-        ..Row::default()
-    }
+    peer_row(
+        format!("prefix-trie 0.10 {}", f.label),
+        f.routes.len(),
+        build,
+        (si, sr),
+        updates,
+    )
 }
 
-fn bench_ip_network_table4(f: &Family<'_, u32>, repeat: usize, rng: &mut StdRng) -> Row {
+/// ip_network_table's row: `net` turns a prefix into its network type,
+/// `longest` is its longest-prefix match for the family.
+fn bench_ip_network_table<A: TrieKey, N: Into<IpNetwork> + Copy>(
+    f: &Family<'_, A>,
+    repeat: usize,
+    rng: &mut StdRng,
+    net: impl Fn(&A::Prefix) -> Option<N>,
+    longest: impl Fn(&IpNetworkTable<u32>, A) -> Option<u32>,
+) -> Row {
     let start = cpu_time();
     let mut t: IpNetworkTable<u32> = IpNetworkTable::new();
-    let net = |p: &Ipv4Cidr| Ipv4Network::new(Ipv4Addr::from(p.addr()), p.prefix_len()).ok();
     for (p, nh) in f.routes {
         if let Some(n) = net(p) {
             t.insert(n, *nh);
         }
     }
     let build = (cpu_time() - start).as_secs_f64();
-    let single = |a: u32| t.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, v)| *v);
+    let single = |a: A| longest(&t, a);
     let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
     let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
     let sample = update_sample(f.routes, 50_000, rng);
@@ -425,45 +426,20 @@ fn bench_ip_network_table4(f: &Family<'_, u32>, repeat: usize, rng: &mut StdRng)
         }
     }
     let updates = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
-    Row {
-        name: "ip_network_table 0.2 IPv4".into(),
-        single_in: Some(si),
-        single_rand: Some(sr),
-        // The peers' memory is not measured: an RSS delta after other
-        // structures were freed reads mostly reused pages.
-        memory: None,
-        build_s: Some(build),
-        // The build inserts the routes one at a time in file order.
-        inserts: Some(f.routes.len() as f64 / build),
-        updates: Some(updates),
-        ..Row::default()
-    }
+    peer_row(
+        format!("ip_network_table 0.2 {}", f.label),
+        f.routes.len(),
+        build,
+        (si, sr),
+        updates,
+    )
 }
 
-fn bench_ip_network_table6(f: &Family<'_, u128>, repeat: usize, rng: &mut StdRng) -> Row {
-    let start = cpu_time();
-    let mut t: IpNetworkTable<u32> = IpNetworkTable::new();
-    let net = |p: &Ipv6Cidr| Ipv6Network::new(Ipv6Addr::from(p.addr()), p.prefix_len()).ok();
-    for (p, nh) in f.routes {
-        if let Some(n) = net(p) {
-            t.insert(n, *nh);
-        }
-    }
-    let build = (cpu_time() - start).as_secs_f64();
-    let single = |a: u128| t.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, v)| *v);
-    let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
-    let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
-    let sample = update_sample(f.routes, 50_000, rng);
-    let start = cpu_time();
-    for (p, nh) in &sample {
-        if let Some(n) = net(p) {
-            t.remove(n);
-            t.insert(n, *nh);
-        }
-    }
-    let updates = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
+/// A peer's row: built from `routes` in `build` seconds, single lookups
+/// (in-table, random) per second, single-route updates per second.
+fn peer_row(name: String, routes: usize, build: f64, (si, sr): (f64, f64), updates: f64) -> Row {
     Row {
-        name: "ip_network_table 0.2 IPv6".into(),
+        name,
         single_in: Some(si),
         single_rand: Some(sr),
         // The peers' memory is not measured: an RSS delta after other
@@ -471,7 +447,7 @@ fn bench_ip_network_table6(f: &Family<'_, u128>, repeat: usize, rng: &mut StdRng
         memory: None,
         build_s: Some(build),
         // The build inserts the routes one at a time in file order.
-        inserts: Some(f.routes.len() as f64 / build),
+        inserts: Some(routes as f64 / build),
         updates: Some(updates),
         ..Row::default()
     }
@@ -1298,8 +1274,20 @@ fn main() {
     eprintln!("prefix-trie, ip_network_table ...");
     let pt4 = bench_prefix_trie::<u32, u32>(&f4, repeat, &mut rng, |a| a);
     let pt6 = bench_prefix_trie::<u128, u128>(&f6, repeat, &mut rng, |a| a);
-    let int4 = bench_ip_network_table4(&f4, repeat, &mut rng);
-    let int6 = bench_ip_network_table6(&f6, repeat, &mut rng);
+    let int4 = bench_ip_network_table(
+        &f4,
+        repeat,
+        &mut rng,
+        |p: &Ipv4Cidr| Ipv4Network::new(Ipv4Addr::from(p.addr()), p.prefix_len()).ok(),
+        |t, a: u32| t.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, v)| *v),
+    );
+    let int6 = bench_ip_network_table(
+        &f6,
+        repeat,
+        &mut rng,
+        |p: &Ipv6Cidr| Ipv6Network::new(Ipv6Addr::from(p.addr()), p.prefix_len()).ok(),
+        |t, a: u128| t.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, v)| *v),
+    );
 
     // The peers must agree with fastfwd on the answers.
     {
