@@ -45,7 +45,7 @@ use fib::poptrie::{Poptrie, TrieKey};
 use fib::shared::FibWriter;
 use fib::table::read_routes;
 use fib::{Address, Ipv4Cidr, Ipv6Cidr, Lookup, RouteTable};
-use ip_network::{IpNetwork, Ipv4Network, Ipv6Network};
+use ip_network::{Ipv4Network, Ipv6Network};
 use ip_network_table::IpNetworkTable;
 use prefix_trie::PrefixMap;
 use rand::rngs::StdRng;
@@ -359,95 +359,107 @@ where
     )
 }
 
-fn bench_prefix_trie<A, R>(
-    f: &Family<'_, A>,
-    repeat: usize,
-    rng: &mut StdRng,
-    to_r: impl Fn(A) -> R + Copy,
-) -> Row
-where
-    A: TrieKey,
-    R: Copy,
-    (R, u8): prefix_trie::Prefix,
-{
-    let start = cpu_time();
-    let mut m: PrefixMap<(R, u8), u32> = PrefixMap::new();
-    for &(p, nh) in f.routes {
-        let (a, l) = A::split(&p);
-        m.insert((to_r(a), l), nh);
-    }
-    let build = (cpu_time() - start).as_secs_f64();
-    let single = |a: A| m.get_lpm(&(to_r(a), A::BITS)).map(|(_, v)| *v);
-    let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
-    let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
-    let sample = update_sample(f.routes, 50_000, rng);
-    let start = cpu_time();
-    for &(p, nh) in &sample {
-        let (a, l) = A::split(&p);
-        m.remove(&(to_r(a), l));
-        m.insert((to_r(a), l), nh);
-    }
-    let updates = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
-    peer_row(
-        format!("prefix-trie 0.10 {}", f.label),
-        f.routes.len(),
-        build,
-        (si, sr),
-        updates,
-    )
+/// A peer's route table, as the benchmark drives it.
+trait PeerTable<A: TrieKey> {
+    /// What the table keys a route by.
+    type Key: Copy;
+    /// The key of a prefix (`None`: the table cannot hold it).
+    fn key(p: &A::Prefix) -> Option<Self::Key>;
+    fn insert(&mut self, k: Self::Key, nh: u32);
+    fn remove(&mut self, k: Self::Key);
+    /// The longest-prefix match.
+    fn lookup(&self, a: A) -> Option<u32>;
 }
 
-/// ip_network_table's row: `net` turns a prefix into its network type,
-/// `longest` is its longest-prefix match for the family.
-fn bench_ip_network_table<A: TrieKey, N: Into<IpNetwork> + Copy>(
+impl<A: TrieKey> PeerTable<A> for PrefixMap<(A, u8), u32>
+where
+    (A, u8): prefix_trie::Prefix,
+{
+    type Key = (A, u8);
+    fn key(p: &A::Prefix) -> Option<(A, u8)> {
+        Some(A::split(p))
+    }
+    fn insert(&mut self, k: (A, u8), nh: u32) {
+        PrefixMap::insert(self, k, nh);
+    }
+    fn remove(&mut self, k: (A, u8)) {
+        PrefixMap::remove(self, &k);
+    }
+    fn lookup(&self, a: A) -> Option<u32> {
+        self.get_lpm(&(a, A::BITS)).map(|(_, v)| *v)
+    }
+}
+
+impl PeerTable<u32> for IpNetworkTable<u32> {
+    type Key = Ipv4Network;
+    fn key(p: &Ipv4Cidr) -> Option<Ipv4Network> {
+        Ipv4Network::new(Ipv4Addr::from(p.addr()), p.prefix_len()).ok()
+    }
+    fn insert(&mut self, k: Ipv4Network, nh: u32) {
+        IpNetworkTable::insert(self, k, nh);
+    }
+    fn remove(&mut self, k: Ipv4Network) {
+        IpNetworkTable::remove(self, k);
+    }
+    fn lookup(&self, a: u32) -> Option<u32> {
+        self.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, v)| *v)
+    }
+}
+
+impl PeerTable<u128> for IpNetworkTable<u32> {
+    type Key = Ipv6Network;
+    fn key(p: &Ipv6Cidr) -> Option<Ipv6Network> {
+        Ipv6Network::new(Ipv6Addr::from(p.addr()), p.prefix_len()).ok()
+    }
+    fn insert(&mut self, k: Ipv6Network, nh: u32) {
+        IpNetworkTable::insert(self, k, nh);
+    }
+    fn remove(&mut self, k: Ipv6Network) {
+        IpNetworkTable::remove(self, k);
+    }
+    fn lookup(&self, a: u128) -> Option<u32> {
+        self.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, v)| *v)
+    }
+}
+
+/// A peer's row: the table `t` (empty) built from the family's routes one
+/// at a time in file order, its single lookups, and 50,000 single-route
+/// updates (a remove and an insert each).
+fn bench_peer<A: TrieKey, T: PeerTable<A>>(
+    mut t: T,
+    name: &str,
     f: &Family<'_, A>,
     repeat: usize,
     rng: &mut StdRng,
-    net: impl Fn(&A::Prefix) -> Option<N>,
-    longest: impl Fn(&IpNetworkTable<u32>, A) -> Option<u32>,
 ) -> Row {
     let start = cpu_time();
-    let mut t: IpNetworkTable<u32> = IpNetworkTable::new();
     for (p, nh) in f.routes {
-        if let Some(n) = net(p) {
-            t.insert(n, *nh);
+        if let Some(k) = T::key(p) {
+            t.insert(k, *nh);
         }
     }
     let build = (cpu_time() - start).as_secs_f64();
-    let single = |a: A| longest(&t, a);
+    let single = |a: A| t.lookup(a);
     let (si, _) = measure_lookup(repeat, f.keys_in, single, None);
     let (sr, _) = measure_lookup(repeat, f.keys_rand, single, None);
     let sample = update_sample(f.routes, 50_000, rng);
     let start = cpu_time();
     for (p, nh) in &sample {
-        if let Some(n) = net(p) {
-            t.remove(n);
-            t.insert(n, *nh);
+        if let Some(k) = T::key(p) {
+            t.remove(k);
+            t.insert(k, *nh);
         }
     }
     let updates = (2 * sample.len()) as f64 / (cpu_time() - start).as_secs_f64();
-    peer_row(
-        format!("ip_network_table 0.2 {}", f.label),
-        f.routes.len(),
-        build,
-        (si, sr),
-        updates,
-    )
-}
-
-/// A peer's row: built from `routes` in `build` seconds, single lookups
-/// (in-table, random) per second, single-route updates per second.
-fn peer_row(name: String, routes: usize, build: f64, (si, sr): (f64, f64), updates: f64) -> Row {
     Row {
-        name,
+        name: format!("{name} {}", f.label),
         single_in: Some(si),
         single_rand: Some(sr),
         // The peers' memory is not measured: an RSS delta after other
         // structures were freed reads mostly reused pages.
         memory: None,
         build_s: Some(build),
-        // The build inserts the routes one at a time in file order.
-        inserts: Some(routes as f64 / build),
+        inserts: Some(f.routes.len() as f64 / build),
         updates: Some(updates),
         ..Row::default()
     }
@@ -1272,21 +1284,33 @@ fn main() {
     let (ours6, trie6) = bench_ours(&f6, repeat, &mut rng);
 
     eprintln!("prefix-trie, ip_network_table ...");
-    let pt4 = bench_prefix_trie::<u32, u32>(&f4, repeat, &mut rng, |a| a);
-    let pt6 = bench_prefix_trie::<u128, u128>(&f6, repeat, &mut rng, |a| a);
-    let int4 = bench_ip_network_table(
+    let pt4 = bench_peer(
+        PrefixMap::<(u32, u8), u32>::new(),
+        "prefix-trie 0.10",
         &f4,
         repeat,
         &mut rng,
-        |p: &Ipv4Cidr| Ipv4Network::new(Ipv4Addr::from(p.addr()), p.prefix_len()).ok(),
-        |t, a: u32| t.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, v)| *v),
     );
-    let int6 = bench_ip_network_table(
+    let pt6 = bench_peer(
+        PrefixMap::<(u128, u8), u32>::new(),
+        "prefix-trie 0.10",
         &f6,
         repeat,
         &mut rng,
-        |p: &Ipv6Cidr| Ipv6Network::new(Ipv6Addr::from(p.addr()), p.prefix_len()).ok(),
-        |t, a: u128| t.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, v)| *v),
+    );
+    let int4 = bench_peer(
+        IpNetworkTable::new(),
+        "ip_network_table 0.2",
+        &f4,
+        repeat,
+        &mut rng,
+    );
+    let int6 = bench_peer(
+        IpNetworkTable::new(),
+        "ip_network_table 0.2",
+        &f6,
+        repeat,
+        &mut rng,
     );
 
     // The peers must agree with fastfwd on the answers.
