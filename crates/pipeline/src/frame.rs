@@ -13,7 +13,7 @@
 pub const HEADROOM: usize = 8;
 
 /// Bytes from one frame buffer to the next where a backend keeps a
-/// batch's frames in one allocation (`io::FrameBatch`, the benchmarks): a
+/// batch's frames in one allocation (`netio::FrameBatch`, the benchmarks): a
 /// 2048-byte slot and one cache line. With a power-of-two stride every
 /// frame's first bytes fall in the same two of the L1 data cache's 64 sets
 /// (address bits 6-11), so a batch of 64 frames evicts itself between the

@@ -221,7 +221,7 @@ pub struct FibCapacity {
 impl FibCapacity {
     /// Room for a full Internet table with headroom: 901,899 IPv4 routes
     /// take 66,127 nodes and 993,936 leaves, 160,147 IPv6 routes 93,961
-    /// nodes and 260,747 leaves (the full table in shared/data, 2026).
+    /// nodes and 260,747 leaves (the full table in data/, 2026).
     pub const FULL_TABLE: FibCapacity = FibCapacity {
         nodes4: 1 << 18,
         leaves4: 1 << 21,
