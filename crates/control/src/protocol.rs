@@ -1,6 +1,7 @@
 //! The control socket's JSON protocol (documented in
 //! `docs/control-protocol.md`): one request object per line, answered by
-//! one response object per line.
+//! one response object per line (a streamed answer: a head line, one value
+//! a line, then `{"end": N}`).
 
 use serde::{Deserialize, Serialize};
 
@@ -569,7 +570,9 @@ pub mod reply {
         pub line: Option<usize>,
         /// The rule's text, or `policy accept` / `policy drop`.
         pub text: String,
-        /// `accept`, `drop`, `reject`, `reject-tcp-reset`.
+        /// The verdict in the rule language's words: `accept`, `drop`,
+        /// `count`, `reject`, `reject with tcp reset`, `reject with icmpx
+        /// admin-prohibited`, ...
         pub action: String,
     }
 

@@ -224,6 +224,16 @@ pub enum IcmpxReason {
 }
 
 impl IcmpxReason {
+    /// The reason's name in the rule language.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IcmpxReason::PortUnreachable => "port-unreachable",
+            IcmpxReason::HostUnreachable => "host-unreachable",
+            IcmpxReason::NoRoute => "no-route",
+            IcmpxReason::AdminProhibited => "admin-prohibited",
+        }
+    }
+
     /// ICMPv4 destination unreachable code (RFC 792, RFC 1812 §5.2.7.1).
     pub const fn v4_code(self) -> u8 {
         match self {
@@ -260,6 +270,29 @@ impl RuleAction {
     /// Whether the rule ends classification when it matches.
     pub const fn is_terminal(self) -> bool {
         !matches!(self, RuleAction::Count)
+    }
+}
+
+/// The verdict in the rule language's words: `accept`, `drop`, `count`
+/// (a `counter` rule without a verdict), `reject`, `reject with tcp reset`,
+/// `reject with icmpx admin-prohibited`; an ICMP reason given as a code
+/// prints as `reject with icmp code 13` (`icmpv6` for ICMPv6).
+impl fmt::Display for RuleAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleAction::Accept => f.write_str("accept"),
+            RuleAction::Drop => f.write_str("drop"),
+            RuleAction::Count => f.write_str("count"),
+            RuleAction::Reject(RejectWith::Default) => f.write_str("reject"),
+            RuleAction::Reject(RejectWith::TcpReset) => f.write_str("reject with tcp reset"),
+            RuleAction::Reject(RejectWith::Icmp(code)) => write!(f, "reject with icmp code {code}"),
+            RuleAction::Reject(RejectWith::Icmp6(code)) => {
+                write!(f, "reject with icmpv6 code {code}")
+            }
+            RuleAction::Reject(RejectWith::Icmpx(reason)) => {
+                write!(f, "reject with icmpx {}", reason.name())
+            }
+        }
     }
 }
 
@@ -422,6 +455,44 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn actions_print_in_the_rule_languages_words() {
+        let cases = [
+            (RuleAction::Accept, "accept"),
+            (RuleAction::Drop, "drop"),
+            (RuleAction::Count, "count"),
+            (RuleAction::Reject(RejectWith::Default), "reject"),
+            (
+                RuleAction::Reject(RejectWith::TcpReset),
+                "reject with tcp reset",
+            ),
+            (
+                RuleAction::Reject(RejectWith::Icmp(13)),
+                "reject with icmp code 13",
+            ),
+            (
+                RuleAction::Reject(RejectWith::Icmp6(1)),
+                "reject with icmpv6 code 1",
+            ),
+            (
+                RuleAction::Reject(RejectWith::Icmpx(IcmpxReason::AdminProhibited)),
+                "reject with icmpx admin-prohibited",
+            ),
+        ];
+        for (action, words) in cases {
+            assert_eq!(action.to_string(), words);
+        }
+        // The names are the ones the serialised form uses.
+        for r in [
+            IcmpxReason::PortUnreachable,
+            IcmpxReason::HostUnreachable,
+            IcmpxReason::NoRoute,
+            IcmpxReason::AdminProhibited,
+        ] {
+            assert_eq!(serde_json::to_value(r).ok(), Some(r.name().into()));
+        }
+    }
 
     #[test]
     fn normalize_merges_overlap_and_adjacency() {

@@ -130,10 +130,7 @@ fn rule_of(slot: u32, fw: Option<&firewall::Firewall>) -> TraceRule {
             slot,
             line: Some(i.line),
             text: i.text.clone(),
-            action: serde_json::to_value(i.action)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| format!("{:?}", i.action).to_lowercase()),
+            action: i.action.to_string(),
         },
         None => {
             let policy = fw.map(|f| f.forward_policy());
