@@ -7,7 +7,8 @@
 //! neighbours are decoded and encoded with `netlink-packet-route`'s types,
 //! the netlink framing and error messages with `netlink-packet-core`'s.
 //! Nexthop objects (`RTM_*NEXTHOP`, `linux/nexthop.h`) have no type in that
-//! crate; their few fields are read here through its attribute iterator.
+//! crate; their few fields are read here through `netlink-packet-core`'s
+//! attribute iterator (`NlasIterator`).
 //! Pure byte handling: the socket is [`netio::NetlinkSocket`]. Malformed
 //! input yields no event rather than a panic.
 

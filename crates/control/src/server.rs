@@ -1,12 +1,13 @@
 //! The control socket: a Unix stream socket, mode 0600 (root only; 0660
 //! with a control group), no network listener, every peer's credentials
 //! checked ([`Access`]). Each connection sends request lines and reads one
-//! response line per request.
+//! response line per request, or, for a streamed answer (`show route`,
+//! `fib_audit`), a head line, one value a line and an `{"end": N}` line.
 //!
 //! The daemon's control thread serves every connection without blocking:
 //! connections are non-blocking, read and written a bounded amount per
 //! round, a request line is capped at [`MAX_REQUEST`] bytes, a connection
-//! lives at most [`CONNECTION_DEADLINE`] and at most [`MAX_CONNECTIONS`]
+//! idles at most [`CONNECTION_DEADLINE`] and at most [`MAX_CONNECTIONS`]
 //! are open at once. So a client that holds its connection open, trickles
 //! bytes or sends a huge request costs the others nothing measurable and
 //! never stalls netlink processing, neighbour resolution or SIGTERM.

@@ -1,5 +1,5 @@
 //! The published tables: the control thread swaps in a new snapshot as a
-//! whole, workers load the current one once per batch without locking
+//! whole, workers load the current one once per round without locking
 //! (RCU-style: an old snapshot lives until its last reader drops it).
 
 use crate::router::RouterTables;

@@ -845,7 +845,8 @@ pub fn input_chain_unenforced(fw: &config::FirewallConfig) -> Option<String> {
     })
 }
 
-/// Groups kernel links by name (for error messages about missing ports).
+/// The config's ports that no kernel link has the name of (for error
+/// messages about missing ports).
 pub fn missing_ports(state: &RouterState) -> Vec<String> {
     let names: HashMap<&str, u32> = state
         .kernel

@@ -126,7 +126,8 @@ reasons! {
         FragmentationNeeded => ("fragmentation_needed", "IPv4 with DF larger than the egress MTU (RFC 1191)"),
         /// IPv6 packet larger than the egress MTU.
         PacketTooBig => ("packet_too_big", "IPv6 packet larger than the egress MTU (RFC 8200 5)"),
-        /// IPv4 options malformed while fragmenting.
+        /// Malformed IPv4 options on a packet to forward (found by the
+        /// input stage, or while fragmenting).
         Ipv4BadOptions => ("ipv4_bad_options", "IPv4 option length missing, below 2 or past the header (RFC 791 3.1); ICMP parameter problem sent"),
         /// No room in the worker's pool for generated fragments.
         PoolExhausted => ("pool_exhausted", "no free buffer for generated packets in this batch"),
@@ -214,8 +215,8 @@ pub struct Counters {
     /// ICMP errors not sent because the token bucket was empty.
     pub icmp_rate_limited: u64,
     /// ICMP errors not sent by rule (answer to an ICMP error, non-first
-    /// fragment, broadcast/multicast, no source address, no route back):
-    /// the sum of `icmp_suppressed_by`.
+    /// fragment, broadcast source, no source address, no route back, next
+    /// hop back unresolved, no buffer): the sum of `icmp_suppressed_by`.
     pub icmp_suppressed: u64,
     /// The same by cause, indexed by [`IcmpSuppressed::index`].
     pub icmp_suppressed_by: [u64; IcmpSuppressed::COUNT],

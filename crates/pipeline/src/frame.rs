@@ -61,8 +61,8 @@ impl<'a> Frame<'a> {
         }
     }
 
-    /// The frame with the XDP engine's connection-tracking hint (see
-    /// [`crate::FlowKey::ct_hint`]).
+    /// The frame with the XDP engine's connection-tracking hint (handed to
+    /// the ACL as `ct_hints` in [`crate::Acl::classify_batch_with`]).
     pub fn with_ct_hint(mut self, hint: u8) -> Self {
         self.ct_hint = hint;
         self

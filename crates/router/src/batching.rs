@@ -14,7 +14,8 @@
 //! spacing ended (a stream, not a lone change), up to [`MAX_INTERVAL`], and
 //! back to the minimum once a change finds the spacing over (as an IGP
 //! throttles its SPF runs under churn). A change after a quiet spell goes
-//! out at once; under a long stream each change waits at most about 50 ms.
+//! out at once; under a long stream each change waits at most about 50 ms
+//! if the socket goes quiet between changes, else at most [`MAX_BURST`].
 
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,11 @@
 //! Opening an interface's ports for the workers: at start, and again when
 //! the interface is deleted and re-created while the daemon runs.
 //!
-//! Every RX queue gets a socket: queue q goes to worker q mod workers (a
-//! worker with several queues of one interface serves them as one
-//! [`QueueSet`]), so no queue's transit traffic is left to the kernel.
+//! With AF_XDP every RX queue gets a socket: queue q goes to worker q mod
+//! workers (a worker with several queues of one interface serves them as
+//! one [`QueueSet`]), so no queue's transit traffic is left to the kernel.
+//! With AF_PACKET each worker opens one socket on the interface, all in one
+//! fanout group.
 
 use anyhow::{Result, bail};
 use netio::packet::{PacketConfig, PacketPort};

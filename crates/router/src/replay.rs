@@ -38,7 +38,7 @@ fn port_name(ports: &[String], port: PortId) -> String {
 /// What one replay did.
 #[derive(Debug)]
 pub struct Report {
-    /// The worker's counters.
+    /// The worker's counters, plus the XDP program's with `--engine xdp`.
     pub counters: Counters,
     /// Frames written per output file name (`d1.pcap`, `punt.pcap`, ...).
     pub outputs: BTreeMap<String, u64>,

@@ -9,7 +9,8 @@
 //! polls while traffic flows and sleeps in `poll(2)` on its ports when idle.
 //!
 //! Nothing here allocates, locks, reads the clock or makes a syscall per
-//! packet: the clock is read once per round, the report is published under
+//! packet: the clock is read once per round (and, with stage timing on,
+//! around the stages of one chunk in `pipeline::runtime::TIMED_EVERY`), the report is published under
 //! its mutex about every [`REPORT_NS`].
 
 use crate::capture::{CapturePoint, Reason};
@@ -142,8 +143,9 @@ pub struct WorkerSetup {
     pub port_names: Vec<String>,
     /// Where neighbour misses go (interface, address).
     pub misses: SyncSender<(u16, IpAddr)>,
-    /// The kernel receives its own copy of every frame (AF_PACKET): punted
-    /// frames are discarded here and counted, not an error.
+    /// The kernel receives its own copy of every frame (AF_PACKET): a
+    /// punted frame needs no handing over, so it is dropped here without
+    /// counting as `punts_discarded` (punts no path carried to the kernel).
     pub punt_to_kernel_copy: bool,
     /// New sockets for a port whose interface was re-created (or None to
     /// close a port whose interface is gone), checked once per round.

@@ -29,8 +29,12 @@ use crate::worker::{Meta, Step, Verdict, Worker};
 
 /// Input stage: Ethernet / VLAN dispatch, then the per-protocol input.
 ///
-/// Reads the L2 header; finds the logical interface; counts rx on it.
-/// Unicast frames not for the interface's MAC are dropped (`not_our_mac`).
+/// Reads the L2 header (IEEE 802.3, 802.1Q / 802.1ad tags); finds the
+/// logical interface; counts rx on it. Writes `m.in_if`. Next: IPv4 and
+/// IPv6 to their input stages ([`ipv4`], [`ipv6`]: RFC 1812 §5.2.2, RFC
+/// 8200), ARP punted to the host ([`arp`]); unicast frames not for the
+/// interface's MAC are dropped (`not_our_mac`, RFC 1812 §5.3.4), unknown
+/// interfaces and ethertypes likewise.
 #[inline(always)]
 pub(crate) fn input<F4, F6, A>(
     w: &mut Worker,
