@@ -2,7 +2,7 @@
 //! address to a next-hop id.
 //!
 //! The pipeline sees a FIB only through [`Lookup`]; the structures behind it
-//! can change without touching the pipeline. [`reference`] holds the simple,
+//! can change without touching the pipeline. [`reference`](mod@reference) holds the simple,
 //! obviously correct tables every faster structure is tested against.
 //!
 //! A next-hop id is an index into the pipeline's adjacency table (the set of

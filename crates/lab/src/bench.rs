@@ -134,7 +134,7 @@ pub enum InputMode {
     /// XDP frames from the live-frames generator, as a native-XDP NIC
     /// delivers them ([`crate::xdp::run_live`]).
     Live,
-    /// Socket buffers from AF_PACKET `sendmmsg` ([`gen::run`]): veth copies
+    /// Socket buffers from AF_PACKET `sendmmsg` ([`generator::run`]): veth copies
     /// each into an skb before d0's XDP or stack sees it.
     Packet,
 }

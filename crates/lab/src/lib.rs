@@ -2,7 +2,7 @@
 //!
 //! Methods (pure, no I/O): [`ministat`], [`equilibrium`], [`rfc2544`],
 //! [`plot`], [`report`]. Traffic and topology (namespaces, sockets):
-//! [`topo`], [`flows`], [`generator`], [`recv`], [`udp_sink`], [`bench`],
+//! [`topo`], [`flows`], [`generator`], [`recv`], [`udp_sink`], [`bench`](mod@bench),
 //! [`churn`] (a full table withdrawn and reinstalled over BGP under load); their
 //! system calls are `netio::sys::lab`'s (all of fastfwd's `unsafe` is in
 //! `netio::sys`). The live-frames generator and the XDP

@@ -1,5 +1,5 @@
 //! The receiver: an AF_PACKET TPACKET_V3 ring on the sink's interface that
-//! counts every frame, reads the generator's stamps (see [`crate::gen`]) to
+//! counts every frame, reads the generator's stamps (see [`crate::generator`]) to
 //! count unique, reordered and duplicate packets and to measure latency
 //! (kernel receive time minus send time, both CLOCK_REALTIME on one host),
 //! and prints per-second lines like `netstat -iw 1`: input from the ring,

@@ -135,7 +135,7 @@ pub fn live_flows_fit(flows: &FlowSet) -> bool {
     flows.len() <= MAX_FLOWS
 }
 
-/// Sends as [`crate::gen::run`] does (same frames, stamps, rate, count,
+/// Sends as [`crate::generator::run`] does (same frames, stamps, rate, count,
 /// duration and report), from an XDP program in live-frames mode. The
 /// calling thread's namespace and CPU are used; `cfg.batch` is ignored.
 /// Fails with [`GenError::Live`] where the kernel cannot run it (before 5.18,

@@ -72,7 +72,7 @@ impl Reason {
     }
 }
 
-/// One copied frame: where it lies in [`CaptureBuffer::bytes`].
+/// One copied frame: where it lies in `CaptureBuffer::bytes`.
 #[derive(Debug, Clone, Copy)]
 pub struct CapturedAt {
     pub port: u16,

@@ -2,7 +2,7 @@
 //!
 //! - [`worker`]: the forwarding worker loop, over any [`netio::Port`]
 //!   (AF_XDP, AF_PACKET, or [`memport::MemoryPort`] in tests);
-//! - [`daemon`] (private): the control loop following the kernel and the
+//! - `daemon` (private): the control loop following the kernel and the
 //!   typed request handler behind the control socket;
 //! - [`run`]: starting, privileges, stopping;
 //! - [`replay`]: the same pipeline and XDP engine over pcap files, with the

@@ -79,7 +79,7 @@ pub struct RunOptions {
     /// Keep polling when idle instead of sleeping.
     pub busy_poll: bool,
     /// SCHED_FIFO priority of the workers (0: ordinary scheduling); None:
-    /// [`DEFAULT_WORKER_RT_PRIORITY`], or 0 with `busy_poll`.
+    /// `DEFAULT_WORKER_RT_PRIORITY`, or 0 with `busy_poll`.
     pub worker_rt_priority: Option<u8>,
     /// Entries in each AF_XDP socket's RX and fill rings (a power of two;
     /// as many UMEM chunks are reserved for receiving).

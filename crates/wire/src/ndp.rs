@@ -1,7 +1,7 @@
 //! Neighbor Discovery (RFC 4861): Neighbor Solicitation / Advertisement and
 //! Router Solicitation bodies, and the option TLVs after them (§4.6).
 //!
-//! The views are [`Icmpv6Packet`](crate::Icmpv6Packet) accessors
+//! The views are [`Icmpv6Packet`] accessors
 //! (`target_addr`, `ndp_options`); this module holds the option iterator
 //! and the owned [`NdpRepr`]. Checks that belong to the IP layer (hop limit
 //! 255, §7.1.1) are the caller's.

@@ -1,4 +1,4 @@
-//! Compiles one snapshot of the router's tables (the same [`Tables`] the
+//! Compiles one snapshot of the router's tables (the same [`Tables`](pipeline::Tables) the
 //! user-space pipeline reads, and its poptries) into the content of one
 //! half of the XDP engine's maps: an [`Image`].
 //!
