@@ -982,7 +982,8 @@ __noinline int ff_fw(struct xdp_md *xdp, __u32 meta, __u32 out_if, __u32 l3_len,
 	struct ff_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return FW_EXCEPTION;
-	__u32 set = cfg->active & 1, half = cfg->fw_data_half;
+	/* The half the packet's entry read (see META), not `active` again. */
+	__u32 set = (meta >> 29) & 1, half = cfg->fw_data_half;
 	__u32 mk = set * 2 + (v6 ? 1 : 0);
 	struct ff_fw_meta *m = bpf_map_lookup_elem(&fw_meta, &mk);
 	if (!m || !m->enabled)
@@ -1150,10 +1151,11 @@ static __always_inline int is_local6(__u32 set, __u8 *addr)
 }
 
 /* What the L2 stage found, packed for the per-family global functions:
- * ingress interface (bits 0-15), port (16-23), L3 offset (24-28),
- * addressed to the interface's MAC (bit 31). */
-#define META(in_if, port, l3, unicast) \
-	((in_if) | ((port) << 16) | ((l3) << 24) | ((__u32)(unicast) << 31))
+ * ingress interface (bits 0-15), port (16-23), L3 offset (24-28), the
+ * tables' half read once at the program's entry (bit 29), addressed to
+ * the interface's MAC (bit 31). */
+#define META(in_if, port, l3, set, unicast) \
+	((in_if) | ((port) << 16) | ((l3) << 24) | ((set) << 29) | ((__u32)(unicast) << 31))
 
 /* Rebuilds the per-packet context inside a global function. */
 static __always_inline int ctx_from_meta(struct xdp_md *xdp, __u32 meta, struct ctx *c)
@@ -1163,7 +1165,8 @@ static __always_inline int ctx_from_meta(struct xdp_md *xdp, __u32 meta, struct 
 	c->ctr = bpf_map_lookup_elem(&counters, &zero);
 	if (!c->cfg || !c->ctr)
 		return -1;
-	c->set = c->cfg->active & 1;
+	/* Not `active` again: a flip since the entry would mix generations. */
+	c->set = (meta >> 29) & 1;
 	c->in_if = meta & 0xffff;
 	c->port = (meta >> 16) & 0xff;
 	c->l3 = (meta >> 24) & 0x1f;
@@ -1500,7 +1503,7 @@ int fastfwd_xdp(struct xdp_md *xdp)
 	else if (!(eth[0] & 1))
 		return drop(&c, FF_DROP_NOT_OUR_MAC);
 
-	__u32 meta = META(c.in_if & 0xffff, c.port & 0xff, c.l3 & 0x1f, c.unicast);
+	__u32 meta = META(c.in_if & 0xffff, c.port & 0xff, c.l3 & 0x1f, c.set & 1, c.unicast);
 	int r;
 	if (et == bpf_htons(ETH_P_IP))
 		r = ff_ipv4(xdp, meta);

@@ -11,8 +11,9 @@
  * the half the program reads; the loader fills the other half, flips
  * `active` with one store, and waits for an RCU grace period (every
  * program run that could still read the old half has ended) before
- * writing into it again. A packet reads `active` once, so it sees one
- * complete generation of the tables.
+ * writing into it again. A packet reads `active` once, at the program's
+ * entry (the global functions get the half in their packed argument), so
+ * it sees one complete generation of the tables.
  */
 #ifndef FASTFWD_XDP_H
 #define FASTFWD_XDP_H
