@@ -84,7 +84,7 @@ impl FrameBatch {
     }
 
     /// [`FrameBatch::push`] with the XDP engine's connection-tracking hint
-    /// for the frame (`pipeline::FlowKey::ct_hint`).
+    /// for the frame (`pipeline::Frame::ct_hint`).
     pub fn push_hinted(&mut self, bytes: &[u8], ct_hint: u8) -> bool {
         if self.count == BATCH || bytes.len() > MAX_FRAME {
             return false;

@@ -349,8 +349,6 @@ impl GenReport {
     }
 }
 
-/// Sends until the count or duration is reached or `stop` is set, in the
-/// calling thread (whose namespace and CPU the caller chose).
 /// A paced generator that fell behind (its core was taken from it) sends
 /// at most this many frames back to back to catch up: half of what a veth
 /// ring holds (256), so a late generator never overflows the next hop's
@@ -371,6 +369,8 @@ pub fn paced_allowance(now: u64, origin: &mut u64, attempted: u64, rate: f64) ->
     allowed
 }
 
+/// Sends until the count or duration is reached or `stop` is set, in the
+/// calling thread (whose namespace and CPU the caller chose).
 pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
     let io = |what: &str| {
         let what = what.to_string();

@@ -246,7 +246,7 @@ fn axis_bounds(axis: &Axis, values: impl Iterator<Item = f64>) -> (f64, f64) {
     (axis.min.unwrap_or(lo), axis.max.unwrap_or(hi))
 }
 
-/// Short tick label: 1.5M, 250K, 12, 0.25, 1e-05.
+/// Short tick label: 1.5M, 250K, 12, 0.25, 1e-5.
 pub fn fmt_tick(v: f64) -> String {
     let a = v.abs();
     let trim = |s: String| -> String {

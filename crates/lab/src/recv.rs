@@ -460,7 +460,7 @@ pub struct RecvReport {
     pub latency_histogram: Vec<(u64, u64)>,
     /// Per-second counters.
     pub per_second: Vec<SecondRow>,
-    /// Seconds left out at the start and end.
+    /// Seconds left out at the start.
     pub warmup_s: u32,
     /// Seconds left out at the end.
     pub cooldown_s: u32,

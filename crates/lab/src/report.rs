@@ -97,13 +97,14 @@ pub struct RunRecord {
     pub attempted: u64,
     pub received: u64,
     pub lost: u64,
-    /// The receiver's per-second readings after warm-up and cool-down.
+    /// The receiver's per-second readings, every whole second of the run
+    /// (warm-up included; `forwarding_pps` leaves it out).
     pub rx_per_second: Vec<u64>,
     /// The generator's per-second readings, when known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tx_per_second: Vec<u64>,
     /// The run's forwarding rate: median of the non-zero per-second
-    /// readings (see [`RunRecord::forwarding_pps`]).
+    /// readings (see [`RunRecord::compute_forwarding_pps`]).
     pub forwarding_pps: u64,
     pub latency: Option<LatencySummary>,
     /// Latency histogram: (bucket upper bound in ns, packets), for plots.
@@ -192,7 +193,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// "+12.3% ± 4.5% (95%)", "no difference (95%)", or "too few runs".
+    /// "+12.3% ± 4.5% (95%)", "no difference proven (95%)", or "too few
+    /// runs for a t-test".
     pub fn short(&self) -> String {
         match &self.comparison {
             None => "too few runs for a t-test".into(),

@@ -139,7 +139,8 @@ pub fn live_flows_fit(flows: &FlowSet) -> bool {
 /// duration and report), from an XDP program in live-frames mode. The
 /// calling thread's namespace and CPU are used; `cfg.batch` is ignored.
 /// Fails with [`GenError::Live`] where the kernel cannot run it (before 5.18,
-/// or without BPF privileges): the caller may fall back to `gen::run`.
+/// or without BPF privileges): the caller may fall back to
+/// [`crate::generator::run`].
 pub fn run_live(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
     LiveGenerator::new(&cfg.ifname, &cfg.frames)?.run(cfg, stop)
 }

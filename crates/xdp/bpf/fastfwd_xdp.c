@@ -667,7 +667,6 @@ static __always_inline int choose(struct xdp_md *xdp, struct ctx *c, __u32 nh, i
 	return 0;
 }
 
-/* MTU, TTL / hop limit, L2 rewrite and transmit (stage forward). */
 /* The egress interface and the MTU check (stage forward, first part).
  * NULL with *verdict set when the packet is finished or handed on. */
 static __always_inline struct ff_iface *egress(struct xdp_md *xdp, struct ctx *c, struct hop_choice *hc,

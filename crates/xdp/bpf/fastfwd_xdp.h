@@ -57,7 +57,8 @@
  * program does not evaluate, or tables larger than the maps). */
 #define FF_CFG_EXCEPT_ALL 2u
 /* Replay and tests (BPF_PROG_TEST_RUN): record each outcome in `test_out`
- * and return XDP_TX instead of redirecting. */
+ * and return XDP_TX for a forwarded frame instead of redirecting it, and
+ * XDP_PASS for an exception. */
 #define FF_CFG_TEST 4u
 /* The firewall's forward chain is evaluated in the program (fw_meta). */
 #define FF_CFG_FIREWALL 8u

@@ -29,7 +29,8 @@ pub enum CompileError {
 /// The content of one half of the maps.
 #[derive(Debug, Clone)]
 pub struct Image {
-    /// Per port id (`MAX_PORTS`), without the ifindex (set by the engine).
+    /// Per port id (`MAX_PORTS`); the port's ifindex is not part of it
+    /// (the engine keeps it in `tx_ports` and `ifindex_port`).
     pub ports: Vec<(Option<u16>, bool)>,
     /// Per interface id.
     pub ifaces: Vec<layout::IfaceValue>,
@@ -272,7 +273,7 @@ impl FibImage {
         )
     }
 
-    /// The BPF program's walk (`fib4_lookup` / `fib6_lookup`) over these
+    /// The BPF program's walk (`ff_fib4` / `ff_fib6`) over these
     /// elements: `stride(off)` gives the 6 bits at `off`.
     fn walk(
         &self,

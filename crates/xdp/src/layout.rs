@@ -46,7 +46,8 @@ pub const PUNT_SLOTS: usize = 8;
 pub const EXC_SLOTS: usize = 16;
 
 /// Why the program handed a packet to the user-space pipeline (the
-/// `FF_EXC_*` values), with the names `show xdp` prints.
+/// `FF_EXC_*` values), with the names `show runtime` and replay's summary
+/// print.
 pub const EXCEPTIONS: [(u32, &str); 9] = [
     (0, "ttl_expiring"),
     (1, "ipv4_options"),
