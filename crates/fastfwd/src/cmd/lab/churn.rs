@@ -90,12 +90,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         print!("{table}");
         println!("\nwritten: {}/churn.md, churn.json", out.display());
     }
-    // The kernel is the reference: its loss is reported, not a failure.
+    // The kernel is the reference: its loss is reported, not a failure. So
+    // are the generator's refusals: those frames never reached the router.
     if let Some(bad) = report.results.iter().find(|r| r.fastfwd && !r.clean()) {
         anyhow::bail!(
-            "{}: {} packet(s) lost, or a state that did not settle or did not audit clean",
+            "{}: {} packet(s) lost beyond the generator, or a state that did not settle or did not audit clean",
             bad.contender,
-            bad.lost
+            bad.lost_beyond_generator
         );
     }
     Ok(())
