@@ -4,7 +4,8 @@
 //! event. Must never panic. Every event must be usable the way the control
 //! plane uses it: Debug-formatted, asked `is_forwarding_route` and
 //! `route_discard` (which must agree), applied in order to a kernel mirror
-//! (`KernelState::change`), and the mirror must then build the router's
+//! (`KernelState::change`) that must then name what it does not mirror
+//! (`KernelState::unmodelled`, rules printed as `ip rule` does), and the mirror must then build the router's
 //! tables for a config whose ports are links the datagram may name ("d0",
 //! "d1") without panicking. Decoded unicast routes and neighbours are
 //! re-encoded with the crate's own request builders (`route_request`,
@@ -94,7 +95,7 @@ fn check_event(ev: &Event, seq: u32, text: &mut String) {
                 let (ty, _, s, body) = it.next().expect("one message");
                 assert!(it.next().is_none());
                 assert_eq!(s, seq);
-                match netlink::parse(ty, body) {
+                match netlink::parse(ty, 0, body) {
                     Some(Event::Route {
                         add: a2,
                         prefix: p2,
@@ -117,7 +118,7 @@ fn check_event(ev: &Event, seq: u32, text: &mut String) {
             let req = netlink::resolve_request(*ifindex, *ip, seq);
             let (ty, _, _, body) = netlink::messages(&req).next().expect("one message");
             assert_eq!(
-                netlink::parse(ty, body),
+                netlink::parse(ty, 0, body),
                 Some(Event::Neigh {
                     add: true,
                     ifindex: *ifindex,
@@ -139,10 +140,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut text = String::new();
     let mut changed = false;
     let mut consumed = 0usize;
-    for (ty, _flags, seq, body) in netlink::messages(data) {
+    for (ty, flags, seq, body) in netlink::messages(data) {
         consumed += 16 + body.len();
         assert!(consumed <= data.len(), "messages beyond the buffer");
-        let Some(ev) = netlink::parse(ty, body) else {
+        let Some(ev) = netlink::parse(ty, flags, body) else {
             continue;
         };
         if matches!(ty, msg::NLMSG_DONE) {
@@ -151,6 +152,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         check_event(&ev, seq, &mut text);
         let _ = kernel.change(&ev);
         changed = true;
+        for item in kernel.unmodelled() {
+            assert!(!item.is_empty());
+        }
         // Resolving every route the mirror holds must not panic either.
         for route in kernel.routes.values() {
             let _ = kernel.resolve(route);

@@ -1,6 +1,11 @@
 //! `fastfwd fib audit`: the running router's routes checked, layer by
 //! layer, against what they are made from.
 //!
+//! - **unmodelled**: what in the kernel's routing state, dumped now,
+//!   would make the kernel forward a transit packet other than fastfwd
+//!   does (policy rules, VRFs, source-specific, TOS or encapsulated
+//!   routes; [`KernelState::unmodelled`]): each is a difference, since
+//!   fastfwd forwards with the main table alone;
 //! - **kernel**: the mirror of the kernel's routes against a dump taken
 //!   now (a lost or misread broadcast shows here);
 //! - **routes**: the routes the daemon installed, kept current change by
@@ -27,7 +32,7 @@ use wire::Cidr;
 /// One difference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Difference {
-    /// `kernel`, `routes`, `fib` or an engine's name (`xdp`).
+    /// `unmodelled`, `kernel`, `routes`, `fib` or an engine's name (`xdp`).
     pub layer: String,
     /// The prefix (kernel: with its metric), or the address looked up.
     pub item: String,
@@ -117,6 +122,20 @@ struct RouteKey(Cidr, u32);
 impl std::fmt::Display for RouteKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} metric {}", self.0, self.1)
+    }
+}
+
+/// The unmodelled layer: each thing in the fresh dump that makes the
+/// kernel's decision differ from forwarding with the main table.
+pub fn compare_unmodelled(fresh: &KernelState, out: &mut Vec<Difference>) {
+    for item in fresh.unmodelled() {
+        out.push(Difference {
+            layer: "unmodelled".into(),
+            item,
+            kind: "different".into(),
+            want: "forwarded as the kernel decides".into(),
+            have: "forwarded with the main table alone".into(),
+        });
     }
 }
 
@@ -347,6 +366,7 @@ pub fn start(
 /// Runs every layer.
 pub fn audit(input: AuditInput) -> (Vec<Difference>, Checked) {
     let mut out = Vec::new();
+    compare_unmodelled(&input.fresh, &mut out);
     compare_kernel(&input.fresh, &input.state.kernel, &mut out);
     compare_routes(&input.state, &input.installed, &mut out);
     let lookups = compare_fib(&input.installed, &input.tables, &mut out);
@@ -462,6 +482,8 @@ via = "198.18.0.108"
                 mac: Some([2, 0, 0, 0, 0, i as u8]),
                 mtu: Some(1500),
                 up: true,
+                vrf: false,
+                master: None,
             });
             state.kernel.apply(&Event::Addr {
                 add: true,

@@ -19,12 +19,19 @@ pub struct Delta {
     /// Something that can touch every route changed (a nexthop object, a
     /// resync after lost broadcasts).
     pub other: bool,
+    /// Policy rules or routes fastfwd does not forward with changed: what
+    /// it must name as unmodelled may have.
+    pub policy: bool,
 }
 
 impl Delta {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty() && !self.neighbours && self.links.is_empty() && !self.other
+        self.routes.is_empty()
+            && !self.neighbours
+            && self.links.is_empty()
+            && !self.other
+            && !self.policy
     }
 }
 use crate::ControlError;
@@ -44,6 +51,7 @@ fn record(state: &mut KernelState, delta: &mut Delta, ev: &Event) {
             delta.links.insert(i);
         }
         Change::Other => delta.other = true,
+        Change::Policy => delta.policy = true,
     }
 }
 
@@ -165,7 +173,7 @@ pub fn replace_routes(
                 Err(e) => return Err(nl_err("netlink route acknowledgement", e)),
             };
             for (t, _, s, body) in netlink::messages(&buf[..n]) {
-                let Some(Event::Ack(e)) = netlink::parse(t, body) else {
+                let Some(Event::Ack(e)) = netlink::parse(t, 0, body) else {
                     continue;
                 };
                 if e < 0 && refused.is_none() {
@@ -204,6 +212,7 @@ fn dump_once(
         msg::RTM_GETADDR,
         msg::RTM_GETNEXTHOP,
         msg::RTM_GETROUTE,
+        msg::RTM_GETRULE,
         msg::RTM_GETNEIGH,
     ] {
         *seq_counter = seq_counter.wrapping_add(1);
@@ -221,7 +230,7 @@ fn dump_once(
                     continue;
                 }
                 interrupted |= flags & NLM_F_DUMP_INTR != 0;
-                match netlink::parse(t, body) {
+                match netlink::parse(t, flags, body) {
                     Some(Event::Done) => break 'dump,
                     // A kernel without nexthop objects (before 5.3) has none to dump.
                     Some(Event::Ack(e)) if e < 0 && ty == msg::RTM_GETNEXTHOP => break 'dump,
@@ -326,8 +335,8 @@ impl KernelLink {
             match self.events.recv(&mut self.buf, true) {
                 Ok(None) => break,
                 Ok(Some(n)) => {
-                    for (t, _, _, body) in netlink::messages(&self.buf[..n]) {
-                        if let Some(ev) = netlink::parse(t, body) {
+                    for (t, flags, _, body) in netlink::messages(&self.buf[..n]) {
+                        if let Some(ev) = netlink::parse(t, flags, body) {
                             record(state, delta, &ev);
                             if let Some(r) = self.resync.as_mut() {
                                 r.since.push(ev);
@@ -424,6 +433,7 @@ impl KernelLink {
             state.apply(ev);
         }
         delta.other = true;
+        delta.policy = true;
         Ok(())
     }
 

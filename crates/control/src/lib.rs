@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod kernel;
 pub mod netlink;
+pub mod policy;
 pub mod protocol;
 pub mod resolve;
 pub mod router;

@@ -3,8 +3,8 @@
 //! back and broadcasts (links, addresses, routes, neighbours, nexthop
 //! objects) into [`Event`]s.
 //!
-//! Links, addresses, routes (multipath and RTA_NH_ID included) and
-//! neighbours are decoded and encoded with `netlink-packet-route`'s types,
+//! Links, addresses, routes (multipath and RTA_NH_ID included), policy
+//! rules and neighbours are decoded and encoded with `netlink-packet-route`'s types,
 //! the netlink framing and error messages with `netlink-packet-core`'s.
 //! Nexthop objects (`RTM_*NEXTHOP`, `linux/nexthop.h`) have no type in that
 //! crate; their few fields are read here through `netlink-packet-core`'s
@@ -12,19 +12,21 @@
 //! Pure byte handling: the socket is [`netio::NetlinkSocket`]. Malformed
 //! input yields no event rather than a panic.
 
+use crate::policy::{KernelRule, RuleVerb};
 use netlink_packet_core::{
     Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkBuffer,
     NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteNextHop, RouteProtocol, RouteScope, RouteType,
-    RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteNextHop, RouteNextHopFlags,
+    RouteProtocol, RouteScope, RouteType, RouteVia,
 };
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use pipeline::Discard;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -46,6 +48,9 @@ pub mod msg {
     pub const RTM_NEWNEIGH: u16 = libc::RTM_NEWNEIGH;
     pub const RTM_DELNEIGH: u16 = libc::RTM_DELNEIGH;
     pub const RTM_GETNEIGH: u16 = libc::RTM_GETNEIGH;
+    pub const RTM_NEWRULE: u16 = libc::RTM_NEWRULE;
+    pub const RTM_DELRULE: u16 = libc::RTM_DELRULE;
+    pub const RTM_GETRULE: u16 = libc::RTM_GETRULE;
     // Nexthop objects (linux/rtnetlink.h, since 5.3): in neither libc nor
     // netlink-packet-route.
     pub const RTM_NEWNEXTHOP: u16 = 104;
@@ -54,18 +59,24 @@ pub mod msg {
 }
 
 /// Multicast groups fastfwd follows.
-pub const GROUPS: [u32; 7] = [
+pub const GROUPS: [u32; 9] = [
     libc::RTNLGRP_LINK,
     libc::RTNLGRP_NEIGH,
     libc::RTNLGRP_IPV4_IFADDR,
     libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV4_RULE,
     libc::RTNLGRP_IPV6_IFADDR,
     libc::RTNLGRP_IPV6_ROUTE,
+    libc::RTNLGRP_IPV6_RULE,
     libc::RTNLGRP_NEXTHOP,
 ];
 
 /// The main routing table.
 pub const RT_TABLE_MAIN: u32 = libc::RT_TABLE_MAIN as u32;
+/// The local table: the host's own and broadcast addresses.
+pub const RT_TABLE_LOCAL: u32 = libc::RT_TABLE_LOCAL as u32;
+/// The table the kernel's last default rule (IPv4) looks up.
+pub const RT_TABLE_DEFAULT: u32 = libc::RT_TABLE_DEFAULT as u32;
 
 /// Neighbour states (NUD_*).
 pub mod nud {
@@ -101,6 +112,52 @@ pub enum KernelNexthop {
     Group(Vec<(u32, u16)>),
 }
 
+/// Where a new IPv4 route goes among the routes of the same prefix and
+/// metric (the kernel's aliases, tried in order): `ip route append` puts
+/// it last, `ip route replace` in place of the first, `ip route add` and
+/// `prepend` first. Dumps list them in order, so a dumped route is
+/// appended. IPv6 sends the whole multipath route instead: it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// After the others (NLM_F_APPEND, and every route of a dump).
+    #[default]
+    Append,
+    /// In place of the first (NLM_F_REPLACE).
+    Replace,
+    /// Before the others.
+    Prepend,
+}
+
+impl Placement {
+    /// From a message's netlink flags (`NLM_F_MULTI`: part of a dump).
+    pub fn of_flags(flags: u16) -> Placement {
+        if flags & netlink_packet_core::NLM_F_REPLACE != 0 {
+            Placement::Replace
+        } else if flags & (netlink_packet_core::NLM_F_APPEND | netlink_packet_core::NLM_F_MULTIPART)
+            != 0
+        {
+            Placement::Append
+        } else {
+            Placement::Prepend
+        }
+    }
+}
+
+/// The parts of a kernel route that fastfwd's forwarding model has no
+/// place for (a route with any of them set is named, not forwarded with),
+/// and its placement among its prefix's routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RouteDetail {
+    /// RTA_SRC: the route applies to these sources only (IPv6 subtrees).
+    pub src: Option<Cidr>,
+    /// rtm_tos: the route applies to this TOS only.
+    pub tos: u8,
+    /// RTA_ENCAP_TYPE: a lightweight-tunnel encapsulation (MPLS, seg6, ...).
+    pub encap: Option<u16>,
+    /// From the message's flags.
+    pub placement: Placement,
+}
+
 /// What a parsed message says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -118,6 +175,11 @@ pub enum Event {
         mtu: Option<u32>,
         /// IFF_UP.
         up: bool,
+        /// A VRF device (`ip link add ... type vrf`): its own routing table.
+        vrf: bool,
+        /// IFLA_MASTER: the device this one is enslaved to (a VRF, a bond,
+        /// a bridge).
+        master: Option<u32>,
     },
     /// An address appeared or went away.
     Addr {
@@ -147,6 +209,17 @@ pub enum Event {
         hops: Vec<KernelHop>,
         /// RTA_NH_ID: the route uses this nexthop object instead of `hops`.
         nh_id: Option<u32>,
+        /// What fastfwd's model of a route leaves out: a source prefix, a
+        /// TOS, an encapsulation, and where the route goes among those of
+        /// its prefix and metric.
+        detail: RouteDetail,
+    },
+    /// A policy rule (`ip rule`) appeared or went away.
+    Rule {
+        /// true for RTM_NEWRULE.
+        add: bool,
+        /// The rule.
+        rule: KernelRule,
     },
     /// A nexthop object (`ip nexthop`) appeared, changed or went away.
     Nexthop {
@@ -224,8 +297,8 @@ pub fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u16, u32, &[u8])> {
 }
 
 /// Parses one message into an event (`None` for types fastfwd ignores or
-/// malformed bodies).
-pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
+/// malformed bodies). `flags` are the message's netlink flags.
+pub fn parse(ty: u16, flags: u16, body: &[u8]) -> Option<Event> {
     use msg::*;
     match ty {
         NLMSG_DONE => Some(Event::Done),
@@ -242,8 +315,10 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
                 RouteNetlinkMessage::DelLink(m) => Some(link(false, m)),
                 RouteNetlinkMessage::NewAddress(m) => address(true, m),
                 RouteNetlinkMessage::DelAddress(m) => address(false, m),
-                RouteNetlinkMessage::NewRoute(m) => route(true, m),
-                RouteNetlinkMessage::DelRoute(m) => route(false, m),
+                RouteNetlinkMessage::NewRoute(m) => route(true, flags, m),
+                RouteNetlinkMessage::DelRoute(m) => route(false, flags, m),
+                RouteNetlinkMessage::NewRule(m) => rule(true, m),
+                RouteNetlinkMessage::DelRule(m) => rule(false, m),
                 RouteNetlinkMessage::NewNeighbour(m) => neighbour(true, m),
                 RouteNetlinkMessage::DelNeighbour(m) => neighbour(false, m),
                 _ => None,
@@ -254,11 +329,16 @@ pub fn parse(ty: u16, body: &[u8]) -> Option<Event> {
 
 fn link(add: bool, m: LinkMessage) -> Event {
     let (mut name, mut mac, mut mtu) = (String::new(), None, None);
+    let (mut vrf, mut master) = (false, None);
     for a in m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = n,
             LinkAttribute::Address(a) => mac = a.try_into().ok(),
             LinkAttribute::Mtu(v) => mtu = Some(v),
+            LinkAttribute::Controller(i) => master = Some(i),
+            LinkAttribute::LinkInfo(infos) => {
+                vrf = infos.contains(&LinkInfo::Kind(InfoKind::Vrf));
+            }
             _ => {}
         }
     }
@@ -269,6 +349,8 @@ fn link(add: bool, m: LinkMessage) -> Event {
         mac,
         mtu,
         up: m.header.flags.contains(LinkFlags::Up),
+        vrf,
+        master,
     }
 }
 
@@ -317,45 +399,81 @@ fn gateway_of(attrs: &[RouteAttribute]) -> Option<IpAddr> {
     })
 }
 
-fn route(add: bool, m: RouteMessage) -> Option<Event> {
-    let h = &m.header;
-    let (mut dst, mut oif, mut metric, mut nh_id) = (None, None, 0, None);
-    let mut table = u32::from(h.table);
-    let mut hops = Vec::new();
-    for a in &m.attributes {
-        match a {
-            RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
-            RouteAttribute::Oif(i) => oif = Some(*i),
-            RouteAttribute::Priority(p) => metric = *p,
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::NhId(id) => nh_id = Some(*id),
-            RouteAttribute::MultiPath(members) => {
-                hops = members
-                    .iter()
-                    .map(|n: &RouteNextHop| KernelHop {
-                        ifindex: n.interface_index,
-                        gateway: gateway_of(&n.attributes),
-                    })
-                    .collect()
-            }
-            _ => {}
-        }
-    }
-    let len = h.destination_prefix_length;
-    let prefix = match (h.address_family, dst) {
+/// A prefix of `family` from an address attribute (none: the whole family).
+fn cidr_of(family: AddressFamily, addr: Option<IpAddr>, len: u8) -> Option<Cidr> {
+    Some(match (family, addr) {
         (AddressFamily::Inet, None) => Cidr::V4(Ipv4Cidr::new(0, 0)?),
         (AddressFamily::Inet6, None) => Cidr::V6(Ipv6Cidr::new(0, 0)?),
         (AddressFamily::Inet, Some(IpAddr::V4(a))) => Cidr::V4(Ipv4Cidr::new(u32::from(a), len)?),
         (AddressFamily::Inet6, Some(IpAddr::V6(a))) => Cidr::V6(Ipv6Cidr::new(u128::from(a), len)?),
         _ => return None,
+    })
+}
+
+/// A multipath route's members as fastfwd forwards over them: a dead
+/// member (RTNH_F_DEAD: its device is down; the kernel skips it) left out,
+/// a weight (`ip route ... nexthop ... weight W`) as W repeats while the
+/// weights sum to at most the ECMP width, else one each. A member the kernel
+/// marks linkdown stays: the kernel uses it unless the device's
+/// `ignore_routes_with_linkdown` is set.
+fn multipath_hops(members: &[RouteNextHop]) -> Vec<KernelHop> {
+    let live: Vec<&RouteNextHop> = members
+        .iter()
+        .filter(|n| !n.flags.contains(RouteNextHopFlags::Dead))
+        .collect();
+    let total: usize = live.iter().map(|n| usize::from(n.hops) + 1).sum();
+    let weighted = total <= pipeline::MAX_ECMP;
+    let mut hops = Vec::new();
+    for n in live {
+        let hop = KernelHop {
+            ifindex: n.interface_index,
+            gateway: gateway_of(&n.attributes),
+        };
+        let repeats = if weighted { usize::from(n.hops) + 1 } else { 1 };
+        hops.extend(std::iter::repeat_n(hop, repeats));
+    }
+    hops
+}
+
+fn route(add: bool, flags: u16, m: RouteMessage) -> Option<Event> {
+    let h = &m.header;
+    let (mut dst, mut src, mut oif, mut metric, mut nh_id) = (None, None, None, 0, None);
+    let mut table = u32::from(h.table);
+    let mut encap = None;
+    let mut hops = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
+            RouteAttribute::Source(d) => src = Some(route_ip(d)?),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::NhId(id) => nh_id = Some(*id),
+            RouteAttribute::EncapType(t) => encap = Some(u16::from(*t)),
+            RouteAttribute::MultiPath(members) => hops = Some(multipath_hops(members)),
+            _ => {}
+        }
+    }
+    let prefix = cidr_of(h.address_family, dst, h.destination_prefix_length)?;
+    let src = match (src, h.source_prefix_length) {
+        (None, 0) => None,
+        (s, len) => Some(cidr_of(h.address_family, s, len)?),
     };
-    if hops.is_empty()
-        && let Some(ifindex) = oif
-    {
-        hops.push(KernelHop {
-            ifindex,
-            gateway: gateway_of(&m.attributes),
-        });
+    // A single-path route's next hop; RTNH_F_DEAD in the route's own flags
+    // says its device is down (the kernel skips the route).
+    let hops = hops.unwrap_or_else(|| match oif {
+        Some(ifindex) if !h.flags.contains(RouteFlags::Dead) => {
+            vec![KernelHop {
+                ifindex,
+                gateway: gateway_of(&m.attributes),
+            }]
+        }
+        _ => Vec::new(),
+    });
+    // Routes the kernel caches (IPv6 exceptions: a learned MTU, a redirect)
+    // are not routes of a table.
+    if h.flags.contains(RouteFlags::Cloned) {
+        return None;
     }
     Some(Event::Route {
         add,
@@ -365,7 +483,91 @@ fn route(add: bool, m: RouteMessage) -> Option<Event> {
         metric,
         hops,
         nh_id,
+        detail: RouteDetail {
+            src,
+            tos: h.tos,
+            encap,
+            placement: Placement::of_flags(flags),
+        },
     })
+}
+
+fn rule(add: bool, m: RuleMessage) -> Option<Event> {
+    let h = &m.header;
+    let v6 = match h.family {
+        AddressFamily::Inet => false,
+        AddressFamily::Inet6 => true,
+        _ => return None,
+    };
+    let mut r = KernelRule {
+        v6,
+        priority: 0,
+        verb: RuleVerb::Lookup(u32::from(h.table)),
+        src: None,
+        dst: None,
+        iif: None,
+        oif: None,
+        fwmark: None,
+        tos: h.tos,
+        invert: h.flags.contains(RuleFlags::Invert),
+        suppress_prefixlen: None,
+        suppress_ifgroup: None,
+        l3mdev: false,
+        uid_range: None,
+        other: Vec::new(),
+    };
+    let (mut src, mut dst, mut table, mut goto) = (None, None, u32::from(h.table), 0);
+    let (mut mark, mut mask) = (None, None);
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::Priority(p) => r.priority = *p,
+            RuleAttribute::Source(a) => src = Some(*a),
+            RuleAttribute::Destination(a) => dst = Some(*a),
+            RuleAttribute::Iifname(n) => r.iif = Some(n.clone()),
+            RuleAttribute::Oifname(n) => r.oif = Some(n.clone()),
+            RuleAttribute::FwMark(v) => mark = Some(*v),
+            RuleAttribute::FwMask(v) => mask = Some(*v),
+            RuleAttribute::Table(t) => table = *t,
+            RuleAttribute::Goto(p) => goto = *p,
+            RuleAttribute::SuppressPrefixLen(n) if *n != u32::MAX => {
+                r.suppress_prefixlen = Some(*n)
+            }
+            RuleAttribute::SuppressIfGroup(n) if *n != u32::MAX => r.suppress_ifgroup = Some(*n),
+            RuleAttribute::L3MDev(on) => r.l3mdev = *on,
+            RuleAttribute::UidRange(u) => r.uid_range = Some((u.start, u.end)),
+            RuleAttribute::IpProtocol(p) => r.other.push(format!("ipproto {}", i32::from(*p))),
+            RuleAttribute::SourcePortRange(p) => {
+                r.other.push(format!("sport {}-{}", p.start, p.end))
+            }
+            RuleAttribute::DestinationPortRange(p) => {
+                r.other.push(format!("dport {}-{}", p.start, p.end))
+            }
+            RuleAttribute::TunId(id) => r.other.push(format!("tun_id {id}")),
+            RuleAttribute::Realm(_) => r.other.push("realms".into()),
+            _ => {}
+        }
+    }
+    let family = h.family;
+    if src.is_some() || h.src_len > 0 {
+        r.src = Some(cidr_of(family, src, h.src_len)?);
+    }
+    if dst.is_some() || h.dst_len > 0 {
+        r.dst = Some(cidr_of(family, dst, h.dst_len)?);
+    }
+    // The kernel reports a mark given without a mask with a mask of all ones.
+    if let Some(mark) = mark {
+        r.fwmark = Some((mark, mask.unwrap_or(u32::MAX)));
+    }
+    r.verb = match h.action {
+        RuleAction::ToTable => RuleVerb::Lookup(table),
+        RuleAction::Goto => RuleVerb::Goto(goto),
+        RuleAction::Nop => RuleVerb::Nop,
+        RuleAction::Blackhole => RuleVerb::Discard(Discard::Blackhole),
+        RuleAction::Unreachable => RuleVerb::Discard(Discard::Unreachable),
+        RuleAction::Prohibit => RuleVerb::Discard(Discard::Prohibit),
+        other => RuleVerb::Other(u8::from(other)),
+    };
+    Some(Event::Rule { add, rule: r })
 }
 
 fn neighbour(add: bool, m: NeighbourMessage) -> Option<Event> {
@@ -470,6 +672,7 @@ pub fn dump_request(ty: u16, seq: u32) -> Vec<u8> {
         msg::RTM_GETADDR => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
         msg::RTM_GETROUTE => RouteNetlinkMessage::GetRoute(RouteMessage::default()),
         msg::RTM_GETNEIGH => RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+        msg::RTM_GETRULE => RouteNetlinkMessage::GetRule(RuleMessage::default()),
         _ => {
             // RTM_GETNEXTHOP: a zeroed struct nhmsg (all families).
             let mut header = NetlinkHeader::default();
@@ -618,7 +821,7 @@ mod tests {
             body.extend(attr(1, &[10, 9, 8, 0]));
             let buf = message(msg::RTM_NEWROUTE, &body);
             let (ty, _, _, b) = messages(&buf).next().unwrap();
-            let ev = parse(ty, b).unwrap();
+            let ev = parse(ty, 0, b).unwrap();
             assert_eq!(ev.route_discard(), want, "kind {kind}");
             assert_eq!(
                 ev.is_forwarding_route(),
@@ -642,7 +845,7 @@ mod tests {
             }
             let buf = message(msg::RTM_NEWNEXTHOP, &body);
             let (ty, _, _, b) = messages(&buf).next().unwrap();
-            parse(ty, b).unwrap()
+            parse(ty, 0, b).unwrap()
         };
         assert_eq!(
             nh(
@@ -684,14 +887,14 @@ mod tests {
             }
         );
         // No id: malformed, ignored.
-        assert!(parse(msg::RTM_NEWNEXTHOP, &[0u8; 8]).is_none());
+        assert!(parse(msg::RTM_NEWNEXTHOP, 0, &[0u8; 8]).is_none());
 
         let mut body = vec![AF_INET, 16, 0, 0, 254, 4, 0, RTN_UNICAST, 0, 0, 0, 0];
         body.extend(attr(1, &[10, 1, 0, 0]));
         body.extend(attr(30, &10u32.to_ne_bytes()));
         let buf = message(msg::RTM_NEWROUTE, &body);
         let (ty, _, _, b) = messages(&buf).next().unwrap();
-        let Some(Event::Route { nh_id, hops, .. }) = parse(ty, b) else {
+        let Some(Event::Route { nh_id, hops, .. }) = parse(ty, 0, b) else {
             panic!()
         };
         assert_eq!((nh_id, hops.len()), (Some(10), 0));
@@ -712,7 +915,7 @@ mod tests {
         body.extend(attr(9, &mp));
         let buf = message(msg::RTM_NEWROUTE, &body);
         let (ty, _, _, b) = messages(&buf).next().unwrap();
-        let ev = parse(ty, b).unwrap();
+        let ev = parse(ty, 0, b).unwrap();
         assert!(ev.is_forwarding_route());
         let Event::Route {
             prefix, hops, add, ..
@@ -743,7 +946,7 @@ mod tests {
         body.extend(attr(4, &7u32.to_ne_bytes()));
         let gw: Ipv6Addr = "fe80::1".parse().unwrap();
         body.extend(attr(5, &gw.octets()));
-        let ev = parse(msg::RTM_NEWROUTE, &body).unwrap();
+        let ev = parse(msg::RTM_NEWROUTE, 0, &body).unwrap();
         let Event::Route { prefix, hops, .. } = ev else {
             panic!()
         };
@@ -766,7 +969,7 @@ mod tests {
         nb.extend(attr(1, &[198, 19, 0, 108]));
         nb.extend(attr(2, &[2, 0, 0, 0, 0, 9]));
         assert_eq!(
-            parse(msg::RTM_NEWNEIGH, &nb),
+            parse(msg::RTM_NEWNEIGH, 0, &nb),
             Some(Event::Neigh {
                 add: true,
                 ifindex: 5,
@@ -782,14 +985,16 @@ mod tests {
         link.extend(attr(1, &[2, 0, 0, 0, 0, 1]));
         link.extend(attr(4, &1500u32.to_ne_bytes()));
         assert_eq!(
-            parse(msg::RTM_NEWLINK, &link),
+            parse(msg::RTM_NEWLINK, 0, &link),
             Some(Event::Link {
                 add: true,
                 ifindex: 9,
                 name: "d0".into(),
                 mac: Some([2, 0, 0, 0, 0, 1]),
                 mtu: Some(1500),
-                up: true
+                up: true,
+                vrf: false,
+                master: None,
             })
         );
         let mut addr = vec![AF_INET6, 64, 0, 0];
@@ -797,7 +1002,7 @@ mod tests {
         let a: Ipv6Addr = "2001:2::10".parse().unwrap();
         addr.extend(attr(1, &a.octets()));
         assert_eq!(
-            parse(msg::RTM_DELADDR, &addr),
+            parse(msg::RTM_DELADDR, 0, &addr),
             Some(Event::Addr {
                 add: false,
                 ifindex: 9,
@@ -814,16 +1019,16 @@ mod tests {
         let full = message(msg::RTM_NEWROUTE, &body);
         for cut in 0..full.len() {
             for (ty, _, _, b) in messages(&full[..cut]) {
-                let _ = parse(ty, b);
+                let _ = parse(ty, 0, b);
             }
         }
         for cut in 0..body.len() {
-            let _ = parse(msg::RTM_NEWROUTE, &body[..cut]);
-            let _ = parse(msg::RTM_NEWNEIGH, &body[..cut]);
-            let _ = parse(msg::RTM_NEWLINK, &body[..cut]);
-            let _ = parse(msg::RTM_NEWADDR, &body[..cut]);
+            let _ = parse(msg::RTM_NEWROUTE, 0, &body[..cut]);
+            let _ = parse(msg::RTM_NEWNEIGH, 0, &body[..cut]);
+            let _ = parse(msg::RTM_NEWLINK, 0, &body[..cut]);
+            let _ = parse(msg::RTM_NEWADDR, 0, &body[..cut]);
         }
-        assert!(parse(msg::RTM_NEWROUTE, &body[..11]).is_none());
+        assert!(parse(msg::RTM_NEWROUTE, 0, &body[..11]).is_none());
     }
 
     #[test]
@@ -844,7 +1049,7 @@ mod tests {
         assert_eq!(seq, 7);
         let Some(Event::Route {
             prefix: p, hops: h, ..
-        }) = parse(ty, body)
+        }) = parse(ty, 0, body)
         else {
             panic!()
         };
@@ -883,7 +1088,7 @@ mod tests {
             // ndm_flags carries NTF_USE: resolve as if a packet waited.
             assert_eq!(body[10], libc::NTF_USE);
             assert_eq!(
-                parse(ty, body),
+                parse(ty, 0, body),
                 Some(Event::Neigh {
                     add: true,
                     ifindex: 5,
@@ -905,7 +1110,7 @@ mod tests {
         body.extend(attr(1, &[10, 2, 3, 0]));
         body.extend(attr(4, &6u32.to_ne_bytes()));
         body.extend(attr(18, &via));
-        let Some(Event::Route { prefix, hops, .. }) = parse(msg::RTM_NEWROUTE, &body) else {
+        let Some(Event::Route { prefix, hops, .. }) = parse(msg::RTM_NEWROUTE, 0, &body) else {
             panic!()
         };
         assert_eq!(prefix.to_string(), "10.2.3.0/24");

@@ -637,6 +637,8 @@ addresses = ["198.19.0.10/24"]
                 mac: None,
                 mtu: None,
                 up: true,
+                vrf: false,
+                master: None,
             });
         }
         let (r, t) = Router::new(s).unwrap();
@@ -655,6 +657,7 @@ addresses = ["198.19.0.10/24"]
                 gateway: Some(gw.parse().unwrap()),
             }],
             nh_id: None,
+            detail: Default::default(),
         }
     }
 
@@ -807,6 +810,7 @@ addresses = ["198.19.0.10/24"]
             metric,
             hops: vec![],
             nh_id: None,
+            detail: Default::default(),
         }
     }
 
@@ -898,6 +902,7 @@ addresses = ["198.19.0.10/24"]
             metric: 0,
             hops: vec![],
             nh_id: Some(id),
+            detail: Default::default(),
         };
         for (p, id) in [
             ("10.1.0.0/16", 1),
@@ -957,6 +962,8 @@ addresses = ["198.19.0.10/24"]
             mac: None,
             mtu: None,
             up: true,
+            vrf: false,
+            master: None,
         };
         r.state.kernel.apply(&link(9, "veth9"));
         assert!(!r.concerns_link(9), "an unrelated interface");
@@ -969,6 +976,8 @@ addresses = ["198.19.0.10/24"]
             mac: None,
             mtu: None,
             up: false,
+            vrf: false,
+            master: None,
         });
         r.state.kernel.apply(&link(12, "d1"));
         assert!(r.concerns_link(6), "the old index is still in the tables");

@@ -8,14 +8,17 @@
 //! then config, then kernel. Kernel routes are used only when every next
 //! hop leaves through an interface fastfwd forwards on.
 
-use crate::netlink::{Event, KernelHop, KernelNexthop, nud};
+use crate::netlink::{
+    Event, KernelHop, KernelNexthop, Placement, RT_TABLE_LOCAL, RT_TABLE_MAIN, RouteDetail, nud,
+};
+use crate::policy::{self, KernelRule};
 use config::Config;
 use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use pipeline::{Discard, InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
 
@@ -35,6 +38,10 @@ pub struct Link {
     pub mtu: Option<u32>,
     /// Administratively up.
     pub up: bool,
+    /// A VRF device.
+    pub vrf: bool,
+    /// The device it is enslaved to, if any.
+    pub master: Option<u32>,
 }
 
 /// What a kernel route does.
@@ -72,7 +79,15 @@ pub enum Change {
     Link(u32),
     /// Anything else that can touch every route (nexthop objects).
     Other,
+    /// Policy rules, or routes fastfwd does not forward with (other
+    /// tables, source-specific, TOS or encapsulated routes): what
+    /// [`KernelState::unmodelled`] names may have changed.
+    Policy,
 }
+
+/// A main-table route fastfwd does not forward with, by what identifies it
+/// in the kernel: prefix, metric, TOS and source prefix.
+pub type UnmodelledRouteKey = (Cidr, u32, u8, Option<Cidr>);
 
 /// The kernel's view of this network namespace, kept current from netlink.
 #[derive(Debug, Clone, Default)]
@@ -81,8 +96,21 @@ pub struct KernelState {
     pub links: BTreeMap<u32, Link>,
     /// Addresses: (ifindex, address) -> prefix length.
     pub addrs: BTreeMap<(u32, IpAddr), u8>,
-    /// Routes of the main table: (prefix, metric) -> what they do.
+    /// Routes of the main table: (prefix, metric) -> what they do. For an
+    /// IPv4 prefix and metric with several routes (`ip route append`),
+    /// the one the kernel uses: the first whose next hops are not all dead.
     pub routes: BTreeMap<(Cidr, u32), KernelRoute>,
+    /// Every route, in the kernel's order, of an IPv4 prefix and metric
+    /// that has more than one.
+    pub aliases: BTreeMap<(Cidr, u32), Vec<KernelRoute>>,
+    /// Policy rules (`ip rule`), both families.
+    pub rules: BTreeSet<KernelRule>,
+    /// Tables other than main and local that hold routes: table -> the
+    /// (prefix, metric, TOS, source) of each. Only whether a table is empty
+    /// is used: a rule that looks one up changes forwarding then.
+    pub other_tables: BTreeMap<u32, BTreeSet<UnmodelledRouteKey>>,
+    /// Routes of the main table fastfwd does not forward with, and why.
+    pub unmodelled_routes: BTreeMap<UnmodelledRouteKey, String>,
     /// Resolved neighbours: (ifindex, ip) -> MAC.
     pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
     /// Nexthop objects by id.
@@ -95,6 +123,12 @@ impl KernelState {
         let changed = self.apply(ev);
         match ev {
             _ if !changed => Change::None,
+            Event::Rule { .. } => Change::Policy,
+            Event::Route { table, detail, .. }
+                if *table != RT_TABLE_MAIN || Self::unmodelled_route(ev, detail).is_some() =>
+            {
+                Change::Policy
+            }
             Event::Route { prefix, .. } => Change::Route(*prefix),
             Event::Neigh { .. } => Change::Neighbour,
             Event::Link { ifindex, .. } | Event::Addr { ifindex, .. } => Change::Link(*ifindex),
@@ -112,6 +146,8 @@ impl KernelState {
                 mac,
                 mtu,
                 up,
+                vrf,
+                master,
             } => {
                 let link = Link {
                     ifindex: *ifindex,
@@ -119,6 +155,8 @@ impl KernelState {
                     mac: *mac,
                     mtu: *mtu,
                     up: *up,
+                    vrf: *vrf,
+                    master: *master,
                 };
                 if !*up {
                     self.withdraw_ipv4_routes_via(*ifindex);
@@ -147,26 +185,66 @@ impl KernelState {
                 addr,
                 ..
             } => self.addrs.remove(&(*ifindex, *addr)).is_some(),
+            Event::Rule { add: true, rule } => self.rules.insert(rule.clone()),
+            Event::Rule { add: false, rule } => self.rules.remove(rule),
+            Event::Route { table, .. } if *table == RT_TABLE_LOCAL => false,
+            Event::Route {
+                add,
+                prefix,
+                table,
+                metric,
+                detail,
+                ..
+            } if *table != RT_TABLE_MAIN => {
+                let key = (*prefix, *metric, detail.tos, detail.src);
+                let routes = self.other_tables.entry(*table).or_default();
+                let was_empty = routes.is_empty();
+                if *add {
+                    routes.insert(key);
+                } else {
+                    routes.remove(&key);
+                }
+                let empty = routes.is_empty();
+                if empty {
+                    self.other_tables.remove(table);
+                }
+                was_empty != empty
+            }
+            Event::Route {
+                add,
+                prefix,
+                metric,
+                detail,
+                ..
+            } if Self::unmodelled_route(ev, detail).is_some() => {
+                let key = (*prefix, *metric, detail.tos, detail.src);
+                if *add {
+                    let why = Self::unmodelled_route(ev, detail).unwrap_or_default();
+                    self.unmodelled_routes.insert(key, why.clone()) != Some(why)
+                } else {
+                    self.unmodelled_routes.remove(&key).is_some()
+                }
+            }
             Event::Route {
                 add,
                 prefix,
                 metric,
                 hops,
+                nh_id,
+                detail,
                 ..
             } if ev.is_forwarding_route() => {
-                if *add {
-                    let nh_id = match ev {
-                        Event::Route { nh_id, .. } => *nh_id,
-                        _ => None,
-                    };
-                    let route = match (ev.route_discard(), nh_id) {
-                        (Some(d), _) => KernelRoute::Discard(d),
-                        (None, Some(id)) => KernelRoute::Object(id),
-                        (None, None) => KernelRoute::Via(hops.clone()),
-                    };
-                    self.routes.insert((*prefix, *metric), route.clone()) != Some(route)
-                } else {
-                    self.routes.remove(&(*prefix, *metric)).is_some()
+                let route = match (ev.route_discard(), nh_id) {
+                    (Some(d), _) => KernelRoute::Discard(d),
+                    (None, Some(id)) => KernelRoute::Object(*id),
+                    (None, None) => KernelRoute::Via(hops.clone()),
+                };
+                let key = (*prefix, *metric);
+                match (add, prefix) {
+                    (true, Cidr::V4(_)) => self.add_ipv4_route(key, route, detail.placement),
+                    (true, Cidr::V6(_)) => self.routes.insert(key, route.clone()) != Some(route),
+                    (false, Cidr::V4(_)) => self.remove_ipv4_route(key, &route),
+                    (false, Cidr::V6(_)) => self.routes.remove(&key).is_some(),
                 }
             }
             Event::Nexthop {
@@ -178,6 +256,9 @@ impl KernelState {
                 // The kernel deletes the routes that used it without a
                 // notification per route.
                 self.routes.retain(|_, r| *r != KernelRoute::Object(*id));
+                for list in self.aliases.values_mut() {
+                    list.retain(|r| *r != KernelRoute::Object(*id));
+                }
                 self.nexthops.remove(id).is_some()
             }
             // Multicast "neighbours" are the kernel's fixed mappings, not next hops.
@@ -204,20 +285,131 @@ impl KernelState {
         }
     }
 
+    /// Why a main-table route is one fastfwd does not forward with, if it
+    /// is: a source prefix, a TOS, an encapsulation, or a type that is
+    /// neither forwarding nor discarding (local, anycast, multicast, nat in
+    /// the main table).
+    fn unmodelled_route(ev: &Event, detail: &RouteDetail) -> Option<String> {
+        let Event::Route {
+            prefix,
+            metric,
+            kind,
+            ..
+        } = ev
+        else {
+            return None;
+        };
+        let why = if let Some(src) = detail.src {
+            format!("from {src}: a source-specific route")
+        } else if detail.tos != 0 {
+            format!("tos {:#x}: a route for one TOS", detail.tos)
+        } else if let Some(t) = detail.encap.filter(|&t| t != 0) {
+            format!("an encapsulation (lwtunnel type {t})")
+        } else if !ev.is_forwarding_route() {
+            format!("a route of type {kind} in the main table")
+        } else {
+            return None;
+        };
+        Some(format!("ip route {prefix} metric {metric}, {why}"))
+    }
+
+    /// Everything in the kernel's routing state that could make it forward
+    /// a transit packet other than fastfwd does, each named: policy rules
+    /// (see [`policy::unmodelled`]), VRF devices, and main-table routes
+    /// fastfwd does not forward with. Empty: fastfwd's main-table model is
+    /// the kernel's decision.
+    pub fn unmodelled(&self) -> Vec<String> {
+        let tables: BTreeSet<u32> = self.other_tables.keys().copied().collect();
+        let vrfs: Vec<&Link> = self.links.values().filter(|l| l.vrf).collect();
+        let mut out = policy::unmodelled(&self.rules, &tables, !vrfs.is_empty());
+        for v in vrfs {
+            let members: Vec<&str> = self
+                .links
+                .values()
+                .filter(|l| l.master == Some(v.ifindex))
+                .map(|l| l.name.as_str())
+                .collect();
+            if !members.is_empty() {
+                out.push(format!(
+                    "VRF {} with {}: its members' packets are routed by its own table",
+                    v.name,
+                    members.join(", ")
+                ));
+            }
+        }
+        out.extend(self.unmodelled_routes.values().cloned());
+        out
+    }
+
+    /// Adds an IPv4 route where `placement` says among those of its prefix
+    /// and metric; whether the route the kernel uses changed.
+    fn add_ipv4_route(&mut self, key: (Cidr, u32), route: KernelRoute, at: Placement) -> bool {
+        let mut list = self.alias_list(key);
+        match at {
+            Placement::Replace if !list.is_empty() => list[0] = route,
+            Placement::Prepend if !list.contains(&route) => list.insert(0, route),
+            _ if !list.contains(&route) => list.push(route),
+            _ => {}
+        }
+        self.set_aliases(key, list)
+    }
+
+    /// Removes an IPv4 route (the one equal to `route`, else the first of
+    /// its prefix and metric, as the kernel deletes); whether the route
+    /// the kernel uses changed.
+    fn remove_ipv4_route(&mut self, key: (Cidr, u32), route: &KernelRoute) -> bool {
+        let mut list = self.alias_list(key);
+        if let Some(i) = list.iter().position(|r| r == route) {
+            list.remove(i);
+        } else if !list.is_empty() {
+            list.remove(0);
+        }
+        self.set_aliases(key, list)
+    }
+
+    fn alias_list(&mut self, key: (Cidr, u32)) -> Vec<KernelRoute> {
+        match self.aliases.remove(&key) {
+            Some(list) => list,
+            None => self.routes.get(&key).cloned().into_iter().collect(),
+        }
+    }
+
+    /// Stores a prefix and metric's routes; whether the used one changed.
+    fn set_aliases(&mut self, key: (Cidr, u32), list: Vec<KernelRoute>) -> bool {
+        // The kernel skips a route whose next hops are all dead.
+        let used = list
+            .iter()
+            .find(|r| !matches!(r, KernelRoute::Via(h) if h.is_empty()))
+            .or(list.first())
+            .cloned();
+        if list.len() > 1 {
+            self.aliases.insert(key, list);
+        }
+        match used {
+            Some(r) => self.routes.insert(key, r.clone()) != Some(r),
+            None => self.routes.remove(&key).is_some(),
+        }
+    }
+
     /// A link that goes down (or away) takes its IPv4 routes with it in the
     /// kernel without a notification per route (IPv6 sends them): drop the
     /// next hops through it, and a route left with none.
     fn withdraw_ipv4_routes_via(&mut self, ifindex: u32) {
-        self.routes.retain(|(prefix, _), r| {
+        let keep = |r: &mut KernelRoute| {
             let KernelRoute::Via(hops) = r else {
                 return true;
             };
-            if matches!(prefix, Cidr::V6(_)) {
-                return true;
-            }
             hops.retain(|h| h.ifindex != ifindex);
             !hops.is_empty()
-        });
+        };
+        let keys: Vec<(Cidr, u32)> = self.aliases.keys().copied().collect();
+        for key in keys {
+            let mut list = self.aliases.remove(&key).unwrap_or_default();
+            list.retain_mut(keep);
+            self.set_aliases(key, list);
+        }
+        self.routes
+            .retain(|(prefix, _), r| matches!(prefix, Cidr::V6(_)) || keep(r));
     }
 
     /// What a route does, its nexthop object (and a group's members) looked
@@ -897,6 +1089,8 @@ via = "198.19.0.108"
                 mac: Some(mac),
                 mtu: Some(1500),
                 up: true,
+                vrf: false,
+                master: None,
             });
         }
         s.kernel.apply(&Event::Addr {
@@ -956,6 +1150,7 @@ via = "198.19.0.108"
             metric: 0,
             hops: hop(i),
             nh_id: None,
+            detail: Default::default(),
         };
         assert!(s.kernel.apply(&add("172.16.0.0/12", 6, true)));
         assert!(s.kernel.apply(&add("172.32.0.0/12", 7, true)));
@@ -971,7 +1166,8 @@ via = "198.19.0.108"
         );
         assert!(s.kernel.apply(&add("172.16.0.0/12", 6, false)));
         assert!(route(&s.build().unwrap(), "172.16.0.0/12").is_none());
-        // Routes of other tables are ignored.
+        // Routes of other tables are not forwarded with; the first in a
+        // table is a policy change (a rule may look that table up).
         let other = Event::Route {
             add: true,
             prefix: "9.0.0.0/8".parse().unwrap(),
@@ -980,8 +1176,276 @@ via = "198.19.0.108"
             metric: 0,
             hops: hop(6),
             nh_id: None,
+            detail: Default::default(),
         };
-        assert!(!s.kernel.apply(&other));
+        assert_eq!(s.kernel.change(&other), Change::Policy);
+        assert!(route(&s.build().unwrap(), "9.0.0.0/8").is_none());
+        let again = Event::Route {
+            add: true,
+            prefix: "9.1.0.0/16".parse().unwrap(),
+            table: 100,
+            kind: 1,
+            metric: 0,
+            hops: hop(6),
+            nh_id: None,
+            detail: Default::default(),
+        };
+        assert_eq!(
+            s.kernel.change(&again),
+            Change::None,
+            "table 100 was not empty"
+        );
+    }
+
+    fn main_route(prefix: &str, gateway: &str, placement: Placement) -> Event {
+        Event::Route {
+            add: true,
+            prefix: prefix.parse().unwrap(),
+            table: RT_TABLE_MAIN,
+            kind: libc::RTN_UNICAST,
+            metric: 0,
+            hops: vec![KernelHop {
+                ifindex: 6,
+                gateway: Some(gateway.parse().unwrap()),
+            }],
+            nh_id: None,
+            detail: RouteDetail {
+                placement,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// `ev` (a route) with its fields changed by `f`.
+    fn set(
+        mut ev: Event,
+        f: impl FnOnce(&mut bool, &mut u32, &mut u8, &mut Vec<KernelHop>, &mut RouteDetail),
+    ) -> Event {
+        if let Event::Route {
+            add,
+            metric,
+            kind,
+            hops,
+            detail,
+            ..
+        } = &mut ev
+        {
+            f(add, metric, kind, hops, detail);
+        }
+        ev
+    }
+
+    fn next_hops(s: &RouterState, p: &str) -> Vec<String> {
+        route(&s.build().unwrap(), p).map_or(Vec::new(), |r| r.next_hops)
+    }
+
+    #[test]
+    fn appended_ipv4_routes_wait_behind_the_first() {
+        let mut s = state();
+        let p = "172.20.0.0/16";
+        s.kernel
+            .apply(&main_route(p, "198.19.0.1", Placement::Prepend));
+        // `ip route append`: the kernel keeps using the first.
+        assert!(
+            !s.kernel
+                .apply(&main_route(p, "198.19.0.2", Placement::Append))
+        );
+        assert_eq!(next_hops(&s, p), ["via 198.19.0.1 dev d1"]);
+        // `ip route prepend`: the new one goes first.
+        assert!(
+            s.kernel
+                .apply(&main_route(p, "198.19.0.3", Placement::Prepend))
+        );
+        assert_eq!(next_hops(&s, p), ["via 198.19.0.3 dev d1"]);
+        // `ip route replace` replaces the first.
+        assert!(
+            s.kernel
+                .apply(&main_route(p, "198.19.0.4", Placement::Replace))
+        );
+        assert_eq!(next_hops(&s, p), ["via 198.19.0.4 dev d1"]);
+        // Deleting the one in use brings the next back.
+        let del = |g| {
+            set(main_route(p, g, Placement::Append), |a, _, _, _, _| {
+                *a = false
+            })
+        };
+        assert!(s.kernel.apply(&del("198.19.0.4")));
+        assert_eq!(next_hops(&s, p), ["via 198.19.0.1 dev d1"]);
+        assert!(!s.kernel.apply(&del("198.19.0.2")));
+        assert!(s.kernel.apply(&del("198.19.0.1")));
+        assert!(next_hops(&s, p).is_empty());
+        assert!(s.kernel.aliases.is_empty());
+        // A dump lists them in order: appended, the first stays in use.
+        let mut d = state();
+        d.kernel
+            .apply(&main_route(p, "198.19.0.1", Placement::Append));
+        d.kernel
+            .apply(&main_route(p, "198.19.0.2", Placement::Append));
+        assert_eq!(next_hops(&d, p), ["via 198.19.0.1 dev d1"]);
+        // IPv6 sends the whole route: a new one replaces.
+        let q = "2001:db8:7::/48";
+        d.kernel
+            .apply(&main_route(q, "2001:2:0:8000::1", Placement::Prepend));
+        d.kernel
+            .apply(&main_route(q, "2001:2:0:8000::2", Placement::Append));
+        assert_eq!(next_hops(&d, q), ["via 2001:2:0:8000::2 dev d1"]);
+    }
+
+    #[test]
+    fn a_route_with_its_next_hops_dead_gives_way() {
+        let mut s = state();
+        let p = "172.21.0.0/16";
+        s.kernel
+            .apply(&main_route(p, "198.19.0.1", Placement::Append));
+        // A second route at a higher metric, and a dead one (its next
+        // hops left out by the parser) before the first.
+        s.kernel.apply(&set(
+            main_route(p, "198.19.0.9", Placement::Append),
+            |_, m, _, _, _| *m = 10,
+        ));
+        let dead = set(
+            main_route(p, "198.19.0.5", Placement::Prepend),
+            |_, _, _, h, _| h.clear(),
+        );
+        s.kernel.apply(&dead);
+        assert_eq!(next_hops(&s, p), ["via 198.19.0.1 dev d1"]);
+        // The link of the first going down leaves the higher metric.
+        s.kernel.apply(&Event::Link {
+            add: true,
+            ifindex: 6,
+            name: "d1".into(),
+            mac: Some([2, 0, 0, 0, 0, 0x66]),
+            mtu: Some(1500),
+            up: false,
+            vrf: false,
+            master: None,
+        });
+        assert!(
+            s.kernel
+                .routes
+                .range((p.parse().unwrap(), 0)..)
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn routes_fastfwd_does_not_forward_with_are_named() {
+        let mut s = state();
+        assert!(s.kernel.unmodelled().is_empty());
+        let src = set(
+            main_route("2001:db8:9::/48", "2001:2:0:8000::1", Placement::Append),
+            |_, _, _, _, d| d.src = Some("2001:db8:1::/48".parse().unwrap()),
+        );
+        assert_eq!(s.kernel.change(&src), Change::Policy);
+        let tos = set(
+            main_route("172.22.0.0/16", "198.19.0.1", Placement::Append),
+            |_, _, _, _, d| d.tos = 0x10,
+        );
+        let encap = set(
+            main_route("172.23.0.0/16", "198.19.0.1", Placement::Append),
+            |_, _, _, _, d| d.encap = Some(1),
+        );
+        let local = set(
+            main_route("172.24.0.0/16", "198.19.0.1", Placement::Append),
+            |_, _, k, _, _| *k = libc::RTN_LOCAL,
+        );
+        for ev in [&tos, &encap, &local] {
+            assert_eq!(s.kernel.change(ev), Change::Policy, "{ev:?}");
+        }
+        assert_eq!(
+            s.kernel.unmodelled(),
+            [
+                "ip route 172.22.0.0/16 metric 0, tos 0x10: a route for one TOS",
+                "ip route 172.23.0.0/16 metric 0, an encapsulation (lwtunnel type 1)",
+                "ip route 172.24.0.0/16 metric 0, a route of type 2 in the main table",
+                "ip route 2001:db8:9::/48 metric 0, from 2001:db8:1::/48: a source-specific route",
+            ]
+        );
+        // None of them is forwarded with.
+        for p in [
+            "2001:db8:9::/48",
+            "172.22.0.0/16",
+            "172.23.0.0/16",
+            "172.24.0.0/16",
+        ] {
+            assert!(next_hops(&s, p).is_empty(), "{p}");
+        }
+        for ev in [&src, &tos, &encap, &local] {
+            let del = set(ev.clone(), |a, _, _, _, _| *a = false);
+            assert_eq!(s.kernel.change(&del), Change::Policy);
+        }
+        assert!(s.kernel.unmodelled().is_empty());
+    }
+
+    #[test]
+    fn a_rule_to_a_table_with_routes_and_a_vrf_with_members_are_named() {
+        use crate::policy::RuleVerb;
+        let mut s = state();
+        for r in crate::policy::testing::defaults() {
+            s.kernel.apply(&Event::Rule { add: true, rule: r });
+        }
+        let rule = KernelRule {
+            priority: 100,
+            v6: false,
+            verb: RuleVerb::Lookup(100),
+            src: Some("198.18.10.0/24".parse().unwrap()),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            tos: 0,
+            invert: false,
+            suppress_prefixlen: None,
+            suppress_ifgroup: None,
+            l3mdev: false,
+            uid_range: None,
+            other: Vec::new(),
+        };
+        let add_rule = Event::Rule {
+            add: true,
+            rule: rule.clone(),
+        };
+        assert_eq!(s.kernel.change(&add_rule), Change::Policy);
+        assert!(s.kernel.unmodelled().is_empty(), "table 100 is empty");
+        let blackhole = Event::Route {
+            add: true,
+            prefix: "198.19.10.0/24".parse().unwrap(),
+            table: 100,
+            kind: libc::RTN_BLACKHOLE,
+            metric: 0,
+            hops: Vec::new(),
+            nh_id: None,
+            detail: Default::default(),
+        };
+        assert_eq!(s.kernel.change(&blackhole), Change::Policy);
+        assert_eq!(
+            s.kernel.unmodelled(),
+            ["ip rule 100: from 198.18.10.0/24 lookup 100 (looks up a table other than main)"]
+        );
+        assert_eq!(
+            s.kernel.change(&Event::Rule { add: false, rule }),
+            Change::Policy
+        );
+        assert!(s.kernel.unmodelled().is_empty());
+        // A VRF device with d1 in it.
+        let link = |ifindex, name: &str, vrf, master| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: None,
+            mtu: Some(1500),
+            up: true,
+            vrf,
+            master,
+        };
+        s.kernel.apply(&link(20, "blue", true, None));
+        assert!(s.kernel.unmodelled().is_empty(), "a VRF with no members");
+        s.kernel.apply(&link(6, "d1", false, Some(20)));
+        assert_eq!(
+            s.kernel.unmodelled(),
+            ["VRF blue with d1: its members' packets are routed by its own table"]
+        );
     }
 
     #[test]
@@ -998,6 +1462,7 @@ via = "198.19.0.108"
                 gateway: None,
             }],
             nh_id: None,
+            detail: Default::default(),
         });
         assert_eq!(
             route(&s.build().unwrap(), "10.1.0.0/16").unwrap().origin,
@@ -1075,6 +1540,7 @@ via = "198.19.0.108"
                     gateway: Some(gw.parse().unwrap()),
                 }],
                 nh_id: None,
+                detail: Default::default(),
             });
         }
         let b = s.build().unwrap();

@@ -605,3 +605,153 @@ fn batched_route_replaces_reach_the_kernel_and_a_refusal_names_its_prefix() {
     .join()
     .unwrap();
 }
+
+/// The routing state fastfwd does not forward with, followed from the
+/// kernel's own broadcasts and dumps: policy rules (named once the table
+/// they look up holds a route), routes appended behind another, weighted
+/// multipath routes, and IPv6 source-specific routes.
+#[test]
+fn policy_rules_appended_and_weighted_routes_are_followed() {
+    let Some(p) = pair("p") else { return };
+    let nsb = p.b.clone();
+    let t = std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&nsb).unwrap();
+        let ip = |args: &[&str]| {
+            let mut all = vec!["ip", "-n", nsb.as_str()];
+            all.extend_from_slice(args);
+            ok(&all);
+        };
+        let mut link = KernelLink::open().unwrap();
+        let mut st = KernelState::default();
+        link.dump(&mut st).unwrap();
+        assert!(
+            st.rules.len() >= 5,
+            "the kernel's default rules dumped: {:?}",
+            st.rules
+        );
+        assert!(st.unmodelled().is_empty(), "{:?}", st.unmodelled());
+        let second = Duration::from_secs(1);
+
+        // The field's case: a source rule to a table that blackholes.
+        ip(&[
+            "rule",
+            "add",
+            "from",
+            "198.18.10.0/24",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ]);
+        assert!(wait_for(&mut link, &mut st, second, |s| s.rules.len() >= 6));
+        assert!(st.unmodelled().is_empty(), "table 100 is still empty");
+        ip(&[
+            "route",
+            "add",
+            "blackhole",
+            "198.19.10.0/24",
+            "table",
+            "100",
+        ]);
+        let named =
+            ["ip rule 100: from 198.18.10.0/24 lookup 100 (looks up a table other than main)"];
+        assert!(
+            wait_for(&mut link, &mut st, second, |s| s.unmodelled() == named),
+            "{:?}",
+            st.unmodelled()
+        );
+        assert_eq!(control::kernel::dump_now().unwrap().unmodelled(), named);
+        ip(&[
+            "route",
+            "del",
+            "blackhole",
+            "198.19.10.0/24",
+            "table",
+            "100",
+        ]);
+        assert!(wait_for(&mut link, &mut st, second, |s| s
+            .unmodelled()
+            .is_empty()));
+        ip(&["rule", "del", "pref", "100"]);
+
+        // `ip route append`: the first route stays in use until deleted.
+        let gateway = |s: &KernelState, p: &str| {
+            s.routes.iter().find_map(|((c, _), r)| match r {
+                KernelRoute::Via(h) if c.to_string() == p => Some(h.clone()),
+                _ => None,
+            })
+        };
+        let via = |a: &str| Some(a.parse::<IpAddr>().unwrap());
+        ip(&["route", "add", "10.210.0.0/16", "via", "10.78.0.1"]);
+        ip(&["route", "append", "10.210.0.0/16", "via", "10.78.0.3"]);
+        assert!(wait_for(&mut link, &mut st, second, |s| s
+            .aliases
+            .values()
+            .any(|l| l.len() == 2)));
+        assert_eq!(
+            gateway(&st, "10.210.0.0/16").unwrap()[0].gateway,
+            via("10.78.0.1")
+        );
+        let fresh = control::kernel::dump_now().unwrap();
+        assert_eq!(fresh.routes, st.routes, "a dump agrees with the broadcasts");
+        ip(&["route", "del", "10.210.0.0/16", "via", "10.78.0.1"]);
+        assert!(wait_for(&mut link, &mut st, second, |s| {
+            gateway(s, "10.210.0.0/16").is_some_and(|h| h[0].gateway == via("10.78.0.3"))
+        }));
+
+        // Weights: a member repeated by its weight.
+        ip(&[
+            "route",
+            "add",
+            "10.211.0.0/16",
+            "nexthop",
+            "via",
+            "10.78.0.1",
+            "weight",
+            "3",
+            "nexthop",
+            "via",
+            "10.78.0.4",
+            "weight",
+            "1",
+        ]);
+        assert!(wait_for(&mut link, &mut st, second, |s| gateway(
+            s,
+            "10.211.0.0/16"
+        )
+        .is_some()));
+        let hops = gateway(&st, "10.211.0.0/16").unwrap();
+        let gws: Vec<_> = hops.iter().map(|h| h.gateway).collect();
+        assert_eq!(
+            gws,
+            [
+                via("10.78.0.1"),
+                via("10.78.0.1"),
+                via("10.78.0.1"),
+                via("10.78.0.4")
+            ]
+        );
+
+        // A source-specific IPv6 route, where the kernel has them
+        // (CONFIG_IPV6_SUBTREES): named, not forwarded with.
+        let subtree = Command::new("ip")
+            .args(["-n", &nsb, "-6", "route", "add", "2001:db8:300::/48"])
+            .args(["from", "2001:db8:1::/48", "via", "2001:db8:78::1"])
+            .output()
+            .unwrap();
+        if subtree.status.success() {
+            assert!(wait_for(&mut link, &mut st, second, |s| s
+                .unmodelled()
+                .iter()
+                .any(
+                    |i| i.contains("from 2001:db8:1::/48: a source-specific route")
+                )));
+        } else {
+            eprintln!(
+                "this kernel refuses source-specific IPv6 routes ({}): none can be mirrored",
+                String::from_utf8_lossy(&subtree.stderr).trim()
+            );
+        }
+    });
+    t.join().unwrap();
+}

@@ -71,6 +71,7 @@ fn main() {
             gateway: Some(gateway),
         }],
         nh_id: None,
+        detail: Default::default(),
     };
     let mut events: Vec<Event> = Vec::with_capacity(n4 + n6);
     events.extend(file.v4.iter().map(|&(p, _)| route(Cidr::V4(p), gw4)));
@@ -88,6 +89,8 @@ fn main() {
             mac: Some([2, 0, 0, 0, 0, mac]),
             mtu: Some(1500),
             up: true,
+            vrf: false,
+            master: None,
         });
     }
     for (ifindex, addr, len) in [
