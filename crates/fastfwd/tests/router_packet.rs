@@ -62,3 +62,8 @@ fn packet_serves_prometheus_metrics() {
 fn packet_applies_a_route_stream_in_spaced_batches() {
     router_common::route_stream_scenario("packet", "ps");
 }
+
+#[test]
+fn packet_names_kernel_policy_it_does_not_mirror() {
+    router_common::unmodelled_policy_scenario("packet", "pk");
+}

@@ -47,3 +47,8 @@ fn xdp_runs_as_a_configured_user_with_a_control_group() {
 fn xdp_fib_audit_finds_no_difference() {
     router_common::audit_scenario("xdp", "xa");
 }
+
+#[test]
+fn xdp_names_kernel_policy_it_does_not_mirror() {
+    router_common::unmodelled_policy_scenario("xdp", "xk");
+}

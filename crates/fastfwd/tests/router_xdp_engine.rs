@@ -67,3 +67,8 @@ fn xdp_engine_forwards_with_the_full_table_loaded() {
 fn xdp_engine_applies_a_route_stream_in_spaced_batches() {
     router_common::route_stream_scenario(XDP_ENGINE, "es");
 }
+
+#[test]
+fn xdp_engine_names_kernel_policy_it_does_not_mirror() {
+    router_common::unmodelled_policy_scenario(XDP_ENGINE, "ek");
+}

@@ -105,6 +105,9 @@ pub(crate) struct Daemon {
     /// What `clear_runtime` saw: when, each worker's stages, the XDP
     /// program's counters; `show_runtime` reports the difference.
     pub(crate) runtime_base: RuntimeBase,
+    /// What in the kernel's routing state fastfwd does not mirror, as last
+    /// named (`KernelState::unmodelled`).
+    pub(crate) unmodelled: Vec<String>,
 }
 
 /// The readings `show_runtime` subtracts.
@@ -428,6 +431,9 @@ impl Daemon {
     /// small tables around the same FIBs.
     fn apply(&mut self, delta: Delta) {
         self.kernel_batches += 1;
+        if delta.policy || delta.other || !delta.links.is_empty() {
+            self.name_unmodelled();
+        }
         if !delta.links.is_empty() || delta.other {
             self.follow_ports();
         }
@@ -444,6 +450,21 @@ impl Daemon {
         } else if delta.neighbours {
             self.router.refresh_neighbours(&self.shared.snapshot);
         }
+    }
+
+    /// Says, at error level, each piece of the kernel's routing state that
+    /// has become one fastfwd does not mirror (it goes on forwarding with
+    /// the main table: a running router is not stopped by an `ip rule`),
+    /// and each that is gone.
+    fn name_unmodelled(&mut self) {
+        let now = self.router.state.kernel.unmodelled();
+        for item in now.iter().filter(|i| !self.unmodelled.contains(i)) {
+            error!(item = %item, "the kernel would now forward other than fastfwd: its routing state holds what fastfwd does not mirror; forwarding with the main table alone");
+        }
+        for item in self.unmodelled.iter().filter(|i| !now.contains(i)) {
+            info!(item = %item, "no longer in the kernel's routing state");
+        }
+        self.unmodelled = now;
     }
 
     /// Keeps every port's sockets on the kernel interface of its name: an
@@ -1269,6 +1290,12 @@ impl Daemon {
             &[],
             self.rebuilds,
         );
+        m.gauge(
+            "kernel_unmodelled",
+            "Pieces of the kernel's routing state fastfwd does not mirror (policy rules, VRFs, source-specific, TOS or encapsulated routes): while nonzero the kernel would forward some packets other than fastfwd does. Named in the log and by fib audit.",
+            &[],
+            self.unmodelled.len() as u64,
+        );
         m.counter(
             "kernel_resyncs",
             "Full re-reads of the kernel's tables after lost netlink broadcasts.",
@@ -1545,6 +1572,7 @@ mod tests {
             rebuilds: 0,
             kernel_batches: 0,
             runtime_base: RuntimeBase::default(),
+            unmodelled: Vec::new(),
         }
     }
 

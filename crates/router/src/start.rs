@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, sync_channel};
 use std::time::Instant;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// Which engine forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +96,9 @@ pub struct RunOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// Allow `metrics` on an address other than loopback.
     pub metrics_public: bool,
+    /// Start even when the kernel's routing state holds what fastfwd does
+    /// not mirror ([`control::KernelState::unmodelled`]).
+    pub allow_unmodelled: bool,
 }
 
 /// With AF_PACKET the kernel's stack receives every frame as well: if it
@@ -206,6 +209,18 @@ pub fn run(args: RunOptions) -> Result<()> {
     kernel
         .dump(&mut state.kernel)
         .context("reading the kernel's interfaces and routes")?;
+    let unmodelled = state.kernel.unmodelled();
+    if !unmodelled.is_empty() {
+        let list = unmodelled.join("\n  ");
+        if !args.allow_unmodelled {
+            bail!(
+                "the kernel would forward other than fastfwd: its routing state holds what fastfwd does not mirror (it forwards with the main table alone):\n  {list}\nremove it, or start with --allow-unmodelled to forward with the main table anyway"
+            );
+        }
+        for item in &unmodelled {
+            error!(item = %item, "kernel routing state fastfwd does not mirror (--allow-unmodelled): forwarding with the main table alone");
+        }
+    }
     let missing = control::state::missing_ports(&state);
     if !missing.is_empty() {
         bail!(
@@ -388,6 +403,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         kernel_batches: 0,
         rebuilds: 0,
         runtime_base: Default::default(),
+        unmodelled,
     };
     let metrics_thread = match &metrics_server {
         Some(srv) => {

@@ -106,6 +106,13 @@ pub struct Args {
     /// Allow `--metrics` on an address other than loopback.
     #[arg(long)]
     pub metrics_public: bool,
+    /// Start even when the kernel's routing state holds what fastfwd does
+    /// not mirror (policy rules, VRFs, source-specific, TOS or
+    /// encapsulated routes): it then forwards with the main table alone,
+    /// other than the kernel would, and says so in its log, its metrics and
+    /// `fib audit`. Without it, the daemon refuses to start and names each.
+    #[arg(long)]
+    pub allow_unmodelled: bool,
 }
 
 /// Parses `1`, `0,2`, `1-3`, `0,2-3`.
@@ -173,6 +180,7 @@ pub fn run(args: Args) -> Result<()> {
         control_group: args.control_group,
         metrics: args.metrics,
         metrics_public: args.metrics_public,
+        allow_unmodelled: args.allow_unmodelled,
     })
 }
 

@@ -2568,3 +2568,98 @@ print(n)
     let (clean, log) = d.stop();
     assert!(clean, "{log}");
 }
+
+/// The kernel's routing state holds what fastfwd does not mirror (the
+/// field's case: `ip rule add from 198.18.10.0/24 lookup 100` and a
+/// blackhole in table 100, where the kernel delivers nothing from that
+/// source): `fastfwd run` refuses to start and names the rule; started
+/// with `--allow-unmodelled` it says so in its log, its
+/// `kernel_unmodelled` gauge and `fib audit`; and a rule that disappears
+/// and comes back behind its back is followed, named again by the audit.
+pub fn unmodelled_policy_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let dut = lab.dut.as_str();
+    let rule = "ip rule 100: from 198.18.10.0/24 lookup 100";
+    let add_rule = || {
+        ok(&[
+            "ip",
+            "-n",
+            dut,
+            "rule",
+            "add",
+            "from",
+            "198.18.10.0/24",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ]);
+    };
+    add_rule();
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "route",
+        "add",
+        "blackhole",
+        "198.19.10.0/24",
+        "table",
+        "100",
+    ]);
+    let refused = lab
+        .run_command(&lab.write_config(), backend, &lab.dir.join("refused.sock"))
+        .output()
+        .expect("run fastfwd");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "started with an ip rule: {err}");
+    assert!(err.contains(rule), "the rule is named: {err}");
+    assert!(err.contains("--allow-unmodelled"), "{err}");
+
+    let d = lab.start_with_args(backend, "", &["--allow-unmodelled"]);
+    let gauge = || {
+        let text = String::from_utf8_lossy(&d.cli(&["show", "metrics"]).stdout).into_owned();
+        // `fastfwd_kernel_unmodelled{} N` (a gauge with no labels).
+        text.lines().find_map(|l| {
+            let rest = l.strip_prefix("fastfwd_kernel_unmodelled")?;
+            rest.trim_start_matches("{}").trim().parse::<u64>().ok()
+        })
+    };
+    let audit = || {
+        let o = d.cli(&["fib", "audit", "--json"]);
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let named: Vec<String> = lines
+            .iter()
+            .filter(|l| l["layer"] == "unmodelled")
+            .map(|l| l["item"].as_str().unwrap_or_default().to_string())
+            .collect();
+        (o.status.success(), named)
+    };
+    assert_eq!(gauge(), Some(1));
+    let (clean, named) = audit();
+    assert!(!clean, "an audit with a difference fails");
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert!(named[0].starts_with(rule), "{named:?}");
+    let log = std::fs::read_to_string(&d.log).unwrap_or_default();
+    assert!(log.contains(rule), "the log names it: {log}");
+
+    // Removed behind fastfwd's back: followed, the audit clean.
+    ok(&["ip", "-n", dut, "rule", "del", "pref", "100"]);
+    assert!(
+        within(Duration::from_secs(2), || gauge() == Some(0)).is_some(),
+        "the rule's removal followed"
+    );
+    let (clean, named) = audit();
+    assert!(clean && named.is_empty(), "{named:?}");
+    // Back again: named again.
+    add_rule();
+    assert!(
+        within(Duration::from_secs(2), || gauge() == Some(1)).is_some(),
+        "the rule's return followed"
+    );
+    let (clean, named) = audit();
+    assert!(!clean && named.len() == 1, "{named:?}");
+}
