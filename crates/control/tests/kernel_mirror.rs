@@ -755,3 +755,62 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
     });
     t.join().unwrap();
 }
+
+/// A VRF device and a member, followed and named: the kernel routes the
+/// member's packets by the VRF's table (and adds an `l3mdev` rule with the
+/// first VRF). This VM's kernel has no VRF devices; `scripts/test-kernel`
+/// runs this under Debian's kernel, where it must pass.
+#[test]
+#[ignore = "needs VRF devices (CONFIG_NET_VRF): scripts/test-kernel runs it under Debian's kernel"]
+fn vrf_devices_and_their_members_are_named() {
+    let Some(p) = pair("v") else { return };
+    let nsb = p.b.clone();
+    let t = std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&nsb).unwrap();
+        let ip = |args: &[&str]| {
+            let mut all = vec!["ip", "-n", nsb.as_str()];
+            all.extend_from_slice(args);
+            ok(&all);
+        };
+        let mut link = KernelLink::open().unwrap();
+        let mut st = KernelState::default();
+        link.dump(&mut st).unwrap();
+        assert!(st.unmodelled().is_empty(), "{:?}", st.unmodelled());
+        let second = Duration::from_secs(2);
+        ip(&["link", "add", "blue", "type", "vrf", "table", "10"]);
+        ip(&["link", "set", "blue", "up"]);
+        assert!(
+            wait_for(&mut link, &mut st, second, |s| s
+                .links
+                .values()
+                .any(|l| l.name == "blue" && l.vrf)),
+            "the VRF device is seen as one: {:?}",
+            st.links
+        );
+        let blue = st.ifindex_of("blue").unwrap();
+        // A VRF with no member routes nothing; its l3mdev rule, where the
+        // kernel added one, is named while a VRF exists.
+        for item in st.unmodelled() {
+            assert!(item.contains("l3mdev"), "{item}");
+        }
+        let vb = st.ifindex_of("vb").unwrap();
+        ip(&["link", "set", "vb", "master", "blue"]);
+        let member = "VRF blue with vb: its members' packets are routed by its own table";
+        assert!(
+            wait_for(&mut link, &mut st, second, |s| s.links[&vb].master
+                == Some(blue)
+                && s.unmodelled().iter().any(|i| i == member)),
+            "{:?}",
+            st.unmodelled()
+        );
+        let fresh = control::kernel::dump_now().unwrap();
+        assert_eq!(fresh.unmodelled(), st.unmodelled(), "a dump agrees");
+        ip(&["link", "del", "blue"]);
+        assert!(
+            wait_for(&mut link, &mut st, second, |s| s.unmodelled().is_empty()),
+            "{:?}",
+            st.unmodelled()
+        );
+    });
+    t.join().unwrap();
+}
