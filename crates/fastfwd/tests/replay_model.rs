@@ -104,14 +104,22 @@ fn model_v4(dst: [u8; 4], ttl: u8, len: usize, df: bool) -> Outcome {
     if local.contains(&dst) {
         return Outcome::Punt("local_address");
     }
-    if ttl <= 1 {
-        return Outcome::Error {
-            reason: "ttl_expired",
-            icmp: (11, 0, [0; 4]),
-        };
-    }
+    // A packet with a route to a next hop and no TTL left gets time
+    // exceeded; one without a route gets unreachable whatever its TTL (the
+    // kernel looks the route up first).
+    let expired = Outcome::Error {
+        reason: "ttl_expired",
+        icmp: (11, 0, [0; 4]),
+    };
     // Longest match over connected subnets and static routes.
     let (port, src_mac, macs, vlan, mtu): (u16, _, Vec<[u8; 6]>, _, usize) = match dst {
+        _ if ttl <= 1 && !matches!(dst, [198, 18 | 19, ..] | [100, 64, ..] | [10, 200, ..]) => {
+            return Outcome::Error {
+                reason: "no_route",
+                icmp: (3, 0, [0; 4]),
+            };
+        }
+        _ if ttl <= 1 => return expired,
         [198, 19, 0, 108] => (1, R_D1, vec![SINK_A], None, 1500),
         [198, 19, 0, 109] => (1, R_D1, vec![SINK_B], None, 1500),
         [198, 19, 0, _] => return Outcome::Punt("neighbour_miss"),
@@ -148,7 +156,11 @@ fn model_v6(dst: [u8; 16], hop: u8, len: usize) -> Outcome {
     if dst == "2001:2::10".parse::<std::net::Ipv6Addr>().unwrap().octets() {
         return Outcome::Punt("local_address");
     }
-    if hop <= 1 {
+    // Routed first, as the kernel does: no route answers unreachable
+    // whatever the hop limit.
+    let routed =
+        matches!(d, [0x2001, 2, 0, s, ..] if s >= 0x8000) || matches!(d, [0x2001, 0xdb8, 0x64, ..]);
+    if hop <= 1 && routed {
         return Outcome::Error {
             reason: "hop_limit_expired",
             icmp: (3, 0, [0; 4]),

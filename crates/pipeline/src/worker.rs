@@ -272,6 +272,9 @@ pub struct Worker {
     /// the chunk, finished in chunk order after it (kept here, not in a
     /// register the stage's loop would have to keep free).
     discards: u64,
+    /// Of `discards`, the packets routed to a next hop whose TTL or hop
+    /// limit has run out (time exceeded rather than the route's discard).
+    expired: u64,
 }
 
 impl Worker {
@@ -288,6 +291,7 @@ impl Worker {
             chunks: 0,
             trace: None,
             discards: 0,
+            expired: 0,
             cfg,
         }
     }
@@ -429,7 +433,7 @@ impl Worker {
             self.trace_pick(port, frames, &mut traced);
         }
 
-        // Stage 1: input (L2 dispatch, L3 validation, local delivery, TTL).
+        // Stage 1: input (L2 dispatch, L3 validation, local delivery).
         // The destinations of the packets in flight are gathered per
         // family, in chunk order, for the lookup, with each one's place in
         // the chunk.
@@ -484,11 +488,15 @@ impl Worker {
         timer.lap(&mut self.runtime, Stage::Lookup, n4 + n6);
 
         // Stage 3: next-hop choice (adjacency, ECMP), which fixes the
-        // egress interface. It walks each family's lookup results with
+        // egress interface, then the TTL / hop limit of a packet with a
+        // next hop (RFC 1812 §5.3.1, RFC 8200 §3): as the kernel does, a
+        // route that discards answers before the TTL is looked at (a
+        // packet with TTL 1 and no route gets "unreachable", not "time
+        // exceeded"). It walks each family's lookup results with
         // their places in the chunk (IPv4 first), not the whole chunk;
-        // packets whose route discards them are finished after it in chunk
-        // order (their ICMP errors take tokens and pool slots in arrival
-        // order).
+        // packets whose route discards them or whose TTL ran out are
+        // finished after it in chunk order (their ICMP errors take tokens
+        // and pool slots in arrival order).
         let mut hops = [0u32; CHUNK];
         // Where each packet stood before this stage (for a trace only).
         let routed = tracing.then_some(steps);
@@ -500,7 +508,13 @@ impl Worker {
                 let i = usize::from(i) % CHUNK;
                 let Some(f) = frames.get(i) else { continue };
                 match stages::choose_hop(self, tables, f, &meta[i], is_ipv6, nh) {
-                    Ok(h) => hops[i] = h,
+                    Ok(h) => {
+                        hops[i] = h;
+                        if stages::hop_limit_expired(f, &meta[i], is_ipv6) {
+                            self.discards |= 1 << i;
+                            self.expired |= 1 << i;
+                        }
+                    }
                     Err(NoHop::Dropped(v)) => steps[i] = Status::Done(v),
                     Err(NoHop::Discard(d)) => {
                         // Finished after the loop; the hop slot holds the
@@ -685,9 +699,10 @@ impl Worker {
     }
 
     /// Finishes the packets of `discards` (bits by place in the chunk),
-    /// whose routes discard them, in chunk order: the ICMP errors take
-    /// tokens and pool slots in the order the packets arrived. Their hop
-    /// slots hold the discards' codes.
+    /// whose routes discard them or, those also in `self.expired`, whose TTL or
+    /// hop limit ran out, in chunk order: the ICMP errors take tokens and
+    /// pool slots in the order the packets arrived. The hop slots of the
+    /// discarded hold the discards' codes.
     #[cold]
     #[inline(never)]
     fn discard_in_order<F4, F6, A>(
@@ -702,11 +717,15 @@ impl Worker {
         F4: Lookup<u32>,
         F6: Lookup<u128>,
     {
+        let expired = std::mem::take(&mut self.expired);
         while discards != 0 {
             let i = discards.trailing_zeros() as usize % CHUNK;
             discards &= discards - 1;
-            if let (Some(f), Some(d)) = (frames.get(i), Discard::from_code(hops[i])) {
-                let is_ipv6 = steps[i] == Status::Ipv6;
+            let Some(f) = frames.get(i) else { continue };
+            let is_ipv6 = steps[i] == Status::Ipv6;
+            if expired & (1 << i) != 0 {
+                steps[i] = Status::Done(stages::expire_packet(self, tables, f, &meta[i], is_ipv6));
+            } else if let Some(d) = Discard::from_code(hops[i]) {
                 steps[i] = Status::Done(stages::discard_packet(
                     self, tables, f, &meta[i], is_ipv6, d,
                 ));

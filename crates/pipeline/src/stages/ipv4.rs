@@ -1,5 +1,4 @@
-//! IPv4 input: header validation, martian filtering, local delivery and
-//! TTL expiry.
+//! IPv4 input: header validation, martian filtering and local delivery.
 //!
 //! Reads: the IPv4 header (version, IHL, total length, checksum, TTL,
 //! addresses) of the packet at the frame's L3 offset.
@@ -25,9 +24,12 @@
 //!    header gets ICMP parameter problem pointing at it (RFC 792, RFC 1812
 //!    §4.3.2.1) and is dropped as `ipv4_bad_options`; well-formed options
 //!    are forwarded untouched.
-//! 7. TTL <= 1: ICMP time exceeded in transit (RFC 1812 §5.3.1, RFC 792)
-//!    and drop as `ttl_expired`.
-//! 8. Otherwise on to the ACL and the route lookup with the destination.
+//! 7. Otherwise on to the route lookup with the destination. The TTL is
+//!    looked at once the route is known, as the kernel does: a packet
+//!    with TTL <= 1 routed to a next hop gets ICMP time exceeded in
+//!    transit (RFC 1812 §5.3.1, RFC 792) and is dropped as `ttl_expired`
+//!    by the next-hop stage; one whose route discards it gets that
+//!    route's answer.
 
 use super::ethernet::LinkCast;
 use super::icmp;
@@ -180,19 +182,6 @@ where
             ((20 + at) as u32) << 24,
         );
         return Step::Done(w.drop_in(m.in_if, DropReason::Ipv4BadOptions));
-    }
-    if h[8] <= 1 {
-        // RFC 792: type 11 (time exceeded), code 0 (TTL exceeded in transit).
-        icmp::error_v4(
-            w,
-            tables,
-            m.in_if,
-            &h[..total],
-            icmp::V4_TIME_EXCEEDED,
-            0,
-            0,
-        );
-        return Step::Done(w.drop_in(m.in_if, DropReason::TtlExpired));
     }
     Step::Route4(dst)
 }

@@ -1,5 +1,5 @@
-//! IPv6 input: header validation, address checks, local delivery and hop
-//! limit expiry (RFC 8200, RFC 4291).
+//! IPv6 input: header validation, address checks and local delivery
+//! (RFC 8200, RFC 4291).
 //!
 //! Reads: version, payload length, hop limit and addresses of the IPv6
 //! header at the frame's L3 offset.
@@ -17,12 +17,14 @@
 //!    source or destination (RFC 4291 §2.5.2, §2.5.3, §2.5.5.2); link-local
 //!    source or destination (RFC 4291 §2.5.6).
 //! 5. Frames that arrived as link-layer multicast are not forwarded.
-//! 6. Hop limit <= 1: ICMPv6 time exceeded, code 0 (RFC 4443 §3.3), and
-//!    drop as `hop_limit_expired`.
-//! 7. Otherwise on to the ACL and the route lookup with the destination.
+//! 6. Otherwise on to the route lookup with the destination. The hop
+//!    limit is looked at once the route is known, as the kernel does: a
+//!    packet with hop limit <= 1 routed to a next hop gets ICMPv6 time
+//!    exceeded, code 0 (RFC 4443 §3.3), and is dropped as
+//!    `hop_limit_expired` by the next-hop stage; one whose route discards
+//!    it gets that route's answer.
 
 use super::ethernet::LinkCast;
-use super::icmp;
 use crate::counters::{DropReason, PuntReason};
 use crate::tables::{Tables, is_v6_link_local};
 use crate::worker::{Meta, Step, Verdict, Worker};
@@ -121,18 +123,6 @@ where
     }
     if cast != LinkCast::Unicast {
         return Step::Done(w.drop_in(m.in_if, DropReason::L2BroadcastNotForwarded));
-    }
-    if h[7] <= 1 {
-        icmp::error_v6(
-            w,
-            tables,
-            m.in_if,
-            &h[..total],
-            icmp::V6_TIME_EXCEEDED,
-            0,
-            0,
-        );
-        return Step::Done(w.drop_in(m.in_if, DropReason::HopLimitExpired));
     }
     Step::Route6(dst)
 }

@@ -401,6 +401,43 @@ where
     w.drop_in(m.in_if, reason)
 }
 
+/// Whether a packet routed to a next hop has no TTL (IPv4) or hop limit
+/// (IPv6) left to forward with: 1 or 0.
+#[inline(always)]
+pub(crate) fn hop_limit_expired(f: &Frame<'_>, m: &Meta, is_ipv6: bool) -> bool {
+    let at = usize::from(m.l3) + if is_ipv6 { 7 } else { 8 };
+    f.data().get(at).is_some_and(|&ttl| ttl <= 1)
+}
+
+/// A packet whose TTL or hop limit ran out: ICMP time exceeded in transit
+/// (RFC 792 type 11 code 0, RFC 1812 §5.3.1; RFC 4443 §3.3 type 3 code 0)
+/// quoting it as received, then dropped as `ttl_expired` /
+/// `hop_limit_expired`.
+#[cold]
+pub(crate) fn expire_packet<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    f: &Frame<'_>,
+    m: &Meta,
+    is_ipv6: bool,
+) -> Verdict
+where
+    F4: fib::Lookup<u32>,
+    F6: fib::Lookup<u128>,
+{
+    let l3 = usize::from(m.l3);
+    let Some(orig) = f.data().get(l3..l3 + m.l3_len as usize) else {
+        return w.drop_in(m.in_if, DropReason::TtlExpired);
+    };
+    if is_ipv6 {
+        icmp::error_v6(w, tables, m.in_if, orig, icmp::V6_TIME_EXCEEDED, 0, 0);
+        w.drop_in(m.in_if, DropReason::HopLimitExpired)
+    } else {
+        icmp::error_v4(w, tables, m.in_if, orig, icmp::V4_TIME_EXCEEDED, 0, 0);
+        w.drop_in(m.in_if, DropReason::TtlExpired)
+    }
+}
+
 fn key_to_ip(k: u128) -> IpAddr {
     if k >> 32 == 0xffff {
         IpAddr::V4(Ipv4Addr::from(k as u32))
