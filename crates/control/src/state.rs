@@ -1386,21 +1386,8 @@ via = "198.19.0.108"
             s.kernel.apply(&Event::Rule { add: true, rule: r });
         }
         let rule = KernelRule {
-            priority: 100,
-            v6: false,
-            verb: RuleVerb::Lookup(100),
             src: Some("198.18.10.0/24".parse().unwrap()),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            tos: 0,
-            invert: false,
-            suppress_prefixlen: None,
-            suppress_ifgroup: None,
-            l3mdev: false,
-            uid_range: None,
-            other: Vec::new(),
+            ..crate::policy::testing::rule(100, RuleVerb::Lookup(100))
         };
         let add_rule = Event::Rule {
             add: true,

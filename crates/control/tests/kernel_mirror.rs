@@ -606,13 +606,14 @@ fn batched_route_replaces_reach_the_kernel_and_a_refusal_names_its_prefix() {
     .unwrap();
 }
 
-/// The routing state fastfwd does not forward with, followed from the
-/// kernel's own broadcasts and dumps: policy rules (named once the table
-/// they look up holds a route), routes appended behind another, weighted
-/// multipath routes, and IPv6 source-specific routes.
-#[test]
-fn policy_rules_appended_and_weighted_routes_are_followed() {
-    let Some(p) = pair("p") else { return };
+/// Runs `f` in the second namespace of a fresh pair (`tag`), with `ip`
+/// commands for that namespace, and a kernel link whose state holds a
+/// dump taken there.
+fn in_mirrored_namespace(
+    tag: &str,
+    f: impl FnOnce(&dyn Fn(&[&str]), KernelLink, KernelState) + Send + 'static,
+) {
+    let Some(p) = pair(tag) else { return };
     let nsb = p.b.clone();
     let t = std::thread::spawn(move || {
         netio::sys::os::enter_netns(&nsb).unwrap();
@@ -624,6 +625,18 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
         let mut link = KernelLink::open().unwrap();
         let mut st = KernelState::default();
         link.dump(&mut st).unwrap();
+        f(&ip, link, st);
+    });
+    t.join().unwrap();
+}
+
+/// The routing state fastfwd does not forward with, followed from the
+/// kernel's own broadcasts and dumps: policy rules (named once the table
+/// they look up holds a route), routes appended behind another, weighted
+/// multipath routes, and IPv6 source-specific routes.
+#[test]
+fn policy_rules_appended_and_weighted_routes_are_followed() {
+    in_mirrored_namespace("p", |ip, mut link, mut st| {
         assert!(
             st.rules.len() >= 5,
             "the kernel's default rules dumped: {:?}",
@@ -735,7 +748,8 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
         // A source-specific IPv6 route, where the kernel has them
         // (CONFIG_IPV6_SUBTREES): named, not forwarded with.
         let subtree = Command::new("ip")
-            .args(["-n", &nsb, "-6", "route", "add", "2001:db8:300::/48"])
+            // In this thread's namespace, which the child inherits.
+            .args(["-6", "route", "add", "2001:db8:300::/48"])
             .args(["from", "2001:db8:1::/48", "via", "2001:db8:78::1"])
             .output()
             .unwrap();
@@ -753,7 +767,6 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
             );
         }
     });
-    t.join().unwrap();
 }
 
 /// A VRF device and a member, followed and named: the kernel routes the
@@ -763,18 +776,7 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
 #[test]
 #[ignore = "needs VRF devices (CONFIG_NET_VRF): scripts/test-kernel runs it under Debian's kernel"]
 fn vrf_devices_and_their_members_are_named() {
-    let Some(p) = pair("v") else { return };
-    let nsb = p.b.clone();
-    let t = std::thread::spawn(move || {
-        netio::sys::os::enter_netns(&nsb).unwrap();
-        let ip = |args: &[&str]| {
-            let mut all = vec!["ip", "-n", nsb.as_str()];
-            all.extend_from_slice(args);
-            ok(&all);
-        };
-        let mut link = KernelLink::open().unwrap();
-        let mut st = KernelState::default();
-        link.dump(&mut st).unwrap();
+    in_mirrored_namespace("v", |ip, mut link, mut st| {
         assert!(st.unmodelled().is_empty(), "{:?}", st.unmodelled());
         let second = Duration::from_secs(2);
         ip(&["link", "add", "blue", "type", "vrf", "table", "10"]);
@@ -812,5 +814,4 @@ fn vrf_devices_and_their_members_are_named() {
             st.unmodelled()
         );
     });
-    t.join().unwrap();
 }
