@@ -111,6 +111,8 @@ fn base_state() -> &'static RouterState {
                 mac: None,
                 mtu: None,
                 up: true,
+                vrf: false,
+                master: None,
             });
         }
         s
