@@ -227,10 +227,11 @@ pub(crate) struct Meta {
 pub(crate) enum Step {
     /// Finished: the verdict is final.
     Done(Verdict),
-    /// To the IPv4 route lookup.
-    Route4(u32),
-    /// To the IPv6 route lookup.
-    Route6(u128),
+    /// To the IPv4 route lookup; `true`: its TTL has run out (time
+    /// exceeded if the route has a next hop).
+    Route4(u32, bool),
+    /// To the IPv6 route lookup; `true`: its hop limit has run out.
+    Route6(u128, bool),
 }
 
 /// A packet's state between the stages of a chunk: decided, or in flight
@@ -275,6 +276,11 @@ pub struct Worker {
     /// Of `discards`, the packets routed to a next hop whose TTL or hop
     /// limit has run out (time exceeded rather than the route's discard).
     expired: u64,
+    /// The input stage's packets whose TTL or hop limit has run out, by
+    /// place in the chunk: expired once routed to a next hop. Gathered
+    /// where the input stage already compares the TTL, so a packet with
+    /// TTL left costs the next-hop stage nothing.
+    expiring: u64,
 }
 
 impl Worker {
@@ -292,6 +298,7 @@ impl Worker {
             trace: None,
             discards: 0,
             expired: 0,
+            expiring: 0,
             cfg,
         }
     }
@@ -450,16 +457,18 @@ impl Worker {
             steps[i] =
                 match stages::input(self, tables, port, untagged, &mut frames[i], &mut meta[i]) {
                     Step::Done(v) => Status::Done(v),
-                    Step::Route4(d) => {
+                    Step::Route4(d, expiring) => {
                         dst4[n4 % CHUNK] = d;
                         at4[n4 % CHUNK] = i as u8;
                         n4 += 1;
+                        self.expiring |= u64::from(expiring) << i;
                         Status::Ipv4
                     }
-                    Step::Route6(d) => {
+                    Step::Route6(d, expiring) => {
                         dst6[n6 % CHUNK] = d;
                         at6[n6 % CHUNK] = i as u8;
                         n6 += 1;
+                        self.expiring |= u64::from(expiring) << i;
                         Status::Ipv6
                     }
                 };
@@ -508,13 +517,7 @@ impl Worker {
                 let i = usize::from(i) % CHUNK;
                 let Some(f) = frames.get(i) else { continue };
                 match stages::choose_hop(self, tables, f, &meta[i], is_ipv6, nh) {
-                    Ok(h) => {
-                        hops[i] = h;
-                        if stages::hop_limit_expired(f, &meta[i], is_ipv6) {
-                            self.discards |= 1 << i;
-                            self.expired |= 1 << i;
-                        }
-                    }
+                    Ok(h) => hops[i] = h,
                     Err(NoHop::Dropped(v)) => steps[i] = Status::Done(v),
                     Err(NoHop::Discard(d)) => {
                         // Finished after the loop; the hop slot holds the
@@ -522,6 +525,19 @@ impl Worker {
                         self.discards |= 1 << i;
                         hops[i] = d.code();
                     }
+                }
+            }
+        }
+        if self.expiring != 0 {
+            // Those of the expiring packets that kept a next hop.
+            let mut expiring = std::mem::take(&mut self.expiring);
+            while expiring != 0 {
+                let i = expiring.trailing_zeros() as usize % CHUNK;
+                expiring &= expiring - 1;
+                if matches!(steps[i], Status::Ipv4 | Status::Ipv6) && self.discards & (1 << i) == 0
+                {
+                    self.discards |= 1 << i;
+                    self.expired |= 1 << i;
                 }
             }
         }

@@ -183,7 +183,7 @@ where
         );
         return Step::Done(w.drop_in(m.in_if, DropReason::Ipv4BadOptions));
     }
-    Step::Route4(dst)
+    Step::Route4(dst, h[8] <= 1)
 }
 
 #[inline]

@@ -124,7 +124,7 @@ where
     if cast != LinkCast::Unicast {
         return Step::Done(w.drop_in(m.in_if, DropReason::L2BroadcastNotForwarded));
     }
-    Step::Route6(dst)
+    Step::Route6(dst, h[7] <= 1)
 }
 
 #[inline]

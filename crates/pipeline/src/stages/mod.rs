@@ -401,14 +401,6 @@ where
     w.drop_in(m.in_if, reason)
 }
 
-/// Whether a packet routed to a next hop has no TTL (IPv4) or hop limit
-/// (IPv6) left to forward with: 1 or 0.
-#[inline(always)]
-pub(crate) fn hop_limit_expired(f: &Frame<'_>, m: &Meta, is_ipv6: bool) -> bool {
-    let at = usize::from(m.l3) + if is_ipv6 { 7 } else { 8 };
-    f.data().get(at).is_some_and(|&ttl| ttl <= 1)
-}
-
 /// A packet whose TTL or hop limit ran out: ICMP time exceeded in transit
 /// (RFC 792 type 11 code 0, RFC 1812 §5.3.1; RFC 4443 §3.3 type 3 code 0)
 /// quoting it as received, then dropped as `ttl_expired` /
