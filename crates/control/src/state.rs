@@ -1168,9 +1168,9 @@ via = "198.19.0.108"
         assert!(route(&s.build().unwrap(), "172.16.0.0/12").is_none());
         // Routes of other tables are not forwarded with; the first in a
         // table is a policy change (a rule may look that table up).
-        let other = Event::Route {
+        let in_table_100 = |p: &str| Event::Route {
             add: true,
-            prefix: "9.0.0.0/8".parse().unwrap(),
+            prefix: p.parse().unwrap(),
             table: 100,
             kind: 1,
             metric: 0,
@@ -1178,18 +1178,10 @@ via = "198.19.0.108"
             nh_id: None,
             detail: Default::default(),
         };
+        let other = in_table_100("9.0.0.0/8");
         assert_eq!(s.kernel.change(&other), Change::Policy);
         assert!(route(&s.build().unwrap(), "9.0.0.0/8").is_none());
-        let again = Event::Route {
-            add: true,
-            prefix: "9.1.0.0/16".parse().unwrap(),
-            table: 100,
-            kind: 1,
-            metric: 0,
-            hops: hop(6),
-            nh_id: None,
-            detail: Default::default(),
-        };
+        let again = in_table_100("9.1.0.0/16");
         assert_eq!(
             s.kernel.change(&again),
             Change::None,
