@@ -73,6 +73,11 @@ pub trait Lookup<A: Address>: Send + Sync {
     /// The next-hop id of the longest prefix containing `addr`.
     fn lookup(&self, addr: A) -> Option<NextHopId>;
 
+    /// The next-hop id and the prefix length of the longest prefix
+    /// containing `addr`: for policy rules that ignore short matches
+    /// (`suppress_prefixlength`), off the common path.
+    fn lookup_len(&self, addr: A) -> Option<(NextHopId, u8)>;
+
     /// Looks up a whole batch; `out[i]` answers `addrs[i]`. Implementations
     /// override this to overlap the memory accesses of the batch.
     /// Only `min(addrs.len(), out.len())` entries are answered.

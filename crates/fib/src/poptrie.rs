@@ -1466,6 +1466,10 @@ impl<A: TrieKey> Lookup<A> for Poptrie<A> {
         decode(self.lookup_raw(addr))
     }
 
+    fn lookup_len(&self, addr: A) -> Option<(NextHopId, u8)> {
+        self.lookup_route(addr).map(|(p, nh)| (nh, A::split(&p).1))
+    }
+
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
         if A::GROUP_WALK {
             self.lookup_batch_grouped(addrs, out);

@@ -71,6 +71,9 @@ impl<A: Address> Lookup<A> for ReferenceFib<A> {
     fn lookup(&self, addr: A) -> Option<NextHopId> {
         self.lookup_prefix(addr).map(|(_, nh)| nh)
     }
+    fn lookup_len(&self, addr: A) -> Option<(NextHopId, u8)> {
+        self.lookup_prefix(addr).map(|(p, nh)| (nh, A::split(&p).1))
+    }
 }
 
 impl<A: Address> RouteTable<A> for ReferenceFib<A> {

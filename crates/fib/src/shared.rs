@@ -52,6 +52,9 @@ impl<A: TrieKey> Lookup<A> for Snapshot<A> {
     fn lookup(&self, addr: A) -> Option<NextHopId> {
         self.trie.lookup(addr)
     }
+    fn lookup_len(&self, addr: A) -> Option<(NextHopId, u8)> {
+        self.trie.lookup_len(addr)
+    }
     #[inline]
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
         self.trie.lookup_batch(addrs, out)
@@ -104,6 +107,9 @@ impl<A: TrieKey> Lookup<A> for FibReader<A> {
     #[inline]
     fn lookup(&self, addr: A) -> Option<NextHopId> {
         self.shared.load().lookup(addr)
+    }
+    fn lookup_len(&self, addr: A) -> Option<(NextHopId, u8)> {
+        self.shared.load().lookup_len(addr)
     }
     #[inline]
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {

@@ -37,6 +37,7 @@
 pub mod acl;
 pub mod counters;
 pub mod frame;
+pub mod policy;
 pub mod runtime;
 mod stages;
 pub mod tables;
@@ -46,6 +47,7 @@ pub mod worker;
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
 pub use frame::{BATCH_SLOT_STRIDE, Frame, HEADROOM};
+pub use policy::{FamilyPolicy, InputSelector, Policy, PolicyRule, RuleAction, RuleKey};
 pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,

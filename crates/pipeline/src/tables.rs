@@ -17,6 +17,8 @@ pub use wire::MacAddr;
 use wire::{Ipv4Cidr, Ipv6Cidr};
 
 use crate::acl::{AcceptAll, Acl};
+use crate::policy::{InputSelector, Policy, RuleAction, RuleKey};
+use std::sync::Arc;
 
 /// Index of a physical port as the I/O backend numbers them (`0..n`).
 pub type PortId = u16;
@@ -223,6 +225,9 @@ pub enum TableError {
     /// FIB's next-hop ids can name.
     #[error("more than {MAX_TARGETS} distinct next-hop sets")]
     TooManyTargets,
+    /// A policy rule names a next-hop id that was not added.
+    #[error("unknown next-hop id {0}")]
+    UnknownNextHop(NextHopId),
 }
 
 /// The most route targets one set of tables holds: the FIB stores next-hop
@@ -420,6 +425,7 @@ pub struct TablesBuilder {
     interfaces: Vec<Interface>,
     targets: Vec<RouteTarget>,
     neighbours: NeighbourMap,
+    policy: Arc<Policy>,
 }
 
 impl TablesBuilder {
@@ -528,6 +534,28 @@ impl TablesBuilder {
             RouteTarget::Forward(hops) => self.add_next_hops(hops),
             RouteTarget::Discard(d) => self.add_discard(*d),
         }
+    }
+
+    /// Routes by these policy rules (else by the main FIBs alone). Call it
+    /// after adding the interfaces and targets its rules name; a rule
+    /// naming an unknown one is refused.
+    pub fn set_policy(&mut self, policy: Arc<Policy>) -> Result<(), TableError> {
+        let v4 = policy.v4.rules().iter().map(|r| (r.iif, r.action));
+        let v6 = policy.v6.rules().iter().map(|r| (r.iif, r.action));
+        for (iif, action) in v4.chain(v6) {
+            if let InputSelector::Interface(i) = iif
+                && usize::from(i) >= self.interfaces.len()
+            {
+                return Err(TableError::UnknownInterface(i));
+            }
+            if let RuleAction::End(Some(id)) = action
+                && id as usize >= self.targets.len()
+            {
+                return Err(TableError::UnknownNextHop(id));
+            }
+        }
+        self.policy = policy;
+        Ok(())
     }
 
     /// Adds or replaces a neighbour: `ip` on `interface` has MAC `mac`.
@@ -726,6 +754,7 @@ impl TablesBuilder {
             fib4,
             fib6,
             acl,
+            policy: self.policy,
         }
     }
 }
@@ -770,6 +799,8 @@ pub struct Datapath {
     /// Neighbours of on-link destinations: (interface, address as u128 with
     /// IPv4 as `::ffff:a.b.c.d`, MAC).
     pub neighbours: Vec<(InterfaceId, u128, MacAddr)>,
+    /// Policy rules send some packets to tables other than main.
+    pub policy_rules: bool,
 }
 
 /// One logical interface as the per-packet path sees it.
@@ -834,6 +865,8 @@ pub struct Tables<F4, F6, A = AcceptAll> {
     pub fib6: F6,
     /// The ACL stage.
     pub acl: A,
+    /// Policy rules and the tables they look up besides the FIBs.
+    pub(crate) policy: Arc<Policy>,
 }
 
 impl<F4, F6, A> Tables<F4, F6, A> {
@@ -869,6 +902,44 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         self.targets.get(id as usize)
     }
 
+    /// The policy rules.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// The IPv4 route of a packet from `src` (`None`: the host's own)
+    /// received on `iif` (`None`: the host's own) to `dst`, as the rules
+    /// decide it: its next-hop id, `None` for no route.
+    #[inline]
+    pub fn route4(&self, src: Option<u32>, dst: u32, iif: Option<InterfaceId>) -> Option<NextHopId>
+    where
+        F4: fib::Lookup<u32>,
+    {
+        if self.policy.v4.main_only() {
+            return self.fib4.lookup(dst);
+        }
+        let key = RuleKey { src, dst, iif };
+        self.policy.v4.route(&self.fib4, &self.adjacencies, &key)
+    }
+
+    /// [`route4`](Self::route4) for IPv6.
+    #[inline]
+    pub fn route6(
+        &self,
+        src: Option<u128>,
+        dst: u128,
+        iif: Option<InterfaceId>,
+    ) -> Option<NextHopId>
+    where
+        F6: fib::Lookup<u128>,
+    {
+        if self.policy.v6.main_only() {
+            return self.fib6.lookup(dst);
+        }
+        let key = RuleKey { src, dst, iif };
+        self.policy.v6.route(&self.fib6, &self.adjacencies, &key)
+    }
+
     /// The MAC of a neighbour, if known.
     pub fn neighbour(&self, interface: InterfaceId, ip: IpAddr) -> Option<MacAddr> {
         self.neighbours
@@ -884,6 +955,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
             interfaces: self.interfaces.clone(),
             targets: self.targets.clone(),
             neighbours: self.neighbours.clone(),
+            policy: Arc::clone(&self.policy),
         }
     }
 
@@ -934,6 +1006,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
                 .iter()
                 .map(|(k, &m)| (k.interface, k.addr, m))
                 .collect(),
+            policy_rules: !self.policy.main_only(),
         }
     }
 

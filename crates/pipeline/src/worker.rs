@@ -485,14 +485,25 @@ impl Worker {
         }
         timer.lap(&mut self.runtime, Stage::Input, n);
 
-        // Stage 2: batched route lookup, one call per family.
+        // Stage 2: batched route lookup, one call per family; with policy
+        // rules beyond the main table, packet by packet through them.
         let mut nh4 = [None::<NextHopId>; CHUNK];
         let mut nh6 = [None::<NextHopId>; CHUNK];
         if n4 > 0 {
-            tables.fib4.lookup_batch(&dst4[..n4], &mut nh4[..n4]);
+            if tables.policy.v4.main_only() {
+                tables.fib4.lookup_batch(&dst4[..n4], &mut nh4[..n4]);
+            } else {
+                let (at, dst) = (&at4[..n4], &dst4[..n4]);
+                stages::route_by_rules_v4(tables, frames, &meta, at, dst, &mut nh4[..n4]);
+            }
         }
         if n6 > 0 {
-            tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
+            if tables.policy.v6.main_only() {
+                tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
+            } else {
+                let (at, dst) = (&at6[..n6], &dst6[..n6]);
+                stages::route_by_rules_v6(tables, frames, &meta, at, dst, &mut nh6[..n6]);
+            }
         }
         timer.lap(&mut self.runtime, Stage::Lookup, n4 + n6);
 

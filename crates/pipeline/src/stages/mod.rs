@@ -258,6 +258,70 @@ pub(crate) fn resolve<F4, F6, A>(
     }
 }
 
+/// Route lookup under policy rules, when rules send some packets to
+/// tables other than main ([`Policy::main_only`](crate::Policy::main_only)
+/// false): each packet in turn through [`Tables::route4`] with its source
+/// address and input interface.
+///
+/// Reads: the source address in the IPv4 header, `meta.in_if`, the rules
+/// and the tables they look up.
+/// Writes: `out[k]`, the next-hop id for `dst[k]` (packet `at[k]`).
+/// Next: the next-hop choice, as after the batched lookup.
+#[cold]
+#[inline(never)]
+pub(crate) fn route_by_rules_v4<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    frames: &[Frame<'_>],
+    meta: &[Meta],
+    at: &[u8],
+    dst: &[u32],
+    out: &mut [Option<NextHopId>],
+) where
+    F4: fib::Lookup<u32>,
+{
+    for ((&i, &d), o) in at.iter().zip(dst).zip(out) {
+        let i = usize::from(i);
+        let (Some(f), Some(m)) = (frames.get(i), meta.get(i)) else {
+            continue;
+        };
+        let l3 = usize::from(m.l3);
+        let src = f
+            .data()
+            .get(l3 + 12..l3 + 16)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes);
+        *o = tables.route4(src, d, Some(m.in_if));
+    }
+}
+
+/// [`route_by_rules_v4`] for IPv6 (the source address at offset 8).
+#[cold]
+#[inline(never)]
+pub(crate) fn route_by_rules_v6<F4, F6, A>(
+    tables: &Tables<F4, F6, A>,
+    frames: &[Frame<'_>],
+    meta: &[Meta],
+    at: &[u8],
+    dst: &[u128],
+    out: &mut [Option<NextHopId>],
+) where
+    F6: fib::Lookup<u128>,
+{
+    for ((&i, &d), o) in at.iter().zip(dst).zip(out) {
+        let i = usize::from(i);
+        let (Some(f), Some(m)) = (frames.get(i), meta.get(i)) else {
+            continue;
+        };
+        let l3 = usize::from(m.l3);
+        let src = f
+            .data()
+            .get(l3 + 8..l3 + 24)
+            .and_then(|b| b.try_into().ok())
+            .map(u128::from_be_bytes);
+        *o = tables.route6(src, d, Some(m.in_if));
+    }
+}
+
 /// The way back to `src` for a packet the router generates about one it
 /// received (ICMP error, TCP reset): egress interface and next-hop MAC, or
 /// why not (no route back, neighbour unresolved). An unknown
@@ -271,7 +335,9 @@ pub(crate) fn route_back_v4<F4, F6, A>(
 where
     F4: fib::Lookup<u32>,
 {
-    let Some(nh) = tables.fib4.lookup(src) else {
+    // Routed as the host's own packet (policy rules see no input
+    // interface and no source yet).
+    let Some(nh) = tables.route4(None, src, None) else {
         return Err(IcmpSuppressed::NoRouteBack);
     };
     let r = resolve(tables, nh, src, v4_key(src));
@@ -288,7 +354,7 @@ where
     F6: fib::Lookup<u128>,
 {
     let hash = src as u32 ^ (src >> 96) as u32;
-    let Some(nh) = tables.fib6.lookup(src) else {
+    let Some(nh) = tables.route6(None, src, None) else {
         return Err(IcmpSuppressed::NoRouteBack);
     };
     let r = resolve(tables, nh, hash, src);

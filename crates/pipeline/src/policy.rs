@@ -1,0 +1,606 @@
+//! Policy routing: which routing table decides a packet, as the kernel's
+//! rules (`ip rule`) choose it.
+//!
+//! A [`FamilyPolicy`] is an ordered list of [`PolicyRule`]s, tried from the
+//! first, and the routing tables they look up besides the main one (the
+//! pipeline's FIB). A rule whose selectors (source and destination prefix,
+//! input interface, possibly inverted) match the packet acts:
+//!
+//! - a lookup takes the table's longest match, unless the table has none,
+//!   the match is a `throw` route, or it is a forwarding route no longer
+//!   than the rule's `suppress_prefixlength`: then the next rule is tried;
+//! - `goto` continues at a later rule;
+//! - `unreachable` ends with no route, `blackhole` and `prohibit` with
+//!   their discard.
+//!
+//! When every rule has been tried the packet has no route. This is the
+//! kernel's `fib_rules_lookup` for a forwarded packet, whose mark is 0 and
+//! which has no output interface (the compiler in the control plane has
+//! already decided the selectors that depend on neither).
+//!
+//! The kernel's default rules (local, main, default) with an empty default
+//! table compile to one unconditional lookup of main: [`Policy::main_only`],
+//! which the worker checks once per chunk to keep its single batched
+//! lookup. Host-bound traffic never reaches the rules: the local table's
+//! part is the input stage's local-address check.
+
+use crate::tables::{InterfaceId, NextHopId};
+use fib::Lookup;
+use fib::poptrie::{Poptrie, TrieKey};
+
+/// Most rules per family.
+pub const MAX_RULES: usize = 1024;
+/// Most tables per family besides main.
+pub const MAX_TABLES: usize = 64;
+
+/// The input interface a rule selects (`iif`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSelector {
+    /// Any.
+    Any,
+    /// Packets received on this interface.
+    Interface(InterfaceId),
+    /// The host's own packets (`iif lo`): the route back of an ICMP error.
+    Loopback,
+    /// A device fastfwd does not receive on: matches no packet it routes.
+    Elsewhere,
+}
+
+/// What a matching rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleAction {
+    /// Look up the main table.
+    Main,
+    /// Look up this policy table (index into the family's tables).
+    Table(u16),
+    /// Continue at this rule (index, after the current one).
+    Goto(u16),
+    /// The decision ends here: no route (`unreachable`), or the next-hop id
+    /// of a discard (`blackhole`, `prohibit`).
+    End(Option<NextHopId>),
+}
+
+/// One rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyRule<A> {
+    /// `from`: network address and length (`None`: any).
+    pub src: Option<(A, u8)>,
+    /// `to`: network address and length (`None`: any).
+    pub dst: Option<(A, u8)>,
+    /// `iif`.
+    pub iif: InputSelector,
+    /// `not`: the rule acts where its selectors do not all match.
+    pub invert: bool,
+    /// What it does.
+    pub action: RuleAction,
+    /// `suppress_prefixlength N`: a forwarding result of length N or less
+    /// is passed over.
+    pub suppress_prefixlen: Option<u8>,
+}
+
+/// The packet fields rules select on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleKey<A> {
+    /// Source address; `None` for the host's own ICMP errors, which the
+    /// kernel routes before it chooses their source (an IPv4 `from` rule
+    /// then sees 0.0.0.0, an IPv6 one matches nothing).
+    pub src: Option<A>,
+    /// Destination address.
+    pub dst: A,
+    /// Input interface; `None`: the host's own packet.
+    pub iif: Option<InterfaceId>,
+}
+
+/// Why a policy was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// More rules than [`MAX_RULES`].
+    #[error("{0} rules: at most {MAX_RULES} per family")]
+    TooManyRules(usize),
+    /// More tables than [`MAX_TABLES`].
+    #[error("{0} tables besides main: at most {MAX_TABLES} per family")]
+    TooManyTables(usize),
+    /// A rule names a table or a rule that is not there.
+    #[error("rule {0}: its table or goto target is out of range or not after it")]
+    BadReference(usize),
+}
+
+/// One family's rules and the tables they look up besides main.
+#[derive(Debug, Clone)]
+pub struct FamilyPolicy<A: TrieKey> {
+    rules: Vec<PolicyRule<A>>,
+    tables: Vec<Poptrie<A>>,
+    main_only: bool,
+}
+
+impl<A: TrieKey> Default for FamilyPolicy<A> {
+    /// The kernel's defaults: main decides every packet.
+    fn default() -> Self {
+        Self {
+            rules: vec![PolicyRule {
+                src: None,
+                dst: None,
+                iif: InputSelector::Any,
+                invert: false,
+                action: RuleAction::Main,
+                suppress_prefixlen: None,
+            }],
+            tables: Vec::new(),
+            main_only: true,
+        }
+    }
+}
+
+impl<A: TrieKey> FamilyPolicy<A> {
+    /// Checks and holds `rules` over `tables`.
+    pub fn new(
+        mut rules: Vec<PolicyRule<A>>,
+        tables: Vec<Poptrie<A>>,
+    ) -> Result<Self, PolicyError> {
+        if rules.len() > MAX_RULES {
+            return Err(PolicyError::TooManyRules(rules.len()));
+        }
+        if tables.len() > MAX_TABLES {
+            return Err(PolicyError::TooManyTables(tables.len()));
+        }
+        let count = rules.len();
+        for (i, r) in rules.iter_mut().enumerate() {
+            // Host bits cleared, and a zero length is no selector.
+            let norm =
+                |p: Option<(A, u8)>| p.filter(|&(_, l)| l > 0).map(|(a, l)| (a.masked(l), l));
+            r.src = norm(r.src);
+            r.dst = norm(r.dst);
+            let ok = match r.action {
+                RuleAction::Table(t) => usize::from(t) < tables.len(),
+                RuleAction::Goto(g) => usize::from(g) > i && usize::from(g) <= count,
+                RuleAction::Main | RuleAction::End(_) => true,
+            };
+            if !ok {
+                return Err(PolicyError::BadReference(i));
+            }
+        }
+        let main_only = matches!(
+            rules.as_slice(),
+            [PolicyRule {
+                src: None,
+                dst: None,
+                iif: InputSelector::Any,
+                invert: false,
+                action: RuleAction::Main,
+                suppress_prefixlen: None,
+            }]
+        );
+        Ok(Self {
+            rules,
+            tables,
+            main_only,
+        })
+    }
+
+    /// Whether every packet is decided by the main table alone.
+    #[inline(always)]
+    pub fn main_only(&self) -> bool {
+        self.main_only
+    }
+
+    /// The rules, in the order they are tried.
+    pub fn rules(&self) -> &[PolicyRule<A>] {
+        &self.rules
+    }
+
+    /// The tables besides main, by [`RuleAction::Table`] index.
+    pub fn tables(&self) -> &[Poptrie<A>] {
+        &self.tables
+    }
+
+    /// The route of `key` (its next-hop id), `None` for no route.
+    /// `adjacencies` tells a `throw` route and the discards apart (the
+    /// tables' [`Tables`](crate::Tables) field of that name).
+    ///
+    /// At most one pass over the rules (`goto` only jumps forward), one
+    /// lookup per matching lookup rule; no allocation.
+    pub fn route<F: Lookup<A>>(
+        &self,
+        main: &F,
+        adjacencies: &[(u32, u32)],
+        key: &RuleKey<A>,
+    ) -> Option<NextHopId> {
+        let mut i = 0;
+        while let Some(r) = self.rules.get(i) {
+            i += 1;
+            if r.matches(key) == r.invert {
+                continue;
+            }
+            let found = match (r.action, r.suppress_prefixlen) {
+                (RuleAction::Goto(g), _) => {
+                    i = usize::from(g);
+                    continue;
+                }
+                (RuleAction::End(v), _) => return v,
+                (RuleAction::Main, None) => main.lookup(key.dst).map(|id| (id, u8::MAX)),
+                (RuleAction::Main, Some(_)) => main.lookup_len(key.dst),
+                (RuleAction::Table(t), None) => self
+                    .tables
+                    .get(usize::from(t))
+                    .and_then(|t| t.lookup(key.dst))
+                    .map(|id| (id, u8::MAX)),
+                (RuleAction::Table(t), Some(_)) => self
+                    .tables
+                    .get(usize::from(t))
+                    .and_then(|t| t.lookup_len(key.dst)),
+            };
+            let Some((id, len)) = found else { continue };
+            // count 0: a discard, whose code is the first field.
+            let discard = match adjacencies.get(id as usize) {
+                Some(&(code, 0)) => Some(code),
+                _ => None,
+            };
+            if discard == Some(crate::Discard::Throw.code()) {
+                continue;
+            }
+            if discard.is_none() && r.suppress_prefixlen.is_some_and(|n| len <= n) {
+                continue;
+            }
+            return Some(id);
+        }
+        None
+    }
+}
+
+impl<A: TrieKey> PolicyRule<A> {
+    /// Whether every selector matches (before `not`).
+    #[inline]
+    fn matches(&self, key: &RuleKey<A>) -> bool {
+        // `masked(0)` is the family's zero address.
+        self.src.is_none_or(|(s, l)| match key.src {
+            Some(a) => a.masked(l) == s,
+            None => A::BITS == 32 && s == key.dst.masked(0),
+        }) && self.dst.is_none_or(|(d, l)| key.dst.masked(l) == d)
+            && match self.iif {
+                InputSelector::Any => true,
+                InputSelector::Interface(i) => key.iif == Some(i),
+                InputSelector::Loopback => key.iif.is_none(),
+                InputSelector::Elsewhere => false,
+            }
+    }
+}
+
+/// Both families' rules.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// IPv4.
+    pub v4: FamilyPolicy<u32>,
+    /// IPv6.
+    pub v6: FamilyPolicy<u128>,
+}
+
+impl Policy {
+    /// Whether the main table alone decides every packet of both
+    /// families.
+    pub fn main_only(&self) -> bool {
+        self.v4.main_only() && self.v6.main_only()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Discard;
+    use fib::reference::ReferenceFib4;
+    use fib::{Address, RouteTable};
+    use proptest::prelude::*;
+
+    // Next-hop ids of the adjacency table the tests use.
+    const THROW: NextHopId = 0;
+    const BLACKHOLE: NextHopId = 1;
+    const PROHIBIT: NextHopId = 2;
+    const ADJ: [(u32, u32); 8] = [
+        (4, 0), // throw
+        (1, 0), // blackhole
+        (3, 0), // prohibit
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+        (4, 1),
+    ];
+
+    /// The kernel's `fib_rules_lookup` as written there: rules by
+    /// priority, `goto` to the first rule of the target priority, table
+    /// lookups over plain route lists.
+    #[derive(Debug)]
+    struct Model {
+        /// (priority, selectors, verb, suppress).
+        rules: Vec<(u32, Sel, Verb, Option<u8>)>,
+        main: Vec<(u32, u8, NextHopId)>,
+        tables: Vec<Vec<(u32, u8, NextHopId)>>,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    struct Sel {
+        src: Option<(u32, u8)>,
+        dst: Option<(u32, u8)>,
+        iif: Option<InterfaceId>,
+        invert: bool,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    enum Verb {
+        Main,
+        Table(u16),
+        GotoPriority(u32),
+        Unreachable,
+        Blackhole,
+        Prohibit,
+    }
+
+    fn longest(routes: &[(u32, u8, NextHopId)], a: u32) -> Option<(NextHopId, u8)> {
+        routes
+            .iter()
+            .filter(|&&(n, l, _)| a.masked(l) == n.masked(l))
+            .max_by_key(|r| r.1)
+            .map(|&(_, l, id)| (id, l))
+    }
+
+    impl Model {
+        fn route(&self, src: u32, dst: u32, iif: InterfaceId) -> Option<NextHopId> {
+            let mut i = 0;
+            while i < self.rules.len() {
+                let (_, sel, verb, suppress) = self.rules[i];
+                i += 1;
+                let within = |p: Option<(u32, u8)>, a: u32| {
+                    p.is_none_or(|(n, l)| a.masked(l) == n.masked(l))
+                };
+                let m = within(sel.src, src)
+                    && within(sel.dst, dst)
+                    && sel.iif.is_none_or(|x| x == iif);
+                if m == sel.invert {
+                    continue;
+                }
+                let table = match verb {
+                    Verb::GotoPriority(p) => {
+                        // Unresolved (no rule of that priority): passed over.
+                        if let Some(j) = self.rules.iter().position(|r| r.0 == p) {
+                            i = j;
+                        }
+                        continue;
+                    }
+                    Verb::Unreachable => return None,
+                    Verb::Blackhole => return Some(BLACKHOLE),
+                    Verb::Prohibit => return Some(PROHIBIT),
+                    Verb::Main => &self.main,
+                    Verb::Table(t) => &self.tables[usize::from(t)],
+                };
+                match longest(table, dst) {
+                    None => continue,
+                    Some((THROW, _)) => continue,
+                    Some((id, l)) if id > PROHIBIT && suppress.is_some_and(|n| l <= n) => continue,
+                    Some((id, _)) => return Some(id),
+                }
+            }
+            None
+        }
+
+        /// Compiles it as the control plane does: priorities to indices.
+        fn compile(&self) -> (FamilyPolicy<u32>, ReferenceFib4) {
+            let mut rules = Vec::new();
+            for &(_, sel, verb, suppress) in &self.rules {
+                let action = match verb {
+                    Verb::Main => RuleAction::Main,
+                    Verb::Table(t) => RuleAction::Table(t),
+                    Verb::GotoPriority(p) => match self.rules.iter().position(|r| r.0 == p) {
+                        Some(j) => RuleAction::Goto(j as u16),
+                        None => RuleAction::Goto(rules.len() as u16 + 1),
+                    },
+                    Verb::Unreachable => RuleAction::End(None),
+                    Verb::Blackhole => RuleAction::End(Some(BLACKHOLE)),
+                    Verb::Prohibit => RuleAction::End(Some(PROHIBIT)),
+                };
+                rules.push(PolicyRule {
+                    src: sel.src,
+                    dst: sel.dst,
+                    iif: sel.iif.map_or(InputSelector::Any, InputSelector::Interface),
+                    invert: sel.invert,
+                    action,
+                    suppress_prefixlen: suppress,
+                });
+            }
+            let trie = |routes: &[(u32, u8, NextHopId)]| {
+                Poptrie::from_routes(routes.iter().map(|&(n, l, id)| (u32::prefix(n, l), id)))
+            };
+            let mut main = ReferenceFib4::new();
+            for &(n, l, id) in &self.main {
+                main.insert(u32::prefix(n, l), id);
+            }
+            let tables = self.tables.iter().map(|t| trie(t)).collect();
+            (FamilyPolicy::new(rules, tables).unwrap(), main)
+        }
+    }
+
+    // Addresses from a small space, so prefixes, rules and packets meet.
+    fn addr() -> impl Strategy<Value = u32> {
+        (0u32..16).prop_map(|x| 0xc612_0000 | (x << 12))
+    }
+
+    fn prefix() -> impl Strategy<Value = (u32, u8)> {
+        (
+            addr(),
+            prop::sample::select(vec![0u8, 8, 16, 17, 18, 20, 24, 32]),
+        )
+            .prop_map(|(a, l)| (a.masked(l), l))
+    }
+
+    fn routes() -> impl Strategy<Value = Vec<(u32, u8, NextHopId)>> {
+        prop::collection::vec((prefix(), 0u32..8), 0..8).prop_map(|v| {
+            // One route per prefix, as a table holds.
+            let mut out: Vec<(u32, u8, NextHopId)> = Vec::new();
+            for ((n, l), id) in v {
+                if !out.iter().any(|r| r.0 == n && r.1 == l) {
+                    out.push((n, l, id));
+                }
+            }
+            out
+        })
+    }
+
+    fn sel() -> impl Strategy<Value = Sel> {
+        (
+            prop::option::weighted(0.4, prefix()),
+            prop::option::weighted(0.4, prefix()),
+            prop::option::weighted(0.2, 0u16..3),
+            prop::bool::weighted(0.1),
+        )
+            .prop_map(|(src, dst, iif, invert)| Sel {
+                src,
+                dst,
+                iif,
+                invert,
+            })
+    }
+
+    fn model() -> impl Strategy<Value = Model> {
+        let verb = prop_oneof![
+            3 => Just(Verb::Main),
+            4 => (0u16..3).prop_map(Verb::Table),
+            1 => (0u32..12).prop_map(Verb::GotoPriority),
+            1 => Just(Verb::Unreachable),
+            1 => Just(Verb::Blackhole),
+            1 => Just(Verb::Prohibit),
+        ];
+        let rule = (sel(), verb, prop::option::weighted(0.2, 0u8..25));
+        (
+            prop::collection::vec(rule, 0..10),
+            routes(),
+            prop::collection::vec(routes(), 3),
+        )
+            .prop_map(|(rules, main, tables)| {
+                // Priorities rise with the index; a goto only jumps forward
+                // (the kernel refuses others).
+                let rules = rules
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (sel, verb, sup))| {
+                        let p = i as u32;
+                        let verb = match verb {
+                            Verb::GotoPriority(t) if t <= p => Verb::Main,
+                            v => v,
+                        };
+                        (p, sel, verb, sup)
+                    })
+                    .collect();
+                Model {
+                    rules,
+                    main,
+                    tables,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn rules_route_as_the_kernels_rule_lookup(
+            m in model(),
+            packets in prop::collection::vec((addr(), addr(), 0u16..3), 1..32),
+        ) {
+            let (policy, main) = m.compile();
+            for (src, dst, iif) in packets {
+                let key = RuleKey { src: Some(src), dst, iif: Some(iif) };
+                prop_assert_eq!(
+                    policy.route(&main, &ADJ, &key),
+                    m.route(src, dst, iif),
+                    "from {:#x} to {:#x} iif {}", src, dst, iif
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_policy_is_main_alone() {
+        let p = Policy::default();
+        assert!(p.main_only());
+        let mut main = ReferenceFib4::new();
+        main.insert(u32::prefix(0x0a00_0000, 8), 5);
+        let key = RuleKey {
+            src: Some(1),
+            dst: 0x0a01_0203,
+            iif: Some(0),
+        };
+        assert_eq!(p.v4.route(&main, &ADJ, &key), Some(5));
+    }
+
+    #[test]
+    fn a_source_rule_to_a_blackhole_table_discards_only_its_source() {
+        // ip rule add from 198.18.10.0/24 lookup 100 pref 100
+        // ip route add blackhole 198.19.10.0/24 table 100
+        let t100 = Poptrie::from_routes([(u32::prefix(0xc613_0a00, 24), BLACKHOLE)]);
+        let rules = vec![
+            PolicyRule {
+                src: Some((0xc612_0a00, 24)),
+                dst: None,
+                iif: InputSelector::Any,
+                invert: false,
+                action: RuleAction::Table(0),
+                suppress_prefixlen: None,
+            },
+            PolicyRule {
+                src: None,
+                dst: None,
+                iif: InputSelector::Any,
+                invert: false,
+                action: RuleAction::Main,
+                suppress_prefixlen: None,
+            },
+        ];
+        let p = FamilyPolicy::new(rules, vec![t100]).unwrap();
+        assert!(!p.main_only());
+        let mut main = ReferenceFib4::new();
+        main.insert(u32::prefix(0xc613_0000, 16), 5);
+        let from = |src: u32| RuleKey {
+            src: Some(src),
+            dst: 0xc613_0a01,
+            iif: Some(0),
+        };
+        assert_eq!(p.route(&main, &ADJ, &from(0xc612_0a05)), Some(BLACKHOLE));
+        assert_eq!(p.route(&main, &ADJ, &from(0xc612_0b05)), Some(5));
+        // The host's own ICMP errors have no source yet: main.
+        let own = RuleKey {
+            src: None,
+            dst: 0xc613_0a01,
+            iif: None,
+        };
+        assert_eq!(p.route(&main, &ADJ, &own), Some(5));
+        assert_eq!(
+            Discard::from_code(ADJ[BLACKHOLE as usize].0),
+            Some(Discard::Blackhole)
+        );
+    }
+
+    #[test]
+    fn bad_references_are_refused() {
+        let rule = |action| PolicyRule::<u32> {
+            src: None,
+            dst: None,
+            iif: InputSelector::Any,
+            invert: false,
+            action,
+            suppress_prefixlen: None,
+        };
+        assert_eq!(
+            FamilyPolicy::new(vec![rule(RuleAction::Table(0))], vec![]).unwrap_err(),
+            PolicyError::BadReference(0)
+        );
+        assert_eq!(
+            FamilyPolicy::new(
+                vec![rule(RuleAction::Main), rule(RuleAction::Goto(1))],
+                vec![]
+            )
+            .unwrap_err(),
+            PolicyError::BadReference(1)
+        );
+        let many = vec![rule(RuleAction::Main); MAX_RULES + 1];
+        assert!(matches!(
+            FamilyPolicy::new(many, vec![]),
+            Err(PolicyError::TooManyRules(_))
+        ));
+    }
+}
