@@ -3,17 +3,21 @@
 //!
 //! - **unmodelled**: what in the kernel's routing state, dumped now,
 //!   would make the kernel forward a transit packet other than fastfwd
-//!   does (policy rules, VRFs, source-specific, TOS or encapsulated
-//!   routes; [`KernelState::unmodelled`]): each is a difference, since
-//!   fastfwd forwards with the main table alone;
-//! - **kernel**: the mirror of the kernel's routes against a dump taken
-//!   now (a lost or misread broadcast shows here);
+//!   does (rules it cannot evaluate, VRFs, source-specific, TOS or
+//!   encapsulated routes; [`KernelState::unmodelled`]): each is a
+//!   difference;
+//! - **kernel**: the mirror of the kernel's routes, rules and other
+//!   tables against a dump taken now (a lost or misread broadcast shows
+//!   here);
 //! - **routes**: the routes the daemon installed, kept current change by
 //!   change, against a full build from the same state (kernel mirror,
 //!   config, control socket): the incremental path checked by the batch one;
 //! - **fib**: the forwarding table the workers read, looked up at the
 //!   first and last address of every installed prefix, against a reference
 //!   FIB built from the installed routes;
+//! - **policy** (when rules send packets beyond main): the route the
+//!   workers' rules and tables pick, for sampled destinations, sources and
+//!   input interfaces, against a full build from the fresh dump;
 //! - **xdp** (with the XDP engine): the maps the program reads, element by
 //!   element against a fresh compile of the same tables, and looked up as
 //!   the fib layer is.
@@ -25,7 +29,7 @@ use crate::state::{KernelState, RouterState, target_strings};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::{Lookup, RouteTable};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use wire::Cidr;
 
@@ -134,7 +138,7 @@ pub fn compare_unmodelled(fresh: &KernelState, out: &mut Vec<Difference>) {
             item,
             kind: "different".into(),
             want: "forwarded as the kernel decides".into(),
-            have: "forwarded with the main table alone".into(),
+            have: "not modelled by fastfwd".into(),
         });
     }
 }
@@ -149,6 +153,173 @@ pub fn compare_kernel(fresh: &KernelState, mirror: &KernelState, out: &mut Vec<D
     };
     compare("kernel", &keyed(fresh), &keyed(mirror), out);
     compare("kernel", &fresh.nexthops, &mirror.nexthops, out);
+    // Rules by what `ip rule` prints (with the family: the same text can
+    // be a rule of each); other tables' routes by table, prefix, metric.
+    let rules = |s: &KernelState| -> BTreeMap<String, ()> {
+        s.rules
+            .iter()
+            .map(|r| {
+                let family = if r.v6 { "-6" } else { "-4" };
+                (format!("ip {family} rule {r}"), ())
+            })
+            .collect()
+    };
+    compare("kernel", &rules(fresh), &rules(mirror), out);
+    let tables = |s: &KernelState| -> BTreeMap<String, _> {
+        s.tables
+            .iter()
+            .flat_map(|(t, routes)| {
+                routes
+                    .iter()
+                    .map(move |((p, m), r)| (format!("{p} table {t} metric {m}"), r.clone()))
+            })
+            .collect()
+    };
+    compare("kernel", &tables(fresh), &tables(mirror), out);
+}
+
+/// The policy layer: the rules and tables the workers route by, against
+/// a full build from the fresh dump (with the daemon's config and
+/// control-socket routes), compared by the route each picks, as
+/// `ip route get DST from SRC iif DEV` would ask: at the first and last
+/// address of every rule's `to` prefix and every route of the tables the
+/// rules look up (in the dump or the mirror), from the first and last
+/// address of each rule's `from` prefix and from 0, received on each
+/// interface and as the host's own packet. Returns the number of lookups (0 while both
+/// route by main alone: the fib layer covers that).
+pub fn compare_policy(
+    fresh: &KernelState,
+    state: &RouterState,
+    tables: &RouterTables,
+    out: &mut Vec<Difference>,
+) -> usize {
+    let mut with_fresh = state.clone();
+    with_fresh.kernel = fresh.clone();
+    let built = match with_fresh.build() {
+        Ok(b) => b,
+        Err(e) => {
+            out.push(Difference {
+                layer: "policy".into(),
+                item: "build".into(),
+                kind: "different".into(),
+                want: format!("a full build from the kernel's state: {e}"),
+                have: "the running tables".into(),
+            });
+            return 0;
+        }
+    };
+    let (want, have) = (&built.tables, tables);
+    if want.policy().main_only() && have.policy().main_only() {
+        return 0;
+    }
+    // Destinations and sources of each family, from the fresh state.
+    let mut dst: (BTreeSet<u32>, BTreeSet<u128>) = Default::default();
+    let mut src: (BTreeSet<u32>, BTreeSet<u128>) = Default::default();
+    src.0.insert(0);
+    src.1.insert(0);
+    let add = |c: &Cidr, to: &mut (BTreeSet<u32>, BTreeSet<u128>)| match c {
+        Cidr::V4(p) => {
+            to.0.extend([p.addr(), p.last()]);
+        }
+        Cidr::V6(p) => {
+            to.1.extend([p.addr(), p.last()]);
+        }
+    };
+    // From both the dump and the mirror: where they differ is where the
+    // answers may.
+    for k in [fresh, &state.kernel] {
+        for r in &k.rules {
+            if let Some(c) = &r.dst {
+                add(c, &mut dst);
+            }
+            if let Some(c) = &r.src {
+                add(c, &mut src);
+            }
+        }
+        for routes in k.tables.values() {
+            for (p, _) in routes.keys() {
+                add(p, &mut dst);
+            }
+        }
+    }
+    // Bounded: at most 2,048 destinations and 16 sources per family,
+    // evenly spread (a full table in a looked-up table is sampled).
+    let (dst4, dst6) = (spread(&dst.0, 2048), spread(&dst.1, 2048));
+    let (src4, src6) = (spread(&src.0, 16), spread(&src.1, 16));
+    let text = |t: &RouterTables, id: Option<u32>| -> String {
+        id.and_then(|id| t.target(id))
+            .map(|t| target_strings(t, tables.interfaces()).join(", "))
+            .unwrap_or_else(|| "no route".into())
+    };
+    let wanted = |id: Option<u32>| -> String {
+        id.and_then(|id| want.target(id))
+            .map(|t| target_strings(t, want.interfaces()).join(", "))
+            .unwrap_or_else(|| "no route".into())
+    };
+    let iifs: Vec<Option<u16>> = (0..have.interfaces().len() as u16)
+        .map(Some)
+        .chain([None])
+        .collect();
+    let iif_name = |i: Option<u16>| match i {
+        Some(i) => have.interfaces()[usize::from(i)].name.clone(),
+        None => "lo".into(),
+    };
+    let mut lookups = 0;
+    let mut check = |item: String, w: String, h: String| {
+        lookups += 1;
+        if w != h {
+            out.push(Difference {
+                layer: "policy".into(),
+                item,
+                kind: "different".into(),
+                want: w,
+                have: h,
+            });
+        }
+    };
+    for &d in &dst4 {
+        for &s in &src4 {
+            for &i in &iifs {
+                let s_opt = i.map(|_| s);
+                let item = format!(
+                    "{} from {} iif {}",
+                    std::net::Ipv4Addr::from(d),
+                    std::net::Ipv4Addr::from(s),
+                    iif_name(i)
+                );
+                check(
+                    item,
+                    wanted(want.route4(s_opt, d, i)),
+                    text(have, have.route4(s_opt, d, i)),
+                );
+            }
+        }
+    }
+    for &d in &dst6 {
+        for &s in &src6 {
+            for &i in &iifs {
+                let s_opt = i.map(|_| s);
+                let item = format!(
+                    "{} from {} iif {}",
+                    std::net::Ipv6Addr::from(d),
+                    std::net::Ipv6Addr::from(s),
+                    iif_name(i)
+                );
+                check(
+                    item,
+                    wanted(want.route6(s_opt, d, i)),
+                    text(have, have.route6(s_opt, d, i)),
+                );
+            }
+        }
+    }
+    lookups
+}
+
+/// At most `n` of `set`'s values, evenly spread, the first included.
+fn spread<T: Copy>(set: &BTreeSet<T>, n: usize) -> Vec<T> {
+    let step = set.len().div_ceil(n).max(1);
+    set.iter().step_by(step).copied().collect()
 }
 
 /// The routes layer: a full build of `state` against `installed`.
@@ -369,7 +540,8 @@ pub fn audit(input: AuditInput) -> (Vec<Difference>, Checked) {
     compare_unmodelled(&input.fresh, &mut out);
     compare_kernel(&input.fresh, &input.state.kernel, &mut out);
     compare_routes(&input.state, &input.installed, &mut out);
-    let lookups = compare_fib(&input.installed, &input.tables, &mut out);
+    let mut lookups = compare_fib(&input.installed, &input.tables, &mut out);
+    lookups += compare_policy(&input.fresh, &input.state, &input.tables, &mut out);
     let engine = input
         .engine
         .map(|check| check(&input.installed, &input.tables, &mut out));
@@ -496,6 +668,115 @@ via = "198.18.0.108"
         let mut out = Vec::new();
         compare_fib(&installed(&r), &t, &mut out);
         assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn a_rule_changed_behind_the_mirrors_back_is_found() {
+        use crate::netlink::Event;
+        use crate::policy::{KernelRule, RuleVerb};
+        let cfg = config::Config::parse("t.toml", CFG).unwrap();
+        let mut state = RouterState::new(cfg);
+        for (i, name) in [(5u32, "d0"), (6, "d1")] {
+            state.kernel.apply(&Event::Link {
+                add: true,
+                ifindex: i,
+                name: name.into(),
+                mac: Some([2, 0, 0, 0, 0, i as u8]),
+                mtu: Some(1500),
+                up: true,
+                vrf: false,
+                master: None,
+            });
+        }
+        let rule = |priority, verb, src: &str| KernelRule {
+            src: Some(src.parse().unwrap()),
+            ..crate::policy::testing::rule(priority, verb)
+        };
+        let blackhole = Event::Route {
+            add: true,
+            prefix: "203.0.113.0/24".parse().unwrap(),
+            table: 100,
+            kind: libc::RTN_BLACKHOLE,
+            metric: 0,
+            hops: Vec::new(),
+            nh_id: None,
+            detail: Default::default(),
+        };
+        state.kernel.apply(&blackhole);
+        let mut rules = crate::policy::testing::defaults();
+        rules.insert(rule(100, RuleVerb::Lookup(100), "198.18.10.0/24"));
+        for r in rules {
+            state.kernel.apply(&Event::Rule { add: true, rule: r });
+        }
+        let (r, t) = Router::new(state).unwrap();
+        let t = Arc::new(t);
+        let input = |fresh: KernelState| AuditInput {
+            fresh,
+            state: r.state.clone(),
+            installed: installed(&r),
+            tables: Arc::clone(&t),
+            engine: None,
+        };
+        // The kernel as the mirror has it: clean, and the policy layer
+        // looked.
+        let (d, c) = audit(input(r.state.kernel.clone()));
+        assert!(d.is_empty(), "{d:?}");
+        assert!(c.lookups > 10, "{c:?}");
+        // The rule's source changed in the kernel, the broadcast lost.
+        let mut fresh = r.state.kernel.clone();
+        fresh.rules.retain(|r| r.priority != 100);
+        fresh
+            .rules
+            .insert(rule(100, RuleVerb::Lookup(100), "198.18.11.0/24"));
+        let (d, _) = audit(input(fresh));
+        let items: Vec<(&str, &str, &str)> = d
+            .iter()
+            .map(|d| (d.layer.as_str(), d.kind.as_str(), d.item.as_str()))
+            .collect();
+        assert!(
+            items.contains(&(
+                "kernel",
+                "missing",
+                "ip -4 rule 100: from 198.18.11.0/24 lookup 100"
+            )),
+            "{items:?}"
+        );
+        assert!(
+            items.contains(&(
+                "kernel",
+                "extra",
+                "ip -4 rule 100: from 198.18.10.0/24 lookup 100"
+            )),
+            "{items:?}"
+        );
+        // And the routes the rules pick differ where the sources do.
+        let policy: Vec<&Difference> = d.iter().filter(|d| d.layer == "policy").collect();
+        assert!(
+            policy
+                .iter()
+                .any(|d| d.item == "203.0.113.0 from 198.18.11.0 iif d0"
+                    && d.want == "blackhole"
+                    && d.have == "via 198.19.0.108 dev d1"),
+            "{policy:?}"
+        );
+        assert!(
+            policy
+                .iter()
+                .any(|d| d.item == "203.0.113.0 from 198.18.10.0 iif d0"
+                    && d.want == "via 198.19.0.108 dev d1"
+                    && d.have == "blackhole"),
+            "{policy:?}"
+        );
+        // A route of table 100 lost the same way.
+        let mut fresh = r.state.kernel.clone();
+        fresh.tables.clear();
+        let (d, _) = audit(input(fresh));
+        assert!(
+            d.iter().any(|d| d.layer == "kernel"
+                && d.kind == "extra"
+                && d.item == "203.0.113.0/24 table 100 metric 0"),
+            "{d:?}"
+        );
     }
 
     #[test]

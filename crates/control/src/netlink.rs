@@ -251,11 +251,11 @@ pub enum Event {
 
 impl Event {
     /// Whether this route event is one fastfwd forwards with: a route of
-    /// the main table that forwards (unicast) or discards (blackhole,
+    /// any table but local that forwards (unicast) or discards (blackhole,
     /// unreachable, prohibit, throw). Local, broadcast, multicast and NAT
     /// routes are the host's business.
     pub fn is_forwarding_route(&self) -> bool {
-        matches!(self, Event::Route { table, kind, .. } if *table == RT_TABLE_MAIN
+        matches!(self, Event::Route { table, kind, .. } if *table != RT_TABLE_LOCAL
             && (*kind == libc::RTN_UNICAST || discard_of(*kind).is_some()))
     }
 

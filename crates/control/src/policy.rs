@@ -1,26 +1,28 @@
-//! The kernel's policy routing (`ip rule`), mirrored, and the question
-//! fastfwd must answer before it forwards a packet: would the kernel send
-//! transit traffic anywhere but the main table?
-//!
-//! fastfwd forwards with the main table (after handing the host's own
-//! addresses to the kernel, which is what the local table does). That is
-//! exactly the kernel's decision while every rule that can act on a
-//! transit packet looks up the main or the local table. [`unmodelled`]
-//! names every rule for which that does not hold, so the daemon can refuse
-//! to start, and say so when one appears, instead of forwarding
-//! differently in silence.
+//! The kernel's policy routing (`ip rule`), mirrored: [`compile`] turns
+//! the rules and the tables they look up into the pipeline's
+//! [`Policy`], which both engines route by (the XDP engine by handing
+//! such packets to the pipeline), and [`unmodelled`] names what fastfwd
+//! cannot evaluate as the kernel does, so the daemon can refuse to start,
+//! and say so when one appears, instead of forwarding differently in
+//! silence.
 //!
 //! Which rules can act on a transit packet follows the kernel's rule match
 //! (`net/core/fib_rules.c`, `fib_rule_match`): a forwarded packet has
 //! no output interface yet (an `oif` rule never matches it), arrives on a
-//! real interface (`iif lo` never matches), carries mark 0 (fastfwd runs
-//! no netfilter that could set one), has uid 0 and no tunnel key; a lookup
-//! of a table with no routes gives no result, and the next rule is tried;
-//! an `l3mdev` rule matches only while a VRF device exists.
+//! real interface (`iif lo` matches only the host's own packets, such as
+//! its ICMP errors), carries mark 0 (fastfwd runs no netfilter that could
+//! set one), has uid 0 and no tunnel key; a lookup of a table with no
+//! routes gives no result, and the next rule is tried; an `l3mdev` rule
+//! matches only while a VRF device exists.
 
 use crate::netlink::{RT_TABLE_DEFAULT, RT_TABLE_LOCAL, RT_TABLE_MAIN};
-use pipeline::Discard;
-use std::collections::BTreeSet;
+use crate::state::{KernelState, ResolvedRoute};
+use fib::poptrie::{Poptrie, TrieKey};
+use pipeline::{
+    Discard, FamilyPolicy, InputSelector, InterfaceId, NextHop, NextHopId, Policy, PolicyRule,
+    RouteTarget, RuleAction, TableError,
+};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use wire::Cidr;
 
@@ -153,21 +155,27 @@ enum Matches {
 }
 
 impl KernelRule {
-    /// The kernel's rule match for a forwarded packet, as far as it is
-    /// decided without the packet (`fib_rule_match`).
-    fn matches_transit(&self, vrf_exists: bool) -> Matches {
-        let decided_false = self.oif.is_some()
-            || self.iif.as_deref() == Some("lo")
+    /// A selector that decides the kernel's rule match for every
+    /// forwarded packet to false (`fib_rule_match`): an output interface,
+    /// a mark (forwarded packets carry 0), a uid range without 0, `iif lo`,
+    /// an `l3mdev` rule without a VRF (or with one: fastfwd has no VRFs).
+    fn never_for_transit(&self) -> bool {
+        self.oif.is_some()
             || self.fwmark.is_some_and(|(mark, mask)| mark & mask != 0)
             || self.uid_range.is_some_and(|(start, _)| start > 0)
-            || (self.l3mdev && !vrf_exists);
+            || self.l3mdev
+    }
+
+    /// The kernel's rule match for a forwarded packet, as far as it is
+    /// decided without the packet.
+    fn matches_transit(&self) -> Matches {
+        let never = self.never_for_transit()
+            || self.iif.as_deref() == Some("lo")
+            || !self.unmodelled_selectors().is_empty();
         let depends = self.src.is_some_and(|p| p.prefix_len() > 0)
             || self.dst.is_some_and(|p| p.prefix_len() > 0)
-            || self.tos != 0
-            || self.iif.is_some()
-            || self.l3mdev
-            || !self.other.is_empty();
-        let selected = if decided_false {
+            || self.iif.is_some();
+        let selected = if never {
             Matches::Never
         } else if depends {
             Matches::Some
@@ -181,16 +189,40 @@ impl KernelRule {
             (true, Matches::Some) => Matches::Some,
         }
     }
+
+    /// Selectors fastfwd does not evaluate (TOS, protocol, ports, tunnel
+    /// id, realms).
+    fn unmodelled_selectors(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.other.iter().map(String::as_str).collect();
+        if self.tos != 0 {
+            out.push("tos");
+        }
+        out
+    }
 }
 
-/// The rules (of both families) that can send a transit packet somewhere
-/// other than the main table, each as `ip rule` prints it with the reason;
-/// and, per family, a missing rule that looks up the main (or local)
-/// table for every packet. Empty: forwarding with the main table is exactly
-/// the kernel's decision. `tables_with_routes` holds the tables other than
-/// main and local that have at least one route; `vrf_exists` whether any
-/// VRF device does. With no rules at all (a kernel that sent none, as in
-/// tests) nothing is named: the kernel's defaults are assumed.
+/// The tables the rules of both families can send a transit packet to
+/// (besides main and local).
+pub fn looked_up_tables(rules: &BTreeSet<KernelRule>) -> BTreeSet<u32> {
+    rules
+        .iter()
+        .filter(|r| r.matches_transit() != Matches::Never)
+        .filter_map(|r| match r.verb {
+            RuleVerb::Lookup(t) if t != RT_TABLE_MAIN && t != RT_TABLE_LOCAL => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The rules (of both families) fastfwd cannot evaluate as the kernel
+/// does, each as `ip rule` prints it with the reason: selectors it does not
+/// evaluate, actions it does not know, VRF lookups, suppression by
+/// interface group, and any rule that acts before the local table is
+/// looked up (fastfwd hands the host's addresses to the kernel first).
+/// `tables_with_routes` holds the tables other than main and local that
+/// have at least one route; `vrf_exists` whether any VRF device does.
+/// With no rules at all (a kernel that sent none, as in tests) the
+/// kernel's defaults are assumed.
 pub fn unmodelled(
     rules: &BTreeSet<KernelRule>,
     tables_with_routes: &BTreeSet<u32>,
@@ -202,45 +234,270 @@ pub fn unmodelled(
         if family.is_empty() {
             continue;
         }
-        let (mut local_for_all, mut main_for_all) = (false, false);
+        let mut local_seen = false;
         for r in family {
-            let m = r.matches_transit(vrf_exists);
+            if r.l3mdev && vrf_exists {
+                out.push(format!("ip rule {r} (looks up a VRF's table)"));
+                continue;
+            }
+            let selectors = r.unmodelled_selectors();
+            if !selectors.is_empty() && !r.never_for_transit() {
+                let what = selectors.join(", ");
+                out.push(format!("ip rule {r} (selects by {what})"));
+                continue;
+            }
+            let m = r.matches_transit();
             if m == Matches::Never {
                 continue;
             }
-            let why = match r.verb {
-                RuleVerb::Nop => continue,
-                _ if r.l3mdev => "looks up a VRF's table",
+            let acts = match r.verb {
+                RuleVerb::Nop => false,
                 RuleVerb::Lookup(RT_TABLE_LOCAL) => {
-                    local_for_all |= m == Matches::Always;
+                    local_seen |= m == Matches::Always;
+                    false
+                }
+                RuleVerb::Lookup(RT_TABLE_MAIN) => true,
+                RuleVerb::Lookup(t) => tables_with_routes.contains(&t),
+                RuleVerb::Other(_) => {
+                    out.push(format!("ip rule {r} (has an action fastfwd does not know)"));
                     continue;
                 }
-                // A suppressing lookup of main consults main only: what
-                // it passes over reaches the next rule, which is main
-                // again or a rule named here.
-                RuleVerb::Lookup(RT_TABLE_MAIN) => {
-                    main_for_all |= m == Matches::Always
-                        && r.suppress_prefixlen.is_none()
-                        && r.suppress_ifgroup.is_none()
-                        && local_for_all;
-                    continue;
-                }
-                RuleVerb::Lookup(t) if !tables_with_routes.contains(&t) => continue,
-                RuleVerb::Lookup(_) => "looks up a table other than main",
-                RuleVerb::Goto(_) => "jumps to another rule",
-                RuleVerb::Discard(_) => "discards",
-                RuleVerb::Other(_) => "has an action fastfwd does not know",
+                RuleVerb::Goto(_) | RuleVerb::Discard(_) => true,
             };
-            out.push(format!("ip rule {r} ({why})"));
-        }
-        if !main_for_all {
-            let family = if v6 { "IPv6" } else { "IPv4" };
-            out.push(format!(
-                "no {family} rule looks up the local table and then the main table for every packet"
-            ));
+            if r.suppress_ifgroup.is_some() && acts {
+                out.push(format!("ip rule {r} (suppresses by interface group)"));
+            } else if acts && !local_seen {
+                out.push(format!(
+                    "ip rule {r} (acts before the local table is looked up for every packet)"
+                ));
+            }
         }
     }
     out
+}
+
+/// Compiles the kernel's rules, and the tables they look up, into the
+/// pipeline's [`Policy`], as the kernel evaluates them for a forwarded
+/// packet (`fib_rules_lookup`):
+///
+/// - a selector that decides the match for every forwarded packet (see
+///   `never_for_transit`) is applied here; a rule that can
+///   never match, a `nop`, a lookup of local (the host's addresses are
+///   handed over before routing) or of a table with no route of the family,
+///   and a `goto` to a priority no rule has, always pass to the next rule
+///   and are left out;
+/// - `iif NAME` selects the untagged interface on the kernel link NAME
+///   (`iif_of`), else no packet fastfwd receives;
+/// - `goto P` jumps to the first rule of priority P;
+/// - `unreachable` ends with no route, `blackhole` and `prohibit` with
+///   their discard (the ICMP errors the kernel sends for each);
+/// - each looked-up table is built as main is: per prefix, the route of the
+///   lowest metric, used only if all its next hops leave through fastfwd's
+///   interfaces (`by_ifindex`).
+///
+/// Rules of one priority are taken in the order the mirror sorts them
+/// (the kernel keeps insertion order). `intern` numbers route targets.
+pub(crate) fn compile(
+    kernel: &KernelState,
+    iif_of: &dyn Fn(&str) -> Option<InterfaceId>,
+    by_ifindex: &HashMap<u32, InterfaceId>,
+    intern: &mut dyn FnMut(&RouteTarget) -> Result<NextHopId, TableError>,
+) -> Result<(Policy, Vec<String>), String> {
+    let mut warnings = Vec::new();
+    let mut c = Compiler {
+        kernel,
+        iif_of,
+        by_ifindex,
+        intern,
+        warnings: &mut warnings,
+    };
+    let v4 = c.family(false, |p| match p {
+        Cidr::V4(p) => Some((*p, p.addr(), p.prefix_len())),
+        Cidr::V6(_) => None,
+    })?;
+    let v6 = c.family(true, |p| match p {
+        Cidr::V6(p) => Some((*p, p.addr(), p.prefix_len())),
+        Cidr::V4(_) => None,
+    })?;
+    Ok((Policy { v4, v6 }, warnings))
+}
+
+/// A prefix of one family: as the FIB keys it, and as (address, length).
+type Split<A> = fn(&Cidr) -> Option<(<A as fib::Address>::Prefix, A, u8)>;
+
+struct Compiler<'a> {
+    kernel: &'a KernelState,
+    iif_of: &'a dyn Fn(&str) -> Option<InterfaceId>,
+    by_ifindex: &'a HashMap<u32, InterfaceId>,
+    intern: &'a mut dyn FnMut(&RouteTarget) -> Result<NextHopId, TableError>,
+    warnings: &'a mut Vec<String>,
+}
+
+impl Compiler<'_> {
+    fn family<A: TrieKey>(&mut self, v6: bool, split: Split<A>) -> Result<FamilyPolicy<A>, String> {
+        let rules: Vec<&KernelRule> = self.kernel.rules.iter().filter(|r| r.v6 == v6).collect();
+        if rules.is_empty() {
+            return Ok(FamilyPolicy::default());
+        }
+        let mut tables: Vec<Poptrie<A>> = Vec::new();
+        let mut table_index: HashMap<u32, Option<u16>> = HashMap::new();
+        // Each rule compiled, or None when it always passes to the next.
+        let mut out: Vec<Option<(PolicyRule<A>, Option<usize>)>> = Vec::new();
+        for r in &rules {
+            let iif = match r.iif.as_deref() {
+                None => InputSelector::Any,
+                Some("lo") => InputSelector::Loopback,
+                Some(name) => {
+                    (self.iif_of)(name).map_or(InputSelector::Elsewhere, InputSelector::Interface)
+                }
+            };
+            let selector = |p: &Option<Cidr>| p.as_ref().and_then(split).map(|(_, a, l)| (a, l));
+            let mut rule = PolicyRule {
+                src: selector(&r.src),
+                dst: selector(&r.dst),
+                iif,
+                invert: r.invert,
+                action: RuleAction::Main,
+                suppress_prefixlen: r.suppress_prefixlen.map(|n| n.min(255) as u8),
+            };
+            let never = r.never_for_transit() || !r.unmodelled_selectors().is_empty();
+            if never {
+                if !r.invert {
+                    out.push(None);
+                    continue;
+                }
+                // Not matching: the inverted rule matches every packet.
+                rule.src = None;
+                rule.dst = None;
+                rule.iif = InputSelector::Any;
+                rule.invert = false;
+            }
+            let mut goto = None;
+            rule.action = match r.verb {
+                RuleVerb::Lookup(RT_TABLE_MAIN) => RuleAction::Main,
+                RuleVerb::Lookup(RT_TABLE_LOCAL) | RuleVerb::Nop | RuleVerb::Other(_) => {
+                    out.push(None);
+                    continue;
+                }
+                RuleVerb::Lookup(t) => {
+                    let index = match table_index.get(&t) {
+                        Some(&i) => i,
+                        None => {
+                            let trie = self.table::<A>(t, split)?;
+                            let i = trie.map(|trie| {
+                                tables.push(trie);
+                                tables.len() as u16 - 1
+                            });
+                            table_index.insert(t, i);
+                            i
+                        }
+                    };
+                    match index {
+                        Some(i) => RuleAction::Table(i),
+                        None => {
+                            out.push(None);
+                            continue;
+                        }
+                    }
+                }
+                RuleVerb::Goto(p) => match rules.iter().position(|x| x.priority == p) {
+                    Some(j) if j > out.len() => {
+                        goto = Some(j);
+                        RuleAction::Goto(0)
+                    }
+                    _ => {
+                        out.push(None);
+                        continue;
+                    }
+                },
+                RuleVerb::Discard(Discard::Unreachable) => RuleAction::End(None),
+                RuleVerb::Discard(d @ (Discard::Blackhole | Discard::Prohibit)) => {
+                    let id = (self.intern)(&RouteTarget::Discard(d)).map_err(|e| e.to_string())?;
+                    RuleAction::End(Some(id))
+                }
+                RuleVerb::Discard(Discard::Throw) => {
+                    out.push(None);
+                    continue;
+                }
+            };
+            out.push(Some((rule, goto)));
+        }
+        // Rule positions to compiled indices: a left-out rule passes to the
+        // next, so a jump to it lands on the next compiled one.
+        let mut index_of = Vec::with_capacity(out.len() + 1);
+        let mut n = 0u16;
+        for r in &out {
+            index_of.push(n);
+            n += u16::from(r.is_some());
+        }
+        index_of.push(n);
+        let compiled: Vec<PolicyRule<A>> = out
+            .into_iter()
+            .flatten()
+            .map(|(mut rule, goto)| {
+                if let Some(j) = goto {
+                    rule.action = RuleAction::Goto(index_of[j]);
+                }
+                rule
+            })
+            .collect();
+        let family = if v6 { "IPv6" } else { "IPv4" };
+        FamilyPolicy::new(compiled, tables).map_err(|e| format!("{family} policy rules: {e}"))
+    }
+
+    /// Table `t`'s routes of one family as a trie, `None` when it has none
+    /// fastfwd can use.
+    fn table<A: TrieKey>(&mut self, t: u32, split: Split<A>) -> Result<Option<Poptrie<A>>, String> {
+        let Some(routes) = self.kernel.tables.get(&t) else {
+            return Ok(None);
+        };
+        let mut entries = Vec::new();
+        let mut last = None;
+        // Ordered by (prefix, metric): the first of a prefix has the
+        // lowest metric and is the one the kernel uses.
+        for ((prefix, _), list) in routes {
+            let Some((p, _, _)) = split(prefix) else {
+                continue;
+            };
+            if last == Some(*prefix) {
+                continue;
+            }
+            last = Some(*prefix);
+            let Some(route) = KernelState::used_route(list) else {
+                continue;
+            };
+            let target = match self.kernel.resolve(route) {
+                Some(ResolvedRoute::Discard(d)) => RouteTarget::Discard(d),
+                Some(ResolvedRoute::Via(h)) if !h.is_empty() => {
+                    let hops: Option<Vec<NextHop>> = h
+                        .iter()
+                        .map(|h| {
+                            self.by_ifindex.get(&h.ifindex).map(|&interface| NextHop {
+                                interface,
+                                gateway: h.gateway,
+                            })
+                        })
+                        .collect();
+                    // A next hop through an interface fastfwd does not own.
+                    let Some(hops) = hops else { continue };
+                    if hops.len() > pipeline::MAX_ECMP {
+                        self.warnings.push(format!(
+                            "policy: route {prefix} table {t}: {} next hops, more than {}",
+                            hops.len(),
+                            pipeline::MAX_ECMP
+                        ));
+                        continue;
+                    }
+                    RouteTarget::Forward(hops)
+                }
+                _ => continue,
+            };
+            let id =
+                (self.intern)(&target).map_err(|e| format!("route {prefix} table {t}: {e}"))?;
+            entries.push((p, id));
+        }
+        Ok((!entries.is_empty()).then(|| Poptrie::from_routes(entries)))
+    }
 }
 
 #[cfg(test)]
@@ -294,30 +551,73 @@ mod tests {
     }
 
     #[test]
-    fn the_kernels_default_rules_are_the_main_table() {
+    fn rules_fastfwd_evaluates_are_not_named() {
         assert!(unmodelled(&defaults(), &BTreeSet::new(), false).is_empty());
         assert!(unmodelled(&BTreeSet::new(), &BTreeSet::new(), false).is_empty());
-        // The default table with a route in it answers main's misses.
-        let named = unmodelled(&defaults(), &BTreeSet::from([RT_TABLE_DEFAULT]), false);
-        assert_eq!(
-            named,
-            ["ip rule 32767: from all lookup default (looks up a table other than main)"]
-        );
-    }
-
-    #[test]
-    fn a_source_rule_to_a_table_with_routes_is_named() {
         let mut rules = defaults();
         rules.insert(KernelRule {
             src: cidr("198.18.10.0/24"),
             ..rule(100, RuleVerb::Lookup(100))
         });
-        // Table 100 empty: the rule can give no result.
-        assert!(unmodelled(&rules, &BTreeSet::new(), false).is_empty());
+        rules.insert(KernelRule {
+            dst: cidr("203.0.113.0/24"),
+            ..rule(50, RuleVerb::Discard(Discard::Blackhole))
+        });
+        rules.insert(rule(60, RuleVerb::Goto(32766)));
+        // wg-quick's pair.
+        rules.insert(KernelRule {
+            fwmark: Some((51820, u32::MAX)),
+            invert: true,
+            ..rule(32764, RuleVerb::Lookup(51820))
+        });
+        rules.insert(KernelRule {
+            suppress_prefixlen: Some(0),
+            ..rule(32765, RuleVerb::Lookup(RT_TABLE_MAIN))
+        });
+        let tables = BTreeSet::from([100, 51820, RT_TABLE_DEFAULT]);
+        assert!(unmodelled(&rules, &tables, false).is_empty());
         assert_eq!(
-            unmodelled(&rules, &BTreeSet::from([100]), false),
-            ["ip rule 100: from 198.18.10.0/24 lookup 100 (looks up a table other than main)"]
+            looked_up_tables(&rules),
+            BTreeSet::from([100, 51820, RT_TABLE_DEFAULT])
         );
+    }
+
+    #[test]
+    fn selectors_and_actions_fastfwd_does_not_evaluate_are_named() {
+        let mut rules = defaults();
+        let tables = BTreeSet::from([200]);
+        rules.insert(KernelRule {
+            tos: 0x10,
+            ..rule(10, RuleVerb::Lookup(200))
+        });
+        rules.insert(KernelRule {
+            other: vec!["ipproto 17".into()],
+            src: cidr("198.18.10.0/24"),
+            ..rule(11, RuleVerb::Lookup(200))
+        });
+        rules.insert(KernelRule {
+            suppress_ifgroup: Some(3),
+            ..rule(12, RuleVerb::Lookup(RT_TABLE_MAIN))
+        });
+        rules.insert(rule(13, RuleVerb::Other(9)));
+        assert_eq!(
+            unmodelled(&rules, &tables, false),
+            [
+                "ip rule 10: from all tos 0x10 lookup 200 (selects by tos)",
+                "ip rule 11: from 198.18.10.0/24 ipproto 17 lookup 200 (selects by ipproto 17)",
+                "ip rule 12: from all lookup main suppress_ifgroup 3 (suppresses by interface group)",
+                "ip rule 13: from all action 9 (has an action fastfwd does not know)",
+            ]
+        );
+        // A selector fastfwd does not evaluate on a rule that never
+        // matches a forwarded packet changes nothing.
+        let mut rules = defaults();
+        rules.insert(KernelRule {
+            tos: 0x10,
+            oif: Some("d1".into()),
+            ..rule(10, RuleVerb::Lookup(200))
+        });
+        assert!(unmodelled(&rules, &tables, false).is_empty());
     }
 
     #[test]
@@ -344,7 +644,6 @@ mod tests {
             l3mdev: true,
             ..rule(1000, RuleVerb::Lookup(0))
         });
-        rules.insert(rule(14, RuleVerb::Nop));
         assert!(unmodelled(&rules, &tables, false).is_empty());
         // With a VRF device, the l3mdev rule matches its members' packets.
         assert_eq!(
@@ -354,66 +653,26 @@ mod tests {
     }
 
     #[test]
-    fn an_inverted_mark_rule_matches_every_transit_packet() {
-        // wg-quick: `not fwmark 51820 lookup 51820` and
-        // `lookup main suppress_prefixlength 0`.
-        let mut rules = defaults();
-        rules.insert(KernelRule {
-            fwmark: Some((51820, u32::MAX)),
-            invert: true,
-            ..rule(32764, RuleVerb::Lookup(51820))
-        });
-        rules.insert(KernelRule {
-            suppress_prefixlen: Some(0),
-            ..rule(32765, RuleVerb::Lookup(RT_TABLE_MAIN))
-        });
-        assert_eq!(
-            unmodelled(&rules, &BTreeSet::from([51820]), false),
-            [
-                "ip rule 32764: not from all fwmark 0xca6c lookup 51820 (looks up a table other than main)"
-            ]
-        );
-        // Alone, the suppressing lookup of main changes nothing.
-        rules.retain(|r| r.priority != 32764);
-        assert!(unmodelled(&rules, &BTreeSet::from([51820]), false).is_empty());
-    }
-
-    #[test]
-    fn discarding_and_jumping_rules_are_named() {
-        let mut rules = defaults();
-        rules.insert(KernelRule {
-            dst: cidr("203.0.113.0/24"),
-            ..rule(50, RuleVerb::Discard(Discard::Blackhole))
-        });
-        rules.insert(rule(60, RuleVerb::Goto(32766)));
-        let named = unmodelled(&rules, &BTreeSet::new(), false);
-        assert_eq!(
-            named,
-            [
-                "ip rule 50: from all to 203.0.113.0/24 blackhole (discards)",
-                "ip rule 60: from all goto 32766 (jumps to another rule)",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_missing_main_or_local_rule_is_named() {
-        let mut rules = defaults();
-        rules.retain(|r| !(r.v6 && r.verb == RuleVerb::Lookup(RT_TABLE_MAIN)));
-        assert_eq!(
-            unmodelled(&rules, &BTreeSet::new(), false),
-            ["no IPv6 rule looks up the local table and then the main table for every packet"]
-        );
-        // The local rule moved after main (the kernel would route the
-        // host's own addresses by main first).
+    fn a_rule_acting_before_the_local_table_is_named() {
+        // The local rule moved after main: the kernel would route the
+        // host's own addresses by main first.
         let mut rules = defaults();
         rules.retain(|r| r.v6 || r.verb != RuleVerb::Lookup(RT_TABLE_LOCAL));
         rules.insert(rule(40000, RuleVerb::Lookup(RT_TABLE_LOCAL)));
-        assert_eq!(unmodelled(&rules, &BTreeSet::new(), false).len(), 1);
+        assert_eq!(
+            unmodelled(&rules, &BTreeSet::new(), false),
+            [
+                "ip rule 32766: from all lookup main (acts before the local table is looked up for every packet)"
+            ]
+        );
         // Moved, but still before main (as VRF setups do): fine.
         let mut rules = defaults();
         rules.retain(|r| r.v6 || r.verb != RuleVerb::Lookup(RT_TABLE_LOCAL));
         rules.insert(rule(1001, RuleVerb::Lookup(RT_TABLE_LOCAL)));
+        assert!(unmodelled(&rules, &BTreeSet::new(), false).is_empty());
+        // No main rule at all is evaluated as the kernel does (no route).
+        let mut rules = defaults();
+        rules.retain(|r| !(r.v6 && r.verb == RuleVerb::Lookup(RT_TABLE_MAIN)));
         assert!(unmodelled(&rules, &BTreeSet::new(), false).is_empty());
     }
 }

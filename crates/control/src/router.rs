@@ -16,10 +16,11 @@ use crate::snapshot::Snapshot;
 use crate::state::{Origin, ResolvedRoute, RouteEntry, RouteView, RouterState};
 use fib::shared::{FibReader, FibWriter};
 use pipeline::{
-    Interface, InterfaceId, NextHop, NextHopId, RouteTarget, Tables, TablesBuilder, Vlan,
+    Interface, InterfaceId, NextHop, NextHopId, Policy, RouteTarget, Tables, TablesBuilder, Vlan,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 use wire::Cidr;
 
 /// The snapshot type the workers read: the live FIBs and the config's
@@ -43,6 +44,8 @@ pub struct Router {
     set_text: Vec<Vec<String>>,
     /// Installed routes: prefix -> (origin, index into `set_text`).
     routes: BTreeMap<Cidr, (Origin, u32)>,
+    /// Policy rules and the tables they look up, compiled.
+    policy: Arc<Policy>,
     neighbours: Vec<crate::state::NeighbourView>,
     local_addrs: Vec<(u16, IpAddr)>,
     warnings: Vec<String>,
@@ -71,6 +74,7 @@ impl Router {
             set_ids: HashMap::new(),
             set_text: Vec::new(),
             routes: BTreeMap::new(),
+            policy: Arc::default(),
             neighbours: Vec::new(),
             local_addrs: Vec::new(),
             warnings: Vec::new(),
@@ -132,6 +136,7 @@ impl Router {
         self.set_ids = set_ids;
         self.set_text = built.hop_sets;
         self.routes = routes;
+        self.policy = Arc::clone(tables.policy());
         self.local_addrs = built.local_addrs;
         self.warnings = built.warnings;
         let tables = self.small_tables(reader4, reader6);
@@ -150,6 +155,8 @@ impl Router {
             // Accepted when first added: ids stay as they were.
             let _ = b.add_target(s);
         }
+        // Compiled over these interfaces and sets: accepted.
+        let _ = b.set_policy(Arc::clone(&self.policy));
         self.neighbours = self.state.neighbour_views(&self.ifaces, &self.by_ifindex);
         for n in &self.neighbours {
             if let (Some(id), Ok(mac)) = (
@@ -191,6 +198,51 @@ impl Router {
         let epoch = if same { *epoch } else { epoch.wrapping_add(1) };
         self.conntrack_epoch = (epoch, fw.cloned());
         epoch
+    }
+
+    /// Policy rules, or the tables they look up, changed: recompile them
+    /// over the same FIBs and next-hop ids (a new target gets a new id) and
+    /// republish. Out of ids: a full rebuild.
+    pub fn refresh_policy(&mut self, snap: &Snapshot) {
+        let Router {
+            state,
+            ifaces,
+            ports,
+            by_ifindex,
+            sets,
+            set_ids,
+            set_text,
+            ..
+        } = self;
+        let iif_of = |name: &str| crate::state::untagged_interface_on(ifaces, ports, name);
+        let mut intern = |t: &RouteTarget| -> Result<NextHopId, pipeline::TableError> {
+            if let Some(&id) = set_ids.get(t) {
+                return Ok(id);
+            }
+            if sets.len() >= pipeline::MAX_TARGETS {
+                return Err(pipeline::TableError::TooManyTargets);
+            }
+            let id = sets.len() as NextHopId;
+            set_text.push(crate::state::target_strings(t, ifaces));
+            sets.push(t.clone());
+            set_ids.insert(t.clone(), id);
+            Ok(id)
+        };
+        match crate::policy::compile(&state.kernel, &iif_of, by_ifindex, &mut intern) {
+            Ok((policy, warnings)) => {
+                self.policy = Arc::new(policy);
+                self.warnings.retain(|w| !w.starts_with("policy: "));
+                self.warnings.extend(warnings);
+                let t = self.small_tables(self.fib4.reader(), self.fib6.reader());
+                snap.publish(t);
+            }
+            Err(e) => {
+                self.warnings.push(format!("policy rules: {e}"));
+                if let Err(e) = self.rebuild_all(snap) {
+                    self.warnings.push(format!("rebuild: {e}"));
+                }
+            }
+        }
     }
 
     /// Neighbours changed: republish the tables around the same FIBs.

@@ -15,7 +15,9 @@ use crate::policy::{self, KernelRule};
 use config::Config;
 use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
-use pipeline::{Discard, InterfaceId, NextHop, NextHopId, PortId, Tables, TablesBuilder, Vlan};
+use pipeline::{
+    Discard, InterfaceId, NextHop, NextHopId, PortId, RouteTarget, Tables, TablesBuilder, Vlan,
+};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,9 +87,9 @@ pub enum Change {
     Policy,
 }
 
-/// A main-table route fastfwd does not forward with, by what identifies it
-/// in the kernel: prefix, metric, TOS and source prefix.
-pub type UnmodelledRouteKey = (Cidr, u32, u8, Option<Cidr>);
+/// A route fastfwd does not forward with, by what identifies it in the
+/// kernel: table, prefix, metric, TOS and source prefix.
+pub type UnmodelledRouteKey = (u32, Cidr, u32, u8, Option<Cidr>);
 
 /// The kernel's view of this network namespace, kept current from netlink.
 #[derive(Debug, Clone, Default)]
@@ -105,11 +107,11 @@ pub struct KernelState {
     pub aliases: BTreeMap<(Cidr, u32), Vec<KernelRoute>>,
     /// Policy rules (`ip rule`), both families.
     pub rules: BTreeSet<KernelRule>,
-    /// Tables other than main and local that hold routes: table -> the
-    /// (prefix, metric, TOS, source) of each. Only whether a table is empty
-    /// is used: a rule that looks one up changes forwarding then.
-    pub other_tables: BTreeMap<u32, BTreeSet<UnmodelledRouteKey>>,
-    /// Routes of the main table fastfwd does not forward with, and why.
+    /// The routes of the tables other than main and local (policy rules
+    /// look them up): table -> (prefix, metric) -> its routes in the
+    /// kernel's order, the one used first (as `aliases`).
+    pub tables: BTreeMap<u32, BTreeMap<(Cidr, u32), Vec<KernelRoute>>>,
+    /// Routes fastfwd does not forward with, and why, by table.
     pub unmodelled_routes: BTreeMap<UnmodelledRouteKey, String>,
     /// Resolved neighbours: (ifindex, ip) -> MAC.
     pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
@@ -195,29 +197,8 @@ impl KernelState {
                 metric,
                 detail,
                 ..
-            } if *table != RT_TABLE_MAIN => {
-                let key = (*prefix, *metric, detail.tos, detail.src);
-                let routes = self.other_tables.entry(*table).or_default();
-                let was_empty = routes.is_empty();
-                if *add {
-                    routes.insert(key);
-                } else {
-                    routes.remove(&key);
-                }
-                let empty = routes.is_empty();
-                if empty {
-                    self.other_tables.remove(table);
-                }
-                was_empty != empty
-            }
-            Event::Route {
-                add,
-                prefix,
-                metric,
-                detail,
-                ..
             } if Self::unmodelled_route(ev, detail).is_some() => {
-                let key = (*prefix, *metric, detail.tos, detail.src);
+                let key = (*table, *prefix, *metric, detail.tos, detail.src);
                 if *add {
                     let why = Self::unmodelled_route(ev, detail).unwrap_or_default();
                     self.unmodelled_routes.insert(key, why.clone()) != Some(why)
@@ -228,6 +209,7 @@ impl KernelState {
             Event::Route {
                 add,
                 prefix,
+                table,
                 metric,
                 hops,
                 nh_id,
@@ -240,6 +222,9 @@ impl KernelState {
                     (None, None) => KernelRoute::Via(hops.clone()),
                 };
                 let key = (*prefix, *metric);
+                if *table != RT_TABLE_MAIN {
+                    return self.change_other_table(*table, *add, key, route, detail.placement);
+                }
                 match (add, prefix) {
                     (true, Cidr::V4(_)) => self.add_ipv4_route(key, route, detail.placement),
                     (true, Cidr::V6(_)) => self.routes.insert(key, route.clone()) != Some(route),
@@ -259,6 +244,13 @@ impl KernelState {
                 for list in self.aliases.values_mut() {
                     list.retain(|r| *r != KernelRoute::Object(*id));
                 }
+                for table in self.tables.values_mut() {
+                    for list in table.values_mut() {
+                        list.retain(|r| *r != KernelRoute::Object(*id));
+                    }
+                    table.retain(|_, list| !list.is_empty());
+                }
+                self.tables.retain(|_, t| !t.is_empty());
                 self.nexthops.remove(id).is_some()
             }
             // Multicast "neighbours" are the kernel's fixed mappings, not next hops.
@@ -285,13 +277,14 @@ impl KernelState {
         }
     }
 
-    /// Why a main-table route is one fastfwd does not forward with, if it
-    /// is: a source prefix, a TOS, an encapsulation, or a type that is
-    /// neither forwarding nor discarding (local, anycast, multicast, nat in
-    /// the main table).
+    /// Why a route (of a table other than local) is one fastfwd does not
+    /// forward with, if it is: a source prefix, a TOS, an encapsulation,
+    /// or a type that is neither forwarding nor discarding (local, anycast,
+    /// multicast, nat outside the local table).
     fn unmodelled_route(ev: &Event, detail: &RouteDetail) -> Option<String> {
         let Event::Route {
             prefix,
+            table,
             metric,
             kind,
             ..
@@ -306,20 +299,24 @@ impl KernelState {
         } else if let Some(t) = detail.encap.filter(|&t| t != 0) {
             format!("an encapsulation (lwtunnel type {t})")
         } else if !ev.is_forwarding_route() {
-            format!("a route of type {kind} in the main table")
+            format!("a route of type {kind}")
         } else {
             return None;
         };
-        Some(format!("ip route {prefix} metric {metric}, {why}"))
+        let table = match *table {
+            RT_TABLE_MAIN => String::new(),
+            t => format!(" table {t}"),
+        };
+        Some(format!("ip route {prefix}{table} metric {metric}, {why}"))
     }
 
     /// Everything in the kernel's routing state that could make it forward
     /// a transit packet other than fastfwd does, each named: policy rules
-    /// (see [`policy::unmodelled`]), VRF devices, and main-table routes
-    /// fastfwd does not forward with. Empty: fastfwd's main-table model is
-    /// the kernel's decision.
+    /// fastfwd cannot evaluate (see [`policy::unmodelled`]), VRF devices,
+    /// and routes fastfwd does not forward with in main or in a table a
+    /// rule looks up. Empty: fastfwd's decision is the kernel's.
     pub fn unmodelled(&self) -> Vec<String> {
-        let tables: BTreeSet<u32> = self.other_tables.keys().copied().collect();
+        let tables: BTreeSet<u32> = self.tables.keys().copied().collect();
         let vrfs: Vec<&Link> = self.links.values().filter(|l| l.vrf).collect();
         let mut out = policy::unmodelled(&self.rules, &tables, !vrfs.is_empty());
         for v in vrfs {
@@ -337,7 +334,13 @@ impl KernelState {
                 ));
             }
         }
-        out.extend(self.unmodelled_routes.values().cloned());
+        let looked_up = policy::looked_up_tables(&self.rules);
+        out.extend(
+            self.unmodelled_routes
+                .iter()
+                .filter(|((t, ..), _)| *t == RT_TABLE_MAIN || looked_up.contains(t))
+                .map(|(_, why)| why.clone()),
+        );
         out
     }
 
@@ -365,6 +368,55 @@ impl KernelState {
             list.remove(0);
         }
         self.set_aliases(key, list)
+    }
+
+    /// A route added to or removed from a table other than main, as in
+    /// main (IPv4 routes of one prefix and metric kept in order, IPv6 ones
+    /// replaced); whether the table changed.
+    fn change_other_table(
+        &mut self,
+        table: u32,
+        add: bool,
+        key: (Cidr, u32),
+        route: KernelRoute,
+        at: Placement,
+    ) -> bool {
+        let routes = self.tables.entry(table).or_default();
+        let list = routes.entry(key).or_default();
+        let before = list.clone();
+        match (add, key.0) {
+            (true, Cidr::V6(_)) => *list = vec![route],
+            (true, Cidr::V4(_)) => match at {
+                Placement::Replace if !list.is_empty() => list[0] = route,
+                Placement::Prepend if !list.contains(&route) => list.insert(0, route),
+                _ if !list.contains(&route) => list.push(route),
+                _ => {}
+            },
+            (false, Cidr::V6(_)) => list.clear(),
+            (false, Cidr::V4(_)) => {
+                if let Some(i) = list.iter().position(|r| *r == route) {
+                    list.remove(i);
+                } else if !list.is_empty() {
+                    list.remove(0);
+                }
+            }
+        }
+        let changed = *list != before;
+        if list.is_empty() {
+            routes.remove(&key);
+        }
+        if routes.is_empty() {
+            self.tables.remove(&table);
+        }
+        changed
+    }
+
+    /// The route the kernel uses among those of one prefix and metric of
+    /// a table: the first whose next hops are not all dead.
+    pub fn used_route(list: &[KernelRoute]) -> Option<&KernelRoute> {
+        list.iter()
+            .find(|r| !matches!(r, KernelRoute::Via(h) if h.is_empty()))
+            .or(list.first())
     }
 
     fn alias_list(&mut self, key: (Cidr, u32)) -> Vec<KernelRoute> {
@@ -410,6 +462,15 @@ impl KernelState {
         }
         self.routes
             .retain(|(prefix, _), r| matches!(prefix, Cidr::V6(_)) || keep(r));
+        for table in self.tables.values_mut() {
+            for ((prefix, _), list) in table.iter_mut() {
+                if matches!(prefix, Cidr::V4(_)) {
+                    list.retain_mut(keep);
+                }
+            }
+            table.retain(|_, list| !list.is_empty());
+        }
+        self.tables.retain(|_, t| !t.is_empty());
     }
 
     /// What a route does, its nexthop object (and a group's members) looked
@@ -590,6 +651,21 @@ fn mac_string(m: &[u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+/// The untagged interface on the kernel link called `name` (the one a
+/// packet received there belongs to).
+pub(crate) fn untagged_interface_on(
+    ifaces: &[pipeline::Interface],
+    ports: &[String],
+    name: &str,
+) -> Option<InterfaceId> {
+    ifaces
+        .iter()
+        .position(|i| {
+            i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)).is_some_and(|p| p == name)
+        })
+        .map(|i| i as InterfaceId)
 }
 
 /// A route target as `show route` prints it: one string per next hop, or
@@ -942,6 +1018,18 @@ impl RouterState {
         }
         entries.sort_unstable_by_key(|e| e.prefix);
 
+        let iif_of = |name: &str| untagged_interface_on(&ifaces, &ports, name);
+        let mut intern_target = |t: &RouteTarget| match t {
+            RouteTarget::Forward(h) => intern(&mut b, &mut hop_sets, h).map(|v| v.0),
+            RouteTarget::Discard(d) => intern_discard(&mut b, &mut hop_sets, *d).map(|v| v.0),
+        };
+        let (policy, policy_warnings) =
+            policy::compile(&self.kernel, &iif_of, &by_ifindex, &mut intern_target)
+                .map_err(crate::ControlError::Build)?;
+        warnings.extend(policy_warnings);
+        b.set_policy(std::sync::Arc::new(policy))
+            .map_err(|e| crate::ControlError::Build(format!("policy rules: {e}")))?;
+
         let neighbours = self.neighbour_views(&ifaces, &by_ifindex);
         for n in &neighbours {
             if let (Some(id), Ok(mac)) = (
@@ -1166,8 +1254,8 @@ via = "198.19.0.108"
         );
         assert!(s.kernel.apply(&add("172.16.0.0/12", 6, false)));
         assert!(route(&s.build().unwrap(), "172.16.0.0/12").is_none());
-        // Routes of other tables are not forwarded with; the first in a
-        // table is a policy change (a rule may look that table up).
+        // Routes of other tables are not main's; each change to one is a
+        // policy change (a rule may look that table up).
         let in_table_100 = |p: &str| Event::Route {
             add: true,
             prefix: p.parse().unwrap(),
@@ -1182,11 +1270,9 @@ via = "198.19.0.108"
         assert_eq!(s.kernel.change(&other), Change::Policy);
         assert!(route(&s.build().unwrap(), "9.0.0.0/8").is_none());
         let again = in_table_100("9.1.0.0/16");
-        assert_eq!(
-            s.kernel.change(&again),
-            Change::None,
-            "table 100 was not empty"
-        );
+        assert_eq!(s.kernel.change(&again), Change::Policy);
+        assert_eq!(s.kernel.change(&again), Change::None, "no change");
+        assert_eq!(s.kernel.tables[&100].len(), 2);
     }
 
     fn main_route(prefix: &str, gateway: &str, placement: Placement) -> Event {
@@ -1350,7 +1436,7 @@ via = "198.19.0.108"
             [
                 "ip route 172.22.0.0/16 metric 0, tos 0x10: a route for one TOS",
                 "ip route 172.23.0.0/16 metric 0, an encapsulation (lwtunnel type 1)",
-                "ip route 172.24.0.0/16 metric 0, a route of type 2 in the main table",
+                "ip route 172.24.0.0/16 metric 0, a route of type 2",
                 "ip route 2001:db8:9::/48 metric 0, from 2001:db8:1::/48: a source-specific route",
             ]
         );
@@ -1370,13 +1456,39 @@ via = "198.19.0.108"
         assert!(s.kernel.unmodelled().is_empty());
     }
 
+    /// The next-hop text of the route `tables` pick for a packet from
+    /// `src` to `dst` received on interface 0 (`None`: no route).
+    fn route_of(b: &Built, src: &str, dst: &str) -> Option<Vec<String>> {
+        let ifaces = b.tables.interfaces();
+        let id = match (src.parse().unwrap(), dst.parse().unwrap()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => b.tables.route4(Some(s.into()), d.into(), Some(0)),
+            (IpAddr::V6(s), IpAddr::V6(d)) => b.tables.route6(Some(s.into()), d.into(), Some(0)),
+            _ => panic!("mixed families"),
+        }?;
+        Some(target_strings(b.tables.target(id)?, ifaces))
+    }
+
     #[test]
-    fn a_rule_to_a_table_with_routes_and_a_vrf_with_members_are_named() {
+    fn a_source_rule_routes_its_source_by_its_table() {
         use crate::policy::RuleVerb;
         let mut s = state();
         for r in crate::policy::testing::defaults() {
             s.kernel.apply(&Event::Rule { add: true, rule: r });
         }
+        s.kernel.apply(&main_route(
+            "198.19.10.0/24",
+            "198.19.0.108",
+            Placement::Append,
+        ));
+        let (from_lab, other) = ("198.18.10.5", "198.18.0.108");
+        let b = s.build().unwrap();
+        assert!(b.tables.policy().main_only(), "the default rules");
+        assert_eq!(
+            route_of(&b, from_lab, "198.19.10.1"),
+            Some(vec!["via 198.19.0.108 dev d1".to_string()])
+        );
+        // The field's case: `ip rule add from 198.18.10.0/24 lookup 100`
+        // and a blackhole in table 100.
         let rule = KernelRule {
             src: Some("198.18.10.0/24".parse().unwrap()),
             ..crate::policy::testing::rule(100, RuleVerb::Lookup(100))
@@ -1386,7 +1498,8 @@ via = "198.19.0.108"
             rule: rule.clone(),
         };
         assert_eq!(s.kernel.change(&add_rule), Change::Policy);
-        assert!(s.kernel.unmodelled().is_empty(), "table 100 is empty");
+        let b = s.build().unwrap();
+        assert!(b.tables.policy().main_only(), "table 100 is empty");
         let blackhole = Event::Route {
             add: true,
             prefix: "198.19.10.0/24".parse().unwrap(),
@@ -1398,33 +1511,142 @@ via = "198.19.0.108"
             detail: Default::default(),
         };
         assert_eq!(s.kernel.change(&blackhole), Change::Policy);
-        assert_eq!(
-            s.kernel.unmodelled(),
-            ["ip rule 100: from 198.18.10.0/24 lookup 100 (looks up a table other than main)"]
+        assert!(
+            s.kernel.unmodelled().is_empty(),
+            "{:?}",
+            s.kernel.unmodelled()
         );
+        let b = s.build().unwrap();
+        assert!(!b.tables.policy().main_only());
+        assert_eq!(
+            route_of(&b, from_lab, "198.19.10.1"),
+            Some(vec!["blackhole".to_string()])
+        );
+        assert_eq!(
+            route_of(&b, other, "198.19.10.1"),
+            Some(vec!["via 198.19.0.108 dev d1".to_string()])
+        );
+        // What table 100 does not hold falls through to main.
+        assert_eq!(
+            route_of(&b, from_lab, "198.19.0.108"),
+            Some(vec!["dev d1".to_string()])
+        );
+        assert!(route_of(&b, from_lab, "203.0.113.1").is_none());
+        // IPv6 is untouched by an IPv4 rule.
+        assert!(b.tables.policy().v6.main_only());
+
         assert_eq!(
             s.kernel.change(&Event::Rule { add: false, rule }),
             Change::Policy
         );
-        assert!(s.kernel.unmodelled().is_empty());
-        // A VRF device with d1 in it.
-        let link = |ifindex, name: &str, vrf, master| Event::Link {
-            add: true,
-            ifindex,
-            name: name.into(),
-            mac: None,
-            mtu: Some(1500),
-            up: true,
-            vrf,
-            master,
-        };
-        s.kernel.apply(&link(20, "blue", true, None));
-        assert!(s.kernel.unmodelled().is_empty(), "a VRF with no members");
-        s.kernel.apply(&link(6, "d1", false, Some(20)));
-        assert_eq!(
-            s.kernel.unmodelled(),
-            ["VRF blue with d1: its members' packets are routed by its own table"]
+        assert!(s.build().unwrap().tables.policy().main_only());
+    }
+
+    #[test]
+    fn rules_compile_as_the_kernel_evaluates_them() {
+        use crate::policy::RuleVerb;
+        use crate::policy::testing::rule;
+        let mut s = state();
+        for r in crate::policy::testing::defaults() {
+            s.kernel.apply(&Event::Rule { add: true, rule: r });
+        }
+        let v6 = |r: KernelRule| KernelRule { v6: true, ..r };
+        let cidr = |p: &str| Some(p.parse::<Cidr>().unwrap());
+        let table_route =
+            |t: u32, p: &str, kind: u8, via: Option<(u32, Option<&str>)>| Event::Route {
+                add: true,
+                prefix: p.parse().unwrap(),
+                table: t,
+                kind,
+                metric: 0,
+                hops: via
+                    .map(|(ifindex, g)| KernelHop {
+                        ifindex,
+                        gateway: g.map(|g| g.parse().unwrap()),
+                    })
+                    .into_iter()
+                    .collect(),
+                nh_id: None,
+                detail: Default::default(),
+            };
+        for ev in [
+            table_route(
+                200,
+                "2001:db8:7::/48",
+                libc::RTN_UNICAST,
+                Some((6, Some("2001:2:0:8000::7"))),
+            ),
+            table_route(200, "2001:db8:7:1::/64", libc::RTN_THROW, None),
+            table_route(300, "2001:db8::/32", libc::RTN_PROHIBIT, None),
+            // Through a link fastfwd does not own: not used.
+            table_route(200, "2001:db8:8::/48", libc::RTN_UNICAST, Some((7, None))),
+        ] {
+            assert_eq!(s.kernel.change(&ev), Change::Policy);
+        }
+        for r in [
+            // An output-interface rule never matches a forwarded packet;
+            // inverted, it matches every one.
+            v6(KernelRule {
+                oif: Some("d1".into()),
+                ..rule(10, RuleVerb::Discard(Discard::Blackhole))
+            }),
+            v6(KernelRule {
+                oif: Some("d1".into()),
+                invert: true,
+                ..rule(20, RuleVerb::Goto(40))
+            }),
+            v6(rule(30, RuleVerb::Discard(Discard::Blackhole))),
+            // The goto lands here.
+            v6(KernelRule {
+                dst: cidr("2001:db8::/32"),
+                ..rule(40, RuleVerb::Lookup(200))
+            }),
+            v6(KernelRule {
+                iif: Some("d0".into()),
+                ..rule(50, RuleVerb::Lookup(300))
+            }),
+            v6(KernelRule {
+                dst: cidr("2001:db8:9::/48"),
+                ..rule(60, RuleVerb::Discard(Discard::Unreachable))
+            }),
+        ] {
+            assert_eq!(
+                s.kernel.change(&Event::Rule { add: true, rule: r }),
+                Change::Policy
+            );
+        }
+        assert!(
+            s.kernel.unmodelled().is_empty(),
+            "{:?}",
+            s.kernel.unmodelled()
         );
+        let b = s.build().unwrap();
+        let from = "2001:2::108";
+        let text = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        // Table 200.
+        assert_eq!(
+            route_of(&b, from, "2001:db8:7::1"),
+            text(&["via 2001:2:0:8000::7 dev d1"])
+        );
+        // A throw in 200 continues: rule 50 (received on d0, interface 0)
+        // prohibits.
+        assert_eq!(route_of(&b, from, "2001:db8:7:1::1"), text(&["prohibit"]));
+        // 200's route through eth9 is not used: 300 again.
+        assert_eq!(route_of(&b, from, "2001:db8:8::1"), text(&["prohibit"]));
+        // Outside 2001:db8::/32: rule 50 misses, main answers.
+        assert_eq!(route_of(&b, from, "2001:2:0:8000::5"), text(&["dev d1"]));
+        assert_eq!(route_of(&b, from, "2001:db9::1"), None);
+        // Received elsewhere (the host's own ICMP errors: iif lo), rule 60
+        // gives no route where main's default would not exist anyway.
+        let own = b.tables.route6(
+            None,
+            "2001:db8:7:1::1"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .into(),
+            None,
+        );
+        assert_eq!(own, None, "throw, then no iif d0, then main has none");
     }
 
     #[test]

@@ -630,10 +630,11 @@ fn in_mirrored_namespace(
     t.join().unwrap();
 }
 
-/// The routing state fastfwd does not forward with, followed from the
-/// kernel's own broadcasts and dumps: policy rules (named once the table
-/// they look up holds a route), routes appended behind another, weighted
-/// multipath routes, and IPv6 source-specific routes.
+/// The routing state beyond main's plain routes, followed from the
+/// kernel's own broadcasts and dumps: policy rules and the tables they
+/// look up (a rule fastfwd does not evaluate named), routes appended
+/// behind another, weighted multipath routes, and IPv6 source-specific
+/// routes.
 #[test]
 fn policy_rules_appended_and_weighted_routes_are_followed() {
     in_mirrored_namespace("p", |ip, mut link, mut st| {
@@ -657,7 +658,6 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
             "100",
         ]);
         assert!(wait_for(&mut link, &mut st, second, |s| s.rules.len() >= 6));
-        assert!(st.unmodelled().is_empty(), "table 100 is still empty");
         ip(&[
             "route",
             "add",
@@ -666,14 +666,36 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
             "table",
             "100",
         ]);
+        // Followed: the rule and table 100's route (fastfwd routes by
+        // them), nothing named.
+        assert!(wait_for(&mut link, &mut st, second, |s| s
+            .tables
+            .get(&100)
+            .is_some_and(|t| t.len() == 1)));
+        assert!(st.unmodelled().is_empty(), "{:?}", st.unmodelled());
+        assert_eq!(control::kernel::dump_now().unwrap().tables, st.tables);
+        // A rule that also selects by protocol is not evaluated: named.
+        ip(&[
+            "rule",
+            "add",
+            "from",
+            "198.18.11.0/24",
+            "ipproto",
+            "udp",
+            "lookup",
+            "100",
+            "pref",
+            "101",
+        ]);
         let named =
-            ["ip rule 100: from 198.18.10.0/24 lookup 100 (looks up a table other than main)"];
+            ["ip rule 101: from 198.18.11.0/24 ipproto 17 lookup 100 (selects by ipproto 17)"];
         assert!(
             wait_for(&mut link, &mut st, second, |s| s.unmodelled() == named),
             "{:?}",
             st.unmodelled()
         );
         assert_eq!(control::kernel::dump_now().unwrap().unmodelled(), named);
+        ip(&["rule", "del", "pref", "101"]);
         ip(&[
             "route",
             "del",
@@ -684,7 +706,8 @@ fn policy_rules_appended_and_weighted_routes_are_followed() {
         ]);
         assert!(wait_for(&mut link, &mut st, second, |s| s
             .unmodelled()
-            .is_empty()));
+            .is_empty()
+            && !s.tables.contains_key(&100)));
         ip(&["rule", "del", "pref", "100"]);
 
         // `ip route append`: the first route stays in use until deleted.

@@ -5,7 +5,11 @@
 //! drawn from a seed, builds a random but valid routing state in both
 //! (unicast, multipath with weights, blackhole, unreachable, prohibit and
 //! throw routes, several metrics for a prefix, `ip route append`, nexthop
-//! objects and groups, default routes; IPv4 and IPv6), waits until
+//! objects and groups, default routes; routes in tables 100 and 200 and
+//! up to four rules per family selecting by source, destination and input
+//! interface, possibly inverted, that look up a table (possibly with
+//! `suppress_prefixlength`), discard, jump or do nothing; IPv4 and
+//! IPv6), waits until
 //! `fastfwd fib audit` finds df's tables equal to its kernel, then sends
 //! the same generated packets into both duts (destinations inside the
 //! scenario's prefixes and around them, hop limits 64 and 1) and compares
@@ -49,6 +53,14 @@ fn source4(s: u16) -> Ipv4Addr {
 
 fn source6(s: u16) -> Ipv6Addr {
     Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, s)
+}
+
+/// Source `s` in the family of `dst`, for a report.
+fn source_text(dst: IpAddr, s: u16) -> String {
+    match dst {
+        IpAddr::V4(_) => source4(s).to_string(),
+        IpAddr::V6(_) => source6(s).to_string(),
+    }
 }
 /// Gateways on d1's subnets, each with a permanent neighbour entry.
 const GATEWAYS: usize = 6;
@@ -151,12 +163,47 @@ fn mask(bits: u8, len: u8) -> u128 {
     }
 }
 
-/// A scenario: the `ip -batch` lines that build it, and its prefixes
-/// (value, length, family) for drawing destinations.
+/// A scenario: the `ip -batch` lines that build it (routes of every
+/// table, then each family's rules, which `ip` needs told the family), and
+/// its prefixes (value, length, family) for drawing destinations.
 struct Scenario {
     seed: u64,
     batch: String,
+    rules: [String; 2],
     prefixes: Vec<(u128, u8, Family)>,
+}
+
+impl Scenario {
+    /// Everything, as one text for a report.
+    fn text(&self) -> String {
+        format!(
+            "{}-4 rules:\n{}-6 rules:\n{}",
+            self.batch, self.rules[0], self.rules[1]
+        )
+    }
+}
+
+/// The policy tables a scenario fills, and the priority of its first rule.
+const POLICY_TABLES: [u32; 2] = [100, 200];
+const FIRST_RULE: u32 = 100;
+
+/// Sources a `from` selector picks among (the generator's are 198.18.0.100
+/// to .250 and 2001:2::64 to ::fa).
+fn source_prefix(fam: Family, r: &mut Rng) -> &'static str {
+    let v4 = [
+        "198.18.0.128/25",
+        "198.18.0.192/26",
+        "198.18.0.0/24",
+        "198.18.0.100/30",
+    ];
+    let v6 = [
+        "2001:2::80/121",
+        "2001:2::c0/122",
+        "2001:2::/64",
+        "2001:2::64/126",
+    ];
+    let set = if fam == Family::V4 { v4 } else { v6 };
+    set[r.below(set.len() as u64) as usize]
 }
 
 fn scenario(seed: u64) -> Scenario {
@@ -266,9 +313,97 @@ fn scenario(seed: u64) -> Scenario {
             );
         }
     }
+    let mut rules = [String::new(), String::new()];
+    for (k, fam) in [Family::V4, Family::V6].into_iter().enumerate() {
+        if !r.chance(50) {
+            continue;
+        }
+        let (base, base_len, bits) = fam.space();
+        let own: Vec<(u128, u8)> = prefixes
+            .iter()
+            .filter(|p| p.2 == fam)
+            .map(|p| (p.0, p.1))
+            .collect();
+        // A prefix near the scenario's: one of them, one inside one, or
+        // one anywhere in the space.
+        let near = |r: &mut Rng| -> (u128, u8) {
+            let noise = u128::from(r.next()) | (u128::from(r.next()) << 64);
+            let (v, len) = match own.get(r.below(own.len() as u64 * 3 / 2 + 1) as usize) {
+                Some(&(v, l)) if r.chance(50) => (v, l),
+                Some(&(v, l)) if l < bits => (
+                    v | (noise & !mask(bits, l)),
+                    l + 1 + r.below(u64::from(bits - l).min(16)) as u8,
+                ),
+                _ => (
+                    base | (noise & !mask(bits, base_len)),
+                    base_len + r.below(u64::from(bits - base_len) + 1) as u8,
+                ),
+            };
+            (v & mask(bits, len), len)
+        };
+        for t in POLICY_TABLES {
+            let mut used = BTreeSet::new();
+            for _ in 0..r.below(5) {
+                let (v, len) = near(&mut r);
+                if !used.insert((v, len)) {
+                    continue;
+                }
+                let prefix = format!("{}/{len}", fam.addr(v));
+                let gw = fam.gateway(r.below(GATEWAYS as u64) as usize);
+                let what = match r.below(100) {
+                    0..55 => format!("{prefix} via {gw} dev d1"),
+                    55..65 => format!("blackhole {prefix}"),
+                    65..75 => format!("unreachable {prefix}"),
+                    75..85 => format!("prohibit {prefix}"),
+                    _ => format!("throw {prefix}"),
+                };
+                let _ = writeln!(batch, "route add {what} table {t} proto static");
+                prefixes.push((v, len, fam));
+            }
+        }
+        let n = 1 + r.below(4) as u32;
+        for i in 0..n {
+            let pref = FIRST_RULE + 10 * i;
+            let mut line = String::from("rule add ");
+            if r.chance(10) {
+                line.push_str("not ");
+            }
+            if r.chance(35) {
+                let _ = write!(line, "from {} ", source_prefix(fam, &mut r));
+            }
+            if r.chance(35) {
+                let (v, len) = near(&mut r);
+                let _ = write!(line, "to {}/{len} ", fam.addr(v));
+                prefixes.push((v, len, fam));
+            }
+            if r.chance(15) {
+                let _ = write!(line, "iif {} ", if r.chance(70) { "d0" } else { "d1" });
+            }
+            let lookup = |t: &str, r: &mut Rng| {
+                if r.chance(20) {
+                    let n = [0u32, 8, 16, 24, 32, 48, 64][r.below(7) as usize];
+                    format!("lookup {t} suppress_prefixlength {n}")
+                } else {
+                    format!("lookup {t}")
+                }
+            };
+            let action = match r.below(100) {
+                0..35 => lookup("100", &mut r),
+                35..55 => lookup("200", &mut r),
+                55..62 => lookup("main", &mut r),
+                62..70 => "prohibit".to_string(),
+                70..78 => "blackhole".to_string(),
+                78..86 => "unreachable".to_string(),
+                86..94 => format!("goto {}", pref + 10 * (1 + r.below(2) as u32)),
+                _ => "nop".to_string(),
+            };
+            let _ = writeln!(rules[k], "{line}{action} pref {pref}");
+        }
+    }
     Scenario {
         seed,
         batch,
+        rules,
         prefixes,
     }
 }
@@ -809,6 +944,7 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
     let mut compared = 0usize;
     let mut sent = 0usize;
     let batch = t.dir.join("scenario.batch");
+    let rules_batch = t.dir.join("rules.batch");
     for &seed in seeds {
         let s = scenario(seed);
         std::fs::write(&batch, &s.batch).unwrap();
@@ -818,8 +954,21 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
                 o.status.success(),
                 "seed {seed}: the scenario is not valid for the kernel: {}\n{}",
                 String::from_utf8_lossy(&o.stderr),
-                s.batch
+                s.text()
             );
+            for (fam, rules) in ["-4", "-6"].iter().zip(&s.rules) {
+                if rules.is_empty() {
+                    continue;
+                }
+                std::fs::write(&rules_batch, rules).unwrap();
+                let o = sh(&["ip", "-n", ns, fam, "-batch", rules_batch.to_str().unwrap()]);
+                assert!(
+                    o.status.success(),
+                    "seed {seed}: the rules are not valid for the kernel: {}\n{}",
+                    String::from_utf8_lossy(&o.stderr),
+                    s.text()
+                );
+            }
         }
         let synced = {
             let end = Instant::now() + Duration::from_secs(5);
@@ -839,7 +988,7 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
             differences.push(format!(
                 "seed {seed}: fastfwd's tables never matched its kernel: {}\n{}",
                 String::from_utf8_lossy(&o.stdout),
-                s.batch
+                s.text()
             ));
         } else {
             for c in &caps {
@@ -905,8 +1054,8 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
                 };
                 if !same {
                     differences.push(format!(
-                        "seed {seed}: {} ttl {}: kernel {k:?}, fastfwd ({engine}/{backend}) {f:?}\n{}",
-                        p.dst, p.ttl, s.batch
+                        "seed {seed}: {} from {} ttl {}: kernel {k:?}, fastfwd ({engine}/{backend}) {f:?}\n{}",
+                        p.dst, source_text(p.dst, source_of(first + i)), p.ttl, s.text()
                     ));
                 }
             }
@@ -927,8 +1076,18 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
             }
         }
         for ns in [&t.dk, &t.df] {
-            for fam in ["-4", "-6"] {
+            for (fam, rules) in ["-4", "-6"].iter().zip(&s.rules) {
+                // The scenario's rules have priorities from FIRST_RULE up,
+                // one each.
+                for i in 0..rules.lines().count() as u32 {
+                    let pref = (FIRST_RULE + 10 * i).to_string();
+                    let _ = sh(&["ip", "-n", ns, fam, "rule", "del", "pref", &pref]);
+                }
                 let _ = sh(&["ip", "-n", ns, fam, "route", "flush", "proto", "static"]);
+                for table in POLICY_TABLES {
+                    let table = table.to_string();
+                    let _ = sh(&["ip", "-n", ns, fam, "route", "flush", "table", &table]);
+                }
             }
             let _ = sh(&["ip", "-n", ns, "nexthop", "flush"]);
         }

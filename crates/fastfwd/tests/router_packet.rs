@@ -67,3 +67,8 @@ fn packet_applies_a_route_stream_in_spaced_batches() {
 fn packet_names_kernel_policy_it_does_not_mirror() {
     router_common::unmodelled_policy_scenario("packet", "pk");
 }
+
+#[test]
+fn packet_routes_by_the_kernels_policy_rules() {
+    router_common::policy_rules_scenario("packet", "py");
+}

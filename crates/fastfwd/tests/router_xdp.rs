@@ -52,3 +52,8 @@ fn xdp_fib_audit_finds_no_difference() {
 fn xdp_names_kernel_policy_it_does_not_mirror() {
     router_common::unmodelled_policy_scenario("xdp", "xk");
 }
+
+#[test]
+fn xdp_routes_by_the_kernels_policy_rules() {
+    router_common::policy_rules_scenario("xdp", "xy");
+}

@@ -72,3 +72,8 @@ fn xdp_engine_applies_a_route_stream_in_spaced_batches() {
 fn xdp_engine_names_kernel_policy_it_does_not_mirror() {
     router_common::unmodelled_policy_scenario(XDP_ENGINE, "ek");
 }
+
+#[test]
+fn xdp_engine_routes_by_the_kernels_policy_rules() {
+    router_common::policy_rules_scenario(XDP_ENGINE, "ey");
+}

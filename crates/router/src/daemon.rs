@@ -179,17 +179,17 @@ impl XdpEngine {
         if let Ok(reason) = r
             && reason != self.except_reason
         {
-            // Still correct (the pipeline enforces the rules), but every
-            // transit packet takes the slow path: say so once, with why.
+            // Still correct (the pipeline routes and filters them), but
+            // every transit packet takes the slow path: say so once, why.
             match reason {
                 Some(why) => {
                     warn!(
                         reason = why,
-                        "the XDP program hands every transit packet to the pipeline, which enforces the firewall"
+                        "the XDP program hands every transit packet to the pipeline, which routes and filters it"
                     )
                 }
                 None if self.except_reason.is_some() => {
-                    info!("the XDP program evaluates the firewall again")
+                    info!("the XDP program routes and filters transit packets again")
                 }
                 None => {}
             }
@@ -450,6 +450,9 @@ impl Daemon {
         } else if delta.neighbours {
             self.router.refresh_neighbours(&self.shared.snapshot);
         }
+        if delta.policy {
+            self.router.refresh_policy(&self.shared.snapshot);
+        }
     }
 
     /// Says, at error level, each piece of the kernel's routing state that
@@ -459,7 +462,7 @@ impl Daemon {
     fn name_unmodelled(&mut self) {
         let now = self.router.state.kernel.unmodelled();
         for item in now.iter().filter(|i| !self.unmodelled.contains(i)) {
-            error!(item = %item, "the kernel would now forward other than fastfwd: its routing state holds what fastfwd does not mirror; forwarding with the main table alone");
+            error!(item = %item, "the kernel would now forward other than fastfwd: its routing state holds what fastfwd does not mirror");
         }
         for item in self.unmodelled.iter().filter(|i| !now.contains(i)) {
             info!(item = %item, "no longer in the kernel's routing state");

@@ -50,9 +50,10 @@ pub struct Image {
     pub fib4: FibImage,
     /// The IPv6 poptrie.
     pub fib6: FibImage,
-    /// Why the program does not evaluate the firewall, when it does not
-    /// (rules or tables it cannot hold): then every transit packet goes
-    /// to the user-space pipeline.
+    /// Why the program does not route or filter transit packets itself,
+    /// when it does not (policy rules beyond the main table; firewall rules
+    /// or tables it cannot hold): then every transit packet goes to the
+    /// user-space pipeline.
     pub except_reason: Option<&'static str>,
     /// The firewall's forward chain, when the program evaluates it.
     pub firewall: Option<FwImage>,
@@ -431,7 +432,12 @@ impl Image {
             local6,
             fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
-            except_reason: fw_image.as_ref().and_then(|r| r.as_ref().err().copied()),
+            // Policy rules are evaluated by the pipeline alone.
+            except_reason: if dp.policy_rules {
+                Some("policy rules send some packets to tables other than main")
+            } else {
+                fw_image.as_ref().and_then(|r| r.as_ref().err().copied())
+            },
             firewall: fw_image.and_then(Result::ok),
             conntrack_epoch,
         })

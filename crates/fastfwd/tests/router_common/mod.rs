@@ -900,6 +900,13 @@ pub fn routes_scenario(backend: &str, tag: &str) {
 /// Sends `n` UDP datagrams from gen to `dst:port` while sink counts them;
 /// returns how many arrived.
 pub fn udp_count(lab: &Lab, dst: &str, port: u16, n: u32) -> u32 {
+    udp_count_from(lab, None, dst, port, n)
+}
+
+/// [`udp_count`] with the generator's datagrams sent from `src` (an
+/// address of gen's).
+pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32) -> u32 {
+    let bind = src.map_or(String::new(), |a| format!("s.bind(('{a}',0))\n"));
     let fam = if dst.contains(':') {
         "AF_INET6"
     } else {
@@ -916,7 +923,7 @@ pub fn udp_count(lab: &Lab, dst: &str, port: u16, n: u32) -> u32 {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let client = format!(
-        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\nfor i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
+        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\n{bind}for i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
     );
     ok(&[
         "ip",
@@ -2569,17 +2576,182 @@ print(n)
     assert!(clean, "{log}");
 }
 
-/// The kernel's routing state holds what fastfwd does not mirror (the
-/// field's case: `ip rule add from 198.18.10.0/24 lookup 100` and a
-/// blackhole in table 100, where the kernel delivers nothing from that
-/// source): `fastfwd run` refuses to start and names the rule; started
-/// with `--allow-unmodelled` it says so in its log, its
-/// `kernel_unmodelled` gauge and `fib audit`; and a rule that disappears
-/// and comes back behind its back is followed, named again by the audit.
+/// The daemon's `kernel_unmodelled` gauge.
+pub fn unmodelled_gauge(d: &Daemon) -> Option<u64> {
+    let text = String::from_utf8_lossy(&d.cli(&["show", "metrics"]).stdout).into_owned();
+    // `fastfwd_kernel_unmodelled{} N` (a gauge with no labels).
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix("fastfwd_kernel_unmodelled")?;
+        rest.trim_start_matches("{}").trim().parse::<u64>().ok()
+    })
+}
+
+/// The field's case, `ip rule add from 198.18.10.0/24 lookup 100` with a
+/// blackhole for 198.19.10.0/24 in table 100 (and the same for IPv6): the
+/// kernel delivers nothing from that source, and neither does fastfwd,
+/// while other sources reach the same destination by main; a `prohibit`
+/// rule answers ICMP administratively prohibited; the rules' removal and
+/// return behind fastfwd's back are followed; nothing is named unmodelled
+/// and `fib audit` is clean.
+pub fn policy_rules_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let (g, dut, s) = (lab.generator.as_str(), lab.dut.as_str(), lab.sink.as_str());
+    ok(&["ip", "-n", g, "addr", "add", "198.18.10.5/32", "dev", "g0"]);
+    ok(&[
+        "ip",
+        "-n",
+        g,
+        "addr",
+        "add",
+        "2001:2:0:10::5/128",
+        "dev",
+        "g0",
+    ]);
+    for a in ["198.19.10.1/32", "198.19.11.1/32", "2001:db8:19:10::1/128"] {
+        ok(&["ip", "-n", s, "addr", "add", a, "dev", "lo"]);
+    }
+    let ip = |args: &[&str]| {
+        let mut all = vec!["ip", "-n", dut];
+        all.extend_from_slice(args);
+        ok(&all);
+    };
+    ip(&["route", "add", "198.19.10.0/23", "via", SINK4]);
+    ip(&["route", "add", "198.18.10.0/24", "via", "198.18.0.108"]);
+    ip(&["-6", "route", "add", "2001:db8:19:10::/64", "via", SINK6]);
+    ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:2:0:10::/64",
+        "via",
+        "2001:2::108",
+    ]);
+    let add_rules = || {
+        ip(&[
+            "rule",
+            "add",
+            "from",
+            "198.18.10.0/24",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ]);
+        ip(&[
+            "-6",
+            "rule",
+            "add",
+            "from",
+            "2001:2:0:10::/64",
+            "lookup",
+            "100",
+            "pref",
+            "100",
+        ]);
+    };
+    let del_rules = || {
+        ip(&["rule", "del", "pref", "100"]);
+        ip(&["-6", "rule", "del", "pref", "100"]);
+    };
+    add_rules();
+    ip(&[
+        "route",
+        "add",
+        "blackhole",
+        "198.19.10.0/24",
+        "table",
+        "100",
+    ]);
+    ip(&[
+        "-6",
+        "route",
+        "add",
+        "blackhole",
+        "2001:db8:19:10::/64",
+        "table",
+        "100",
+    ]);
+    ip(&[
+        "rule",
+        "add",
+        "to",
+        "198.19.11.0/24",
+        "prohibit",
+        "pref",
+        "110",
+    ]);
+
+    let d = lab.start(backend);
+    let count = |src: &str, dst: &str| udp_count_from(&lab, Some(src), dst, 9300, 50);
+    let (v4, v6) = (
+        ("198.18.10.5", "198.19.10.1"),
+        ("2001:2:0:10::5", "2001:db8:19:10::1"),
+    );
+    for (src, dst) in [v4, v6] {
+        assert_eq!(
+            count(src, dst),
+            0,
+            "{src} -> {dst}: the rule's table discards it"
+        );
+    }
+    for (src, dst) in [("198.18.0.108", v4.1), ("2001:2::108", v6.1)] {
+        assert_eq!(count(src, dst), 50, "{src} -> {dst}: main forwards it");
+    }
+    // The first error may wait for gen's MAC (the router resolves it).
+    let filtered = || {
+        let o = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            g,
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "198.19.11.1",
+        ]);
+        String::from_utf8_lossy(&o.stdout).contains("Packet filtered")
+    };
+    assert!(
+        within(Duration::from_secs(4), filtered).is_some(),
+        "the prohibit rule's ICMP (administratively prohibited)"
+    );
+    assert_eq!(unmodelled_gauge(&d), Some(0), "nothing unmodelled");
+    let audit = d.cli(&["fib", "audit"]);
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
+
+    // The rules removed behind fastfwd's back: main for every source.
+    del_rules();
+    let v4_back = within(Duration::from_secs(3), || count(v4.0, v4.1) == 50);
+    assert!(v4_back.is_some(), "the rule's removal followed");
+    assert_eq!(count(v6.0, v6.1), 50);
+    // Back again.
+    add_rules();
+    let v4_gone = within(Duration::from_secs(3), || count(v4.0, v4.1) == 0);
+    assert!(v4_gone.is_some(), "the rule's return followed");
+    assert_eq!(count(v6.0, v6.1), 0);
+    eprintln!("policy rules ({backend}): the rule's source discarded, others forwarded");
+    let mut d = d;
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+}
+
+/// The kernel's routing state holds what fastfwd does not mirror (a rule
+/// that selects by protocol: `ip rule add from 198.18.10.0/24 ipproto udp
+/// lookup 100`, with a blackhole in table 100): `fastfwd run` refuses to
+/// start and names the rule; started with `--allow-unmodelled` it says so
+/// in its log, its `kernel_unmodelled` gauge and `fib audit`; and a rule
+/// that disappears and comes back behind its back is followed, named
+/// again by the audit.
 pub fn unmodelled_policy_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
     let dut = lab.dut.as_str();
-    let rule = "ip rule 100: from 198.18.10.0/24 lookup 100";
+    let rule = "ip rule 100: from 198.18.10.0/24 ipproto 17 lookup 100";
     let add_rule = || {
         ok(&[
             "ip",
@@ -2589,6 +2761,8 @@ pub fn unmodelled_policy_scenario(backend: &str, tag: &str) {
             "add",
             "from",
             "198.18.10.0/24",
+            "ipproto",
+            "udp",
             "lookup",
             "100",
             "pref",
@@ -2617,14 +2791,7 @@ pub fn unmodelled_policy_scenario(backend: &str, tag: &str) {
     assert!(err.contains("--allow-unmodelled"), "{err}");
 
     let d = lab.start_with_args(backend, "", &["--allow-unmodelled"]);
-    let gauge = || {
-        let text = String::from_utf8_lossy(&d.cli(&["show", "metrics"]).stdout).into_owned();
-        // `fastfwd_kernel_unmodelled{} N` (a gauge with no labels).
-        text.lines().find_map(|l| {
-            let rest = l.strip_prefix("fastfwd_kernel_unmodelled")?;
-            rest.trim_start_matches("{}").trim().parse::<u64>().ok()
-        })
-    };
+    let gauge = || unmodelled_gauge(&d);
     let audit = || {
         let o = d.cli(&["fib", "audit", "--json"]);
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
