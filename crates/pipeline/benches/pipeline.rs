@@ -13,6 +13,11 @@
 //!   accepting the benchmark's sources);
 //! - the fast FIB with the full table and the 10,000 rules a family
 //!   (`pipeline_poptrie_full_fw10k`): the whole forwarding decision;
+//! - the fast FIB with the full table behind 100 policy rules a family
+//!   (`pipeline_poptrie_full_rules100`): 99 source rules that match none
+//!   of the benchmark's packets, each looking up a table of its own kind,
+//!   then main, as `ip rule` source routing sets it up; against
+//!   `pipeline_poptrie_full` (the kernel's default rules);
 //!
 //! and, in the same run, two peers over the same frames:
 //! - `copy`: only the per-batch refill of the frames from their templates
@@ -295,6 +300,39 @@ fn print_breakdown<const N: usize, F4: Lookup<u32>, F6: Lookup<u128>, A: Acl>(
     eprintln!("{name}/{N}: ns per packet by stage: {}", stages.join(", "));
 }
 
+/// `n` policy rules a family: `n - 1` source rules (10.200.i.0/24,
+/// 2001:db8:c8:i::/64) that match none of the benchmark's packets, each
+/// looking up a one-route table, then main. `nh`: the tables' next hop.
+fn source_rules(n: usize, nh: NextHopId) -> std::sync::Arc<Policy> {
+    fn rule<A>(src: Option<(A, u8)>, action: RuleAction) -> PolicyRule<A> {
+        PolicyRule {
+            src,
+            dst: None,
+            iif: InputSelector::Any,
+            invert: false,
+            action,
+            suppress_prefixlen: None,
+        }
+    }
+    let t4 = Poptrie::from_routes([(fib::Ipv4Cidr::new(0x0a00_0000, 8).unwrap(), nh)]);
+    let t6 = Poptrie::from_routes([(fib::Ipv6Cidr::new(0x2001_0db8 << 96, 32).unwrap(), nh)]);
+    let mut r4: Vec<PolicyRule<u32>> = (0..n as u32 - 1)
+        .map(|i| rule(Some((0x0ac8_0000 | (i << 8), 24)), RuleAction::Table(0)))
+        .collect();
+    r4.push(rule(None, RuleAction::Main));
+    let mut r6: Vec<PolicyRule<u128>> = (0..n as u128 - 1)
+        .map(|i| {
+            let net = (0x2001_0db8_00c8u128 << 80) | (i << 64);
+            rule(Some((net, 64)), RuleAction::Table(0))
+        })
+        .collect();
+    r6.push(rule(None, RuleAction::Main));
+    std::sync::Arc::new(Policy {
+        v4: FamilyPolicy::new(r4, vec![t4]).expect("valid rules"),
+        v6: FamilyPolicy::new(r6, vec![t6]).expect("valid rules"),
+    })
+}
+
 /// The small router with `acl` as its ACL.
 fn firewall_tables(
     acl: firewall::PipelineFirewall,
@@ -404,6 +442,7 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     let acl10k = firewall_acl(10_000);
     let (mut b1, mut rf4, mut rf6) = builder();
     let full = full_table(&mut b1);
+    let mut full_rules = None;
     let (full_ref, full_pop, full_pop_fw, full_dsts) = match &full {
         Some(t) => {
             let mut p4: Poptrie<u32> = Poptrie::new();
@@ -430,6 +469,10 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
             );
             let b2 = b1.clone();
             let b3 = b1.clone();
+            let mut b4 = b1.clone();
+            b4.set_policy(source_rules(100, 0))
+                .expect("rules over known ids");
+            full_rules = Some(b4.build(p4.clone(), p6.clone()));
             (
                 Some(b1.build(rf4, rf6)),
                 Some(b2.build(p4.clone(), p6.clone())),
@@ -483,6 +526,9 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                         f,
                         Some(stage_clock),
                     );
+                }
+                if let (Some(t), Some(f)) = (&full_rules, &full_frames) {
+                    run_pipeline::<$n, _, _, _>(&mut g, "pipeline_poptrie_full_rules100", t, f);
                 }
                 if let (Some(t), Some(f)) = (&full_pop_fw, &full_frames) {
                     run_with_firewall::<$n, _, _, _>(&mut g, "pipeline_poptrie_full_fw10k", t, f);

@@ -493,16 +493,34 @@ impl Worker {
             if tables.policy.v4.main_only() {
                 tables.fib4.lookup_batch(&dst4[..n4], &mut nh4[..n4]);
             } else {
-                let (at, dst) = (&at4[..n4], &dst4[..n4]);
-                stages::route_by_rules_v4(tables, frames, &meta, at, dst, &mut nh4[..n4]);
+                let (policy, adj) = (&tables.policy.v4, &tables.adjacencies[..]);
+                let batch = (&at4[..n4], &dst4[..n4]);
+                stages::route_by_rules::<_, _, 4>(
+                    policy,
+                    &tables.fib4,
+                    adj,
+                    frames,
+                    &meta,
+                    batch,
+                    &mut nh4[..n4],
+                );
             }
         }
         if n6 > 0 {
             if tables.policy.v6.main_only() {
                 tables.fib6.lookup_batch(&dst6[..n6], &mut nh6[..n6]);
             } else {
-                let (at, dst) = (&at6[..n6], &dst6[..n6]);
-                stages::route_by_rules_v6(tables, frames, &meta, at, dst, &mut nh6[..n6]);
+                let (policy, adj) = (&tables.policy.v6, &tables.adjacencies[..]);
+                let batch = (&at6[..n6], &dst6[..n6]);
+                stages::route_by_rules::<_, _, 16>(
+                    policy,
+                    &tables.fib6,
+                    adj,
+                    frames,
+                    &meta,
+                    batch,
+                    &mut nh6[..n6],
+                );
             }
         }
         timer.lap(&mut self.runtime, Stage::Lookup, n4 + n6);

@@ -25,7 +25,7 @@ use crate::tables::{
     Discard, IfRuntime, InterfaceId, MacAddr, NeighbourKey, PortId, ResolvedHop, Rewrite, Tables,
     Vlan, v4_key,
 };
-use crate::worker::{Meta, Step, Verdict, Worker};
+use crate::worker::{CHUNK, Meta, Step, Verdict, Worker};
 
 /// Input stage: Ethernet / VLAN dispatch, then the per-protocol input.
 ///
@@ -260,65 +260,114 @@ pub(crate) fn resolve<F4, F6, A>(
 
 /// Route lookup under policy rules, when rules send some packets to
 /// tables other than main ([`Policy::main_only`](crate::Policy::main_only)
-/// false): each packet in turn through [`Tables::route4`] with its source
-/// address and input interface.
+/// false): each packet's rules from the first it can match
+/// ([`FamilyPolicy::first_candidate`](crate::FamilyPolicy::first_candidate));
+/// those that can match none before a plain lookup of main share one
+/// batched lookup, and its misses and `throw`s go on to the rules after it.
 ///
-/// Reads: the source address in the IPv4 header, `meta.in_if`, the rules
-/// and the tables they look up.
+/// Reads: the source address in the IP header,
+/// `meta.in_if`, the rules and the tables they look up.
 /// Writes: `out[k]`, the next-hop id for `dst[k]` (packet `at[k]`).
 /// Next: the next-hop choice, as after the batched lookup.
-#[cold]
 #[inline(never)]
-pub(crate) fn route_by_rules_v4<F4, F6, A>(
-    tables: &Tables<F4, F6, A>,
+pub(crate) fn route_by_rules<A, F, const W: usize>(
+    policy: &crate::policy::FamilyPolicy<A>,
+    main: &F,
+    adjacencies: &[(u32, u32)],
     frames: &[Frame<'_>],
     meta: &[Meta],
-    at: &[u8],
-    dst: &[u32],
+    (at, dst): (&[u8], &[A]),
     out: &mut [Option<NextHopId>],
 ) where
-    F4: fib::Lookup<u32>,
+    A: fib::poptrie::TrieKey + SourceAddress<W>,
+    F: fib::Lookup<A>,
 {
-    for ((&i, &d), o) in at.iter().zip(dst).zip(out) {
-        let i = usize::from(i);
-        let (Some(f), Some(m)) = (frames.get(i), meta.get(i)) else {
-            continue;
-        };
+    let key_of = |k: usize| -> Option<crate::policy::RuleKey<A>> {
+        let i = usize::from(*at.get(k)?);
+        let (f, m) = (frames.get(i)?, meta.get(i)?);
         let l3 = usize::from(m.l3);
         let src = f
             .data()
-            .get(l3 + 12..l3 + 16)
+            .get(l3 + A::AT..l3 + A::AT + W)
             .and_then(|b| b.try_into().ok())
-            .map(u32::from_be_bytes);
-        *o = tables.route4(src, d, Some(m.in_if));
+            .map(A::from_bytes);
+        Some(crate::policy::RuleKey {
+            src,
+            dst: *dst.get(k)?,
+            iif: Some(m.in_if),
+        })
+    };
+    let main_at = policy.main_at();
+    let next = main_at.map_or(0, |m| m + 1);
+    // Rules after the lookup of main that its misses and throws go on to
+    // (none: they are no route either way, as `choose_hop` takes a throw).
+    let later = next < policy.rules().len();
+    let go_on = |k: usize, id: Option<NextHopId>| match id {
+        Some(id) if !later || !crate::policy::FamilyPolicy::<A>::is_throw(adjacencies, id) => {
+            Some(id)
+        }
+        _ if !later => None,
+        _ => key_of(k).and_then(|key| policy.route_from(main, adjacencies, &key, next)),
+    };
+    let n = dst.len().min(out.len()).min(CHUNK);
+    let mut starts = [0usize; CHUNK];
+    let mut all_main = main_at.is_some();
+    for (k, start) in starts.iter_mut().enumerate().take(n) {
+        *start = key_of(k).map_or(0, |key| policy.first_candidate(&key));
+        all_main &= Some(*start) == main_at;
+    }
+    if all_main {
+        // The common case: no packet can match a rule before main.
+        main.lookup_batch(&dst[..n], &mut out[..n]);
+        if later {
+            for (k, o) in out.iter_mut().enumerate().take(n) {
+                *o = go_on(k, *o);
+            }
+        }
+        return;
+    }
+    let Some(&any) = dst.first() else { return };
+    let mut batch_dst = [any; CHUNK];
+    let mut batch_at = [0u8; CHUNK];
+    let mut b = 0;
+    for (k, o) in out.iter_mut().enumerate().take(n) {
+        if Some(starts[k]) == main_at {
+            batch_dst[b] = dst[k];
+            batch_at[b] = k as u8;
+            b += 1;
+        } else if let Some(key) = key_of(k) {
+            *o = policy.route_from(main, adjacencies, &key, starts[k]);
+        }
+    }
+    let mut found = [None::<NextHopId>; CHUNK];
+    main.lookup_batch(&batch_dst[..b], &mut found[..b]);
+    for (&k, &id) in batch_at[..b].iter().zip(&found[..b]) {
+        let k = usize::from(k);
+        if let Some(o) = out.get_mut(k) {
+            *o = go_on(k, id);
+        }
     }
 }
 
-/// [`route_by_rules_v4`] for IPv6 (the source address at offset 8).
-#[cold]
-#[inline(never)]
-pub(crate) fn route_by_rules_v6<F4, F6, A>(
-    tables: &Tables<F4, F6, A>,
-    frames: &[Frame<'_>],
-    meta: &[Meta],
-    at: &[u8],
-    dst: &[u128],
-    out: &mut [Option<NextHopId>],
-) where
-    F6: fib::Lookup<u128>,
-{
-    for ((&i, &d), o) in at.iter().zip(dst).zip(out) {
-        let i = usize::from(i);
-        let (Some(f), Some(m)) = (frames.get(i), meta.get(i)) else {
-            continue;
-        };
-        let l3 = usize::from(m.l3);
-        let src = f
-            .data()
-            .get(l3 + 8..l3 + 24)
-            .and_then(|b| b.try_into().ok())
-            .map(u128::from_be_bytes);
-        *o = tables.route6(src, d, Some(m.in_if));
+/// An IP header's source address: where it is, and its value from its
+/// bytes in network order.
+pub(crate) trait SourceAddress<const W: usize> {
+    /// Offset in the header.
+    const AT: usize;
+    fn from_bytes(b: [u8; W]) -> Self;
+}
+
+impl SourceAddress<4> for u32 {
+    const AT: usize = 12;
+    fn from_bytes(b: [u8; 4]) -> u32 {
+        u32::from_be_bytes(b)
+    }
+}
+
+impl SourceAddress<16> for u128 {
+    const AT: usize = 8;
+    fn from_bytes(b: [u8; 16]) -> u128 {
+        u128::from_be_bytes(b)
     }
 }
 
