@@ -236,6 +236,9 @@ fn scenario(seed: u64) -> Scenario {
             nexthop_id += 1;
         }
         let mut used: BTreeSet<(u128, u8, u32)> = BTreeSet::new();
+        // What each (prefix, metric) already has: the kernel refuses to
+        // append a route equal to one it holds.
+        let mut lines: BTreeSet<String> = BTreeSet::new();
         let routes = 4 + r.below(12);
         for _ in 0..routes {
             // Nest under an earlier prefix half the time.
@@ -297,6 +300,9 @@ fn scenario(seed: u64) -> Scenario {
                 }
                 _ => format!("{prefix} via {} dev d1 {opts}", g(&mut r)),
             };
+            if !lines.insert(what.clone()) {
+                continue;
+            }
             let _ = writeln!(batch, "route {verb} {what}");
             prefixes.push((value, len, fam));
         }
