@@ -1,4 +1,4 @@
-//! The kernel's policy routing (`ip rule`), mirrored: [`compile`] turns
+//! The kernel's policy routing (`ip rule`), mirrored: `compile` turns
 //! the rules and the tables they look up into the pipeline's
 //! [`Policy`], which both engines route by (the XDP engine by handing
 //! such packets to the pipeline), and [`unmodelled`] names what fastfwd

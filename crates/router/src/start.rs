@@ -214,11 +214,11 @@ pub fn run(args: RunOptions) -> Result<()> {
         let list = unmodelled.join("\n  ");
         if !args.allow_unmodelled {
             bail!(
-                "the kernel would forward other than fastfwd: its routing state holds what fastfwd does not mirror (it forwards with the main table alone):\n  {list}\nremove it, or start with --allow-unmodelled to forward with the main table anyway"
+                "the kernel would forward other than fastfwd: its routing state holds what fastfwd does not mirror:\n  {list}\nremove it, or start with --allow-unmodelled to forward without it"
             );
         }
         for item in &unmodelled {
-            error!(item = %item, "kernel routing state fastfwd does not mirror (--allow-unmodelled): forwarding with the main table alone");
+            error!(item = %item, "kernel routing state fastfwd does not mirror (--allow-unmodelled): forwarding without it");
         }
     }
     let missing = control::state::missing_ports(&state);

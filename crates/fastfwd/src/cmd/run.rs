@@ -107,10 +107,11 @@ pub struct Args {
     #[arg(long)]
     pub metrics_public: bool,
     /// Start even when the kernel's routing state holds what fastfwd does
-    /// not mirror (policy rules, VRFs, source-specific, TOS or
-    /// encapsulated routes): it then forwards with the main table alone,
-    /// other than the kernel would, and says so in its log, its metrics and
-    /// `fib audit`. Without it, the daemon refuses to start and names each.
+    /// not mirror (rules selecting by TOS, protocol or ports, VRFs,
+    /// source-specific, TOS or encapsulated routes): it then forwards
+    /// without them, other than the kernel would, and says so in its log,
+    /// its metrics and `fib audit`. Without it, the daemon refuses to start
+    /// and names each.
     #[arg(long)]
     pub allow_unmodelled: bool,
 }
