@@ -30,6 +30,7 @@ use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::{Lookup, RouteTable};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use wire::Cidr;
 
@@ -246,16 +247,6 @@ pub fn compare_policy(
     // evenly spread (a full table in a looked-up table is sampled).
     let (dst4, dst6) = (spread(&dst.0, 2048), spread(&dst.1, 2048));
     let (src4, src6) = (spread(&src.0, 16), spread(&src.1, 16));
-    let text = |t: &RouterTables, id: Option<u32>| -> String {
-        id.and_then(|id| t.target(id))
-            .map(|t| target_strings(t, tables.interfaces()).join(", "))
-            .unwrap_or_else(|| "no route".into())
-    };
-    let wanted = |id: Option<u32>| -> String {
-        id.and_then(|id| want.target(id))
-            .map(|t| target_strings(t, want.interfaces()).join(", "))
-            .unwrap_or_else(|| "no route".into())
-    };
     let iifs: Vec<Option<u16>> = (0..have.interfaces().len() as u16)
         .map(Some)
         .chain([None])
@@ -264,56 +255,62 @@ pub fn compare_policy(
         Some(i) => have.interfaces()[usize::from(i)].name.clone(),
         None => "lo".into(),
     };
+    let v4 = dst4.iter().flat_map(|&d| {
+        let d = IpAddr::V4(d.into());
+        src4.iter().map(move |&s| (d, IpAddr::V4(s.into())))
+    });
+    let v6 = dst6.iter().flat_map(|&d| {
+        let d = IpAddr::V6(d.into());
+        src6.iter().map(move |&s| (d, IpAddr::V6(s.into())))
+    });
     let mut lookups = 0;
-    let mut check = |item: String, w: String, h: String| {
-        lookups += 1;
-        if w != h {
-            out.push(Difference {
-                layer: "policy".into(),
-                item,
-                kind: "different".into(),
-                want: w,
-                have: h,
-            });
-        }
-    };
-    for &d in &dst4 {
-        for &s in &src4 {
-            for &i in &iifs {
-                let s_opt = i.map(|_| s);
-                let item = format!(
-                    "{} from {} iif {}",
-                    std::net::Ipv4Addr::from(d),
-                    std::net::Ipv4Addr::from(s),
-                    iif_name(i)
-                );
-                check(
-                    item,
-                    wanted(want.route4(s_opt, d, i)),
-                    text(have, have.route4(s_opt, d, i)),
-                );
-            }
-        }
-    }
-    for &d in &dst6 {
-        for &s in &src6 {
-            for &i in &iifs {
-                let s_opt = i.map(|_| s);
-                let item = format!(
-                    "{} from {} iif {}",
-                    std::net::Ipv6Addr::from(d),
-                    std::net::Ipv6Addr::from(s),
-                    iif_name(i)
-                );
-                check(
-                    item,
-                    wanted(want.route6(s_opt, d, i)),
-                    text(have, have.route6(s_opt, d, i)),
-                );
+    for (d, s) in v4.chain(v6) {
+        for &i in &iifs {
+            // The host's own packets have no source yet.
+            let s_opt = i.map(|_| s);
+            let (w, h) = (route_text(want, s_opt, d, i), route_text(have, s_opt, d, i));
+            lookups += 1;
+            if w != h {
+                out.push(Difference {
+                    layer: "policy".into(),
+                    item: format!("{d} from {s} iif {}", iif_name(i)),
+                    kind: "different".into(),
+                    want: w,
+                    have: h,
+                });
             }
         }
     }
     lookups
+}
+
+/// The route `t`'s rules pick for a packet from `src` to `dst` received on
+/// `iif`, as `show route` prints next hops ("no route" for none).
+fn route_text<F4: Lookup<u32>, F6: Lookup<u128>, A>(
+    t: &pipeline::Tables<F4, F6, A>,
+    src: Option<IpAddr>,
+    dst: IpAddr,
+    iif: Option<u16>,
+) -> String {
+    let id = match dst {
+        IpAddr::V4(d) => {
+            let s = src.and_then(|s| match s {
+                IpAddr::V4(a) => Some(u32::from(a)),
+                IpAddr::V6(_) => None,
+            });
+            t.route4(s, d.into(), iif)
+        }
+        IpAddr::V6(d) => {
+            let s = src.and_then(|s| match s {
+                IpAddr::V6(a) => Some(u128::from(a)),
+                IpAddr::V4(_) => None,
+            });
+            t.route6(s, d.into(), iif)
+        }
+    };
+    id.and_then(|id| t.target(id))
+        .map(|x| target_strings(x, t.interfaces()).join(", "))
+        .unwrap_or_else(|| "no route".into())
 }
 
 /// At most `n` of `set`'s values, evenly spread, the first included.
