@@ -10,28 +10,17 @@
 //! adds what is not on this heap: the I/O rings and UMEM, thread stacks,
 //! the allocator's free lists and fragmentation.
 
+mod support;
+
+use control::Router;
 use control::netlink::{Event, KernelHop};
-use control::{Router, RouterState};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use wire::Cidr;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-const CONFIG: &str = r#"
-[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24", "2001:2::10/64"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-addresses = ["198.19.0.10/24", "2001:2:0:8000::10/64"]
-"#;
 
 /// Heap bytes held now, relative to the region's start.
 fn held(r: &Region<'_, System>) -> i64 {
@@ -44,16 +33,7 @@ fn mib(b: i64) -> f64 {
 }
 
 fn main() {
-    let path = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../data/full-table-prefixes.txt.gz"
-            ))
-        });
+    let path = support::route_file_arg();
     let file = fib::table::read_routes(&path).expect("route file");
     let (n4, n6) = (file.v4.len(), file.v6.len());
     // The events a routing daemon's kernel protocol makes: one route each,
@@ -78,34 +58,8 @@ fn main() {
     events.extend(file.v6.iter().map(|&(p, _)| route(Cidr::V6(p), gw6)));
     drop(file);
 
-    let cfg = config::Config::parse("memory.toml", CONFIG).expect("config");
     let region = Region::new(GLOBAL);
-    let mut state = RouterState::new(cfg);
-    for (ifindex, name, mac) in [(2, "d0", 0x10u8), (3, "d1", 0x11)] {
-        state.kernel.apply(&Event::Link {
-            add: true,
-            ifindex,
-            name: name.into(),
-            mac: Some([2, 0, 0, 0, 0, mac]),
-            mtu: Some(1500),
-            up: true,
-            vrf: false,
-            master: None,
-        });
-    }
-    for (ifindex, addr, len) in [
-        (2, "198.18.0.10", 24),
-        (2, "2001:2::10", 64),
-        (3, "198.19.0.10", 24),
-        (3, "2001:2:0:8000::10", 64),
-    ] {
-        state.kernel.apply(&Event::Addr {
-            add: true,
-            ifindex,
-            addr: addr.parse().unwrap(),
-            prefix_len: len,
-        });
-    }
+    let mut state = support::two_port_state();
     for e in &events {
         state.kernel.apply(e);
     }

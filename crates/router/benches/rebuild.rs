@@ -10,29 +10,18 @@
 //!
 //! (default: data/full-table-prefixes.txt.gz).
 
+mod support;
+
 use control::netlink::{Event, KernelHop, RT_TABLE_LOCAL, RT_TABLE_MAIN};
 use control::policy::{KernelRule, RuleVerb};
 use control::{Router, RouterState};
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Instant;
 use wire::Cidr;
 
 const ROUNDS: usize = 5;
 /// The tables besides main that rules look up.
 const TABLES: [u32; 3] = [100, 200, 300];
-
-const CONFIG: &str = r#"
-[[interfaces]]
-name = "d0"
-mac = "02:00:00:00:00:10"
-addresses = ["198.18.0.10/24", "2001:2::10/64"]
-
-[[interfaces]]
-name = "d1"
-mac = "02:00:00:00:01:10"
-addresses = ["198.19.0.10/24", "2001:2:0:8000::10/64"]
-"#;
 
 fn rule(priority: u32, v6: bool, verb: RuleVerb, src: Option<Cidr>) -> KernelRule {
     KernelRule {
@@ -57,20 +46,7 @@ fn rule(priority: u32, v6: bool, verb: RuleVerb, src: Option<Cidr>) -> KernelRul
 /// A mirror holding the route file in main and, with `tables`, in each of
 /// [`TABLES`] too, behind one source rule each.
 fn state(file: &fib::table::RouteFile, tables: bool) -> RouterState {
-    let cfg = config::Config::parse("rebuild.toml", CONFIG).expect("config");
-    let mut state = RouterState::new(cfg);
-    for (ifindex, name, mac) in [(2, "d0", 0x10u8), (3, "d1", 0x11)] {
-        state.kernel.apply(&Event::Link {
-            add: true,
-            ifindex,
-            name: name.into(),
-            mac: Some([2, 0, 0, 0, 0, mac]),
-            mtu: Some(1500),
-            up: true,
-            vrf: false,
-            master: None,
-        });
-    }
+    let mut state = support::two_port_state();
     for v6 in [false, true] {
         for (p, t) in [(0, RT_TABLE_LOCAL), (32766, RT_TABLE_MAIN)] {
             state.kernel.apply(&Event::Rule {
@@ -125,16 +101,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let path = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../data/full-table-prefixes.txt.gz"
-            ))
-        });
+    let path = support::route_file_arg();
     let file = fib::table::read_routes(&path).expect("route file");
     let load = netio::sys::os::LoadNote::start();
     eprintln!("{}", load.header());
