@@ -1,6 +1,7 @@
 //! fastfwd's control plane.
 //!
 //! - [`netlink`]: rtnetlink message building and parsing.
+//! - [`netdev`]: which XDP actions a device supports (generic netlink).
 //! - [`kernel`]: dumping and following the kernel's links, addresses,
 //!   routes and neighbours; asking the kernel to resolve neighbours.
 //! - [`state`]: the kernel mirror, config and control-socket additions, and
@@ -10,6 +11,7 @@
 
 pub mod audit;
 pub mod kernel;
+pub mod netdev;
 pub mod netlink;
 pub mod policy;
 pub mod protocol;

@@ -838,3 +838,45 @@ fn vrf_devices_and_their_members_are_named() {
         );
     });
 }
+
+/// The kernel's major and minor version (`uname -r`).
+fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = r.trim().split(['.', '-']).map(|p| p.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// A veth takes frames redirected from XDP only while its peer runs NAPI
+/// (GRO on, or an XDP program there): the netdev family's xdp-features
+/// say so (Linux 6.3+) and follow a change of the peer's GRO; on older
+/// kernels the family is absent and `open` says so.
+#[test]
+fn xdp_features_say_whether_a_veth_takes_redirected_frames() {
+    let Some(p) = pair("x") else { return };
+    let (nsa, nsb) = (p.a.clone(), p.b.clone());
+    std::thread::spawn(move || {
+        netio::sys::os::enter_netns(&nsa).unwrap();
+        let ifindex = netio::if_index("va").unwrap();
+        let link = control::netdev::NetdevLink::open().unwrap();
+        if kernel_version() < (6, 3) {
+            assert!(link.is_none(), "no netdev family before 6.3");
+            return;
+        }
+        let mut link = link.expect("the netdev family on 6.3+");
+        let gro = |on: &str| {
+            ok(&[
+                "ip", "netns", "exec", &nsb, "ethtool", "-K", "vb", "gro", on,
+            ])
+        };
+        gro("off");
+        let f = link.xdp_features(ifindex).unwrap().expect("va exists");
+        assert!(!f.takes_redirects(), "peer without NAPI: {f:?}");
+        assert!(f.0 & control::netdev::XdpFeatures::REDIRECT != 0, "{f:?}");
+        gro("on");
+        let f = link.xdp_features(ifindex).unwrap().unwrap();
+        assert!(f.takes_redirects(), "peer with GRO: {f:?}");
+        assert_eq!(link.xdp_features(999_999).unwrap(), None, "no such device");
+    })
+    .join()
+    .unwrap();
+}

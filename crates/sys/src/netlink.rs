@@ -1,5 +1,5 @@
-//! A raw NETLINK_ROUTE socket: bytes in, bytes out. Messages are built and
-//! parsed in safe code by the control plane.
+//! A raw NETLINK_ROUTE (or NETLINK_GENERIC) socket: bytes in, bytes out.
+//! Messages are built and parsed in safe code by the control plane.
 
 use super::{cvt, setsockopt};
 use rustix::fd::{AsRawFd, OwnedFd};
@@ -14,7 +14,7 @@ const NETLINK_EXT_ACK: libc::c_int = 11;
 /// The kernel's address: port id 0, no groups.
 const KERNEL: SocketAddrNetlink = SocketAddrNetlink::new(0, 0);
 
-/// A bound NETLINK_ROUTE socket.
+/// A bound NETLINK_ROUTE or NETLINK_GENERIC socket.
 #[derive(Debug)]
 pub struct NetlinkSocket {
     fd: OwnedFd,
@@ -24,12 +24,22 @@ impl NetlinkSocket {
     /// Opens a socket subscribed to the given multicast groups (RTNLGRP_*
     /// numbers, 1 to 32; none for a request-only socket).
     pub fn new(groups: &[u32]) -> io::Result<NetlinkSocket> {
+        // NETLINK_ROUTE is protocol 0, the default.
+        Self::open(None, groups)
+    }
+
+    /// A request-only NETLINK_GENERIC socket (generic netlink families:
+    /// their ids are resolved through the `nlctrl` family).
+    pub fn generic() -> io::Result<NetlinkSocket> {
+        Self::open(Some(rustix::net::netlink::GENERIC), &[])
+    }
+
+    fn open(protocol: Option<rustix::net::Protocol>, groups: &[u32]) -> io::Result<NetlinkSocket> {
         let fd = rustix::net::socket_with(
             AddressFamily::NETLINK,
             SocketType::RAW,
             SocketFlags::CLOEXEC,
-            // NETLINK_ROUTE is protocol 0, the default.
-            None,
+            protocol,
         )?;
         // Groups 1-32 are bits of the bound address's mask (group n is bit
         // n - 1), which is how a socket joins them at bind time.
