@@ -53,11 +53,31 @@ impl<'a> CHeader<'a> {
     }
 
     /// The size of `struct NAME` with C's alignment rules. Members are
-    /// `__u8`..`__u64` or `struct OTHER` with OTHER's (size, alignment) in
-    /// `nested`; array lengths are numbers or numeric `#define`s.
+    /// `__u8`..`__u64`, `__s8`..`__s64` or `struct OTHER` with OTHER's
+    /// (size, alignment) in `nested`; array lengths are numbers or numeric
+    /// `#define`s.
     ///
     /// Panics (this is for tests) on a missing struct or an unknown type.
     pub fn struct_size(&self, name: &str, nested: &[(&str, usize, usize)]) -> usize {
+        self.layout(name, nested).1
+    }
+
+    /// The offset of `member` in `struct NAME` (as [`CHeader::struct_size`]
+    /// lays it out), `None` when it has no such member.
+    pub fn field_offset(
+        &self,
+        name: &str,
+        member: &str,
+        nested: &[(&str, usize, usize)],
+    ) -> Option<usize> {
+        self.layout(name, nested)
+            .0
+            .into_iter()
+            .find_map(|(m, off)| (m == member).then_some(off))
+    }
+
+    /// Each member's (name, offset), and the struct's size.
+    fn layout(&self, name: &str, nested: &[(&str, usize, usize)]) -> (Vec<(String, usize)>, usize) {
         let defines = self.numeric_defines();
         let start = self
             .text
@@ -66,6 +86,7 @@ impl<'a> CHeader<'a> {
         let body = &self.text[start..];
         let body = &body[body.find('{').map_or(0, |i| i + 1)..body.find("};").unwrap_or(0)];
         let (mut size, mut align) = (0usize, 1usize);
+        let mut members = Vec::new();
         for line in body.lines() {
             let line = line.split("/*").next().unwrap_or("").trim();
             let Some(decl) = line.strip_suffix(';') else {
@@ -81,30 +102,34 @@ impl<'a> CHeader<'a> {
                 (first, second)
             };
             let (elem, a) = match ty {
-                "__u8" => (1, 1),
-                "__u16" => (2, 2),
-                "__u32" => (4, 4),
-                "__u64" => (8, 8),
+                "__u8" | "__s8" => (1, 1),
+                "__u16" | "__s16" => (2, 2),
+                "__u32" | "__s32" => (4, 4),
+                "__u64" | "__s64" => (8, 8),
                 t => nested
                     .iter()
                     .find(|(n, ..)| *n == t)
                     .map(|&(_, s, a)| (s, a))
                     .unwrap_or_else(|| panic!("type {t} in struct {name}")),
             };
-            let count = match member.find('[') {
+            let (member, count) = match member.find('[') {
                 Some(i) => {
                     let n = member[i + 1..].trim_end_matches(']');
-                    n.parse::<usize>()
+                    let count = n
+                        .parse::<usize>()
                         .ok()
                         .or_else(|| defines.get(n).map(|&v| v as usize))
-                        .unwrap_or_else(|| panic!("array size {n} in struct {name}"))
+                        .unwrap_or_else(|| panic!("array size {n} in struct {name}"));
+                    (&member[..i], count)
                 }
-                None => 1,
+                None => (member, 1),
             };
-            size = size.div_ceil(a) * a + elem * count;
+            let offset = size.div_ceil(a) * a;
+            members.push((member.to_string(), offset));
+            size = offset + elem * count;
             align = align.max(a);
         }
-        size.div_ceil(align) * align
+        (members, size.div_ceil(align) * align)
     }
 }
 
@@ -128,5 +153,14 @@ mod tests {
         // tag 1, pad to 8, wide 8 (16), list 31*4 = 124 (140), in 2*4 (148),
         // pad 12 (160), aligned to 8.
         assert_eq!(h.struct_size("outer", &[("inner", 4, 2)]), 160);
+        let off = |m| h.field_offset("outer", m, &[("inner", 4, 2)]);
+        assert_eq!(
+            (off("tag"), off("wide"), off("list")),
+            (Some(0), Some(8), Some(16))
+        );
+        assert_eq!(
+            (off("in"), off("pad"), off("none")),
+            (Some(140), Some(148), None)
+        );
     }
 }

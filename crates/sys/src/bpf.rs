@@ -247,3 +247,34 @@ pub fn synchronize_rcu() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Where tracefs is (the tracepoints' ids and formats, under `events/`),
+/// mounted at `/sys/kernel/tracing` first when it is not mounted yet: a
+/// process under `ip netns exec` sees a fresh sysfs without it. Needs
+/// CAP_SYS_ADMIN to mount.
+pub fn tracefs() -> io::Result<std::path::PathBuf> {
+    let mounted = |p: &str| std::path::Path::new(p).join("events").is_dir();
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if mounted(p) {
+            return Ok(p.into());
+        }
+    }
+    let target = "/sys/kernel/tracing";
+    rustix::mount::mount(
+        "tracefs",
+        target,
+        "tracefs",
+        rustix::mount::MountFlags::NOSUID
+            | rustix::mount::MountFlags::NODEV
+            | rustix::mount::MountFlags::NOEXEC,
+        None::<&std::ffi::CStr>,
+    )
+    .map_err(|e| io::Error::other(format!("mounting tracefs on {target}: {e}")))?;
+    if mounted(target) {
+        Ok(target.into())
+    } else {
+        Err(io::Error::other(format!(
+            "tracefs mounted on {target} has no events/"
+        )))
+    }
+}

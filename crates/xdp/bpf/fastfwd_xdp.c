@@ -22,7 +22,9 @@
  * an exception: it goes, unchanged, to fastfwd's AF_XDP socket on the
  * receiving queue (`xsks`), and the user-space pipeline handles it (ICMP
  * errors, neighbour misses, IPv4 options, fragmentation, firewall rules).
- * Host traffic goes to the kernel (XDP_PASS). Every outcome is counted.
+ * Host traffic goes to the kernel (XDP_PASS). Every outcome is counted,
+ * and so is every redirected frame the kernel then drops (two tracepoint
+ * programs at the end of this file).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -132,6 +134,14 @@ struct {
 
 /* The receiving port, by ifindex. */
 HASH(ifindex_port, FF_MAX_PORTS, __u32, __u32);
+
+/* Redirected frames the kernel dropped, by port (the tracepoints). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FF_TX_FAULT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ff_tx_fault);
+} tx_faults SEC(".maps");
 
 #define ETH_P_8021AD_ 0x88A8
 
@@ -684,6 +694,10 @@ static __always_inline struct ff_iface *egress(struct xdp_md *xdp, struct ctx *c
 	}
 	if (c->l3_len > out->mtu) {
 		*verdict = exception(xdp, c, FF_EXC_MTU);
+		return 0;
+	}
+	if (out->flags & FF_IFACE_PUNT_TX) {
+		*verdict = exception(xdp, c, FF_EXC_EGRESS);
 		return 0;
 	}
 	return out;
@@ -1539,6 +1553,70 @@ int fastfwd_xdp(struct xdp_md *xdp)
 	if (r & FF_NEED_CT)
 		return hand_over(xdp, &c, r & 0xff, hint);
 	return r;
+}
+
+/* ---- Redirects the kernel dropped after the program returned ---- */
+
+/* Whether err says the device takes no XDP frames at all (rather than a
+ * full ring, or a device that is down): EOPNOTSUPP, no ndo_xdp_xmit;
+ * ENXIO, no XDP transmit queue (a veth whose peer has no NAPI, drivers
+ * whose XDP rings are not set up). */
+static __always_inline int refusal(__s32 err)
+{
+	return err == -95 || err == -6;
+}
+
+static __always_inline void tx_fault(__u32 slot, __u32 dropped, int refused)
+{
+	struct ff_tx_fault *f = bpf_map_lookup_elem(&tx_faults, &slot);
+	if (!f)
+		return;
+	f->dropped += dropped;
+	if (refused)
+		f->refused += dropped;
+}
+
+/* A redirect that failed when the program returned XDP_REDIRECT
+ * (xdp_do_redirect): the driver drops the frame. Counted when the map is
+ * this program's `tx_ports` (by port: the map index) or `xsks` (the
+ * exception path, FF_MAX_PORTS). */
+SEC("tracepoint/xdp/xdp_redirect_err")
+int ff_redirect_err(struct ff_tp_redirect_err *t)
+{
+	__u32 zero = 0;
+	struct ff_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return 0;
+	__u32 map_id = t->map_id;
+	if (map_id == 0)
+		return 0;
+	if (map_id == cfg->tx_ports_id) {
+		__u32 port = t->map_index;
+		if (port < FF_MAX_PORTS)
+			tx_fault(port, 1, refusal(t->err));
+	} else if (map_id == cfg->xsks_id) {
+		tx_fault(FF_MAX_PORTS, 1, 0);
+	}
+	return 0;
+}
+
+/* A devmap's bulk queue flushed into a device (ndo_xdp_xmit): `drops` of
+ * its frames were not taken. Counted when both devices are ports of this
+ * program (the record names them by ifindex only). */
+SEC("tracepoint/xdp/xdp_devmap_xmit")
+int ff_devmap_xmit(struct ff_tp_devmap_xmit *t)
+{
+	__s32 drops = t->drops;
+	if (drops <= 0)
+		return 0;
+	__u32 from = t->from_ifindex, to = t->to_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&ifindex_port, &to);
+	if (!port || !bpf_map_lookup_elem(&ifindex_port, &from))
+		return 0;
+	__u32 p = *port;
+	if (p < FF_MAX_PORTS)
+		tx_fault(p, drops, refusal(t->err));
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -78,6 +78,11 @@ struct ff_config {
 	__u32 fw_data_half; /* fw_data pairs per half */
 	__u32 ct_epoch;    /* ct_flows entries of another epoch are stale */
 	__u64 generation;  /* tables generation the active half holds */
+	/* The kernel's ids of the maps `tx_ports` and `xsks`, by which the
+	 * tracepoint programs know the failed redirects that were this
+	 * program's (0: not counted). */
+	__u32 tx_ports_id;
+	__u32 xsks_id;
 };
 
 /* A poptrie node: 6 address bits. */
@@ -114,10 +119,17 @@ struct ff_iface {
 	/* Egress L2 header after the destination MAC: source MAC and tags
 	 * (6, 10 or 14 bytes); the EtherType follows. */
 	__u8 tmpl_len;
-	__u8 pad;
+	__u8 flags;      /* FF_IFACE_* */
 	__u8 tmpl[14];
 	__u16 pad2;
 };
+
+/* ff_iface.flags */
+/* The interface's port takes no frames redirected from XDP (a driver
+ * without ndo_xdp_xmit, no XDP transmit rings, a veth whose peer has no
+ * NAPI): packets forwarded to it go to the user-space pipeline, which
+ * transmits them through its socket on the port. */
+#define FF_IFACE_PUNT_TX 1
 
 /* Next-hop sets, by next-hop id: hops [start, start+count) in `hops`;
  * count 0 is a discarding route whose code is `start`. */
@@ -207,6 +219,7 @@ struct ff_local6_key {
 #define FF_EXC_TABLE 6         /* an index outside the maps */
 #define FF_EXC_REJECT 7        /* a firewall reject: ICMP error or TCP reset */
 #define FF_EXC_CONNTRACK 8     /* a flow ct_flows does not hold (yet) */
+#define FF_EXC_EGRESS 9        /* the egress port takes no XDP frames (FF_IFACE_PUNT_TX) */
 #define FF_EXC_SLOTS 16
 
 /* Connection tracking's fast path (FF_CFG_CONNTRACK): the established
@@ -351,6 +364,42 @@ struct ff_counters {
 	__u64 drops[FF_DROP_SLOTS];
 	__u64 punts[FF_PUNT_SLOTS];
 	struct ff_if_counters ifaces[FF_MAX_IFACES];
+};
+
+/* Frames the kernel dropped after the program redirected them, per CPU,
+ * by port id; entry FF_MAX_PORTS is the exception path (`xsks`: an AF_XDP
+ * socket whose ring was full). Counted by the tracepoint programs
+ * (xdp:xdp_redirect_err, a redirect refused when the program returned;
+ * xdp:xdp_devmap_xmit, frames the driver did not take when the bulk queue
+ * was flushed). */
+#define FF_TX_FAULT_SLOTS (FF_MAX_PORTS + 1)
+struct ff_tx_fault {
+	__u64 dropped; /* frames lost */
+	__u64 refused; /* of them, refused outright: the port takes no XDP frames */
+};
+
+/* The records of the two tracepoints (their format files, under
+ * events/xdp/ in tracefs; the loader checks these offsets against them). */
+struct ff_tp_redirect_err {
+	__u32 common;     /* common_type, common_flags, common_preempt_count */
+	__s32 common_pid;
+	__s32 prog_id;
+	__u32 act;
+	__s32 ifindex;
+	__s32 err;
+	__s32 to_ifindex;
+	__u32 map_id;
+	__s32 map_index;
+};
+struct ff_tp_devmap_xmit {
+	__u32 common;     /* common_type, common_flags, common_preempt_count */
+	__s32 common_pid;
+	__s32 from_ifindex;
+	__u32 act;
+	__s32 to_ifindex;
+	__s32 drops;
+	__s32 sent;
+	__s32 err;
 };
 
 /* test_out.kind */

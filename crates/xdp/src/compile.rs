@@ -443,6 +443,17 @@ impl Image {
         })
     }
 
+    /// Marks every interface on one of `ports` as one whose port takes
+    /// no XDP frames: the program hands what it would forward there to the
+    /// pipeline, which transmits it through its own socket on the port.
+    pub fn punt_tx(&mut self, ports: &std::collections::BTreeSet<u16>) {
+        for v in &mut self.ifaces {
+            let flags = layout::iface_flags(v) & !layout::IFACE_PUNT_TX;
+            let punt = ports.contains(&layout::iface_port(v));
+            layout::set_iface_flags(v, flags | if punt { layout::IFACE_PUNT_TX } else { 0 });
+        }
+    }
+
     /// Every transit packet goes to the user-space pipeline.
     pub fn except_all(&self) -> bool {
         self.except_reason.is_some()

@@ -13,7 +13,7 @@
 use crate::compile::Image;
 use crate::layout::{self, CounterBlock, FibCapacity};
 use aya::maps::{Array, DevMap, HashMap, IterableMap, MapData, PerCpuArray, XskMap};
-use aya::programs::{Xdp, XdpFlags};
+use aya::programs::{TracePoint, Xdp, XdpFlags};
 use aya::{Ebpf, EbpfLoader};
 use pipeline::{Counters, DropReason, InterfaceCounters, PuntReason};
 use std::os::fd::AsFd;
@@ -103,6 +103,26 @@ pub struct EngineCounters {
     pub meta_failed: u64,
 }
 
+/// Redirected frames the kernel dropped after the program returned, for
+/// one port (or the exception path's sockets), summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxFault {
+    /// Frames lost.
+    pub dropped: u64,
+    /// Of them, refused because the device takes no XDP frames (rather
+    /// than a full ring): the port has to be served another way.
+    pub refused: u64,
+}
+
+/// What the tracepoint programs count, summed over CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxFaults {
+    /// By port id.
+    pub ports: Vec<TxFault>,
+    /// Exceptions the kernel could not put in an AF_XDP socket's ring.
+    pub exceptions: TxFault,
+}
+
 impl EngineCounters {
     fn from_block(b: &CounterBlock, interfaces: usize) -> EngineCounters {
         let mut c = Counters::new(interfaces);
@@ -166,6 +186,10 @@ pub struct Engine {
     forced_except_all: bool,
     xsks: XskMap<MapData>,
     links: Vec<(u32, aya::programs::xdp::XdpLinkId)>,
+    /// The map ids the tracepoint programs count for, once attached.
+    traced: layout::TracedMaps,
+    /// The kernel's id of the map `xsks`.
+    xsks_id: u32,
 }
 
 impl std::fmt::Debug for Engine {
@@ -181,6 +205,26 @@ impl std::fmt::Debug for Engine {
 }
 
 const PROGRAM: &str = "fastfwd_xdp";
+
+/// A record field a tracepoint program reads: (name, offset).
+type RecordFields = &'static [(&'static str, usize)];
+
+/// The tracepoint programs counting failed redirects: (program, category,
+/// tracepoint, the record fields it reads).
+const FAULT_COUNTERS: [(&str, &str, &str, RecordFields); 2] = [
+    (
+        "ff_redirect_err",
+        "xdp",
+        "xdp_redirect_err",
+        &layout::TP_REDIRECT_ERR_FIELDS,
+    ),
+    (
+        "ff_devmap_xmit",
+        "xdp",
+        "xdp_devmap_xmit",
+        &layout::TP_DEVMAP_XMIT_FIELDS,
+    ),
+];
 
 /// The shortest frame `BPF_PROG_TEST_RUN` takes (an Ethernet header).
 pub const MIN_TEST_FRAME: usize = 14;
@@ -208,6 +252,13 @@ impl Engine {
             .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
         prog.load()
             .map_err(|e| bpf_err(format!("verifying program {PROGRAM}"), &e))?;
+        let xsks_id = match ebpf.map("xsks") {
+            Some(aya::maps::Map::XskMap(m)) => m
+                .info()
+                .map(|i| i.id())
+                .map_err(|e| bpf_err("map xsks", &e))?,
+            _ => 0,
+        };
         let xsks = ebpf.take_map("xsks").ok_or_else(|| EngineError::Bpf {
             what: "map xsks".into(),
             detail: "not in fastfwd_xdp.o".into(),
@@ -224,9 +275,98 @@ impl Engine {
             forced_except_all: false,
             xsks,
             links: Vec::new(),
+            traced: layout::TracedMaps::default(),
+            xsks_id,
         };
         engine.write_config(false)?;
         Ok(engine)
+    }
+
+    /// Starts counting the redirected frames the kernel drops after the
+    /// program returned (per port, and the exception path's): loads and
+    /// attaches the tracepoint programs, after checking that the kernel's
+    /// records hold the fields where they read them. Needs tracefs
+    /// (mounted here when it is not) and CAP_PERFMON or CAP_SYS_ADMIN.
+    /// Without it such drops go uncounted: the caller says so.
+    pub fn count_tx_faults(&mut self) -> Result<(), EngineError> {
+        let tracefs = netio::sys::bpf::tracefs().map_err(|e| bpf_err("finding tracefs", &e))?;
+        for (prog, category, name, fields) in FAULT_COUNTERS {
+            let path = tracefs.join(format!("events/{category}/{name}/format"));
+            let format = std::fs::read_to_string(&path)
+                .map_err(|e| bpf_err(format!("reading {}", path.display()), &e))?;
+            layout::check_tracepoint_format(&format, fields).map_err(|e| EngineError::Bpf {
+                what: format!("tracepoint {category}:{name}"),
+                detail: format!("its record is not laid out as the program reads it: {e}"),
+            })?;
+            let tp: &mut TracePoint = self
+                .ebpf
+                .program_mut(prog)
+                .ok_or_else(|| EngineError::Bpf {
+                    what: format!("program {prog}"),
+                    detail: "not in fastfwd_xdp.o".into(),
+                })?
+                .try_into()
+                .map_err(|e| bpf_err(format!("program {prog}"), &e))?;
+            tp.load()
+                .map_err(|e| bpf_err(format!("verifying program {prog}"), &e))?;
+            tp.attach(category, name)
+                .map_err(|e| bpf_err(format!("attaching {prog} to {category}:{name}"), &e))?;
+        }
+        let id_of = |name: &str| -> Result<u32, EngineError> {
+            let data = match self.ebpf.map(name) {
+                Some(aya::maps::Map::DevMap(m)) => m.info(),
+                _ => {
+                    return Err(EngineError::Bpf {
+                        what: format!("map {name}"),
+                        detail: "not a devmap in fastfwd_xdp.o".into(),
+                    });
+                }
+            };
+            data.map(|i| i.id())
+                .map_err(|e| bpf_err(format!("map {name}"), &e))
+        };
+        let tx_ports = id_of("tx_ports")?;
+        self.traced = layout::TracedMaps {
+            tx_ports,
+            xsks: self.xsks_id,
+        };
+        let ea = self.except_all();
+        self.write_config(ea)
+    }
+
+    /// Whether [`Engine::count_tx_faults`] succeeded.
+    pub fn counts_tx_faults(&self) -> bool {
+        self.traced != layout::TracedMaps::default()
+    }
+
+    /// The dropped redirects counted so far (zero before
+    /// [`Engine::count_tx_faults`]).
+    pub fn tx_faults(&self) -> Result<TxFaults, EngineError> {
+        let m = self.ebpf.map("tx_faults").ok_or_else(|| EngineError::Bpf {
+            what: "map tx_faults".into(),
+            detail: "missing".into(),
+        })?;
+        let a: PerCpuArray<_, [u8; layout::TX_FAULT_SIZE]> =
+            PerCpuArray::try_from(m).map_err(|e| bpf_err("map tx_faults", &e))?;
+        let mut out = TxFaults::default();
+        for slot in 0..layout::TX_FAULT_SLOTS {
+            let mut sum = TxFault::default();
+            for v in a
+                .get(&slot, 0)
+                .map_err(|e| bpf_err("reading map tx_faults", &e))?
+                .iter()
+            {
+                let (d, r) = layout::tx_fault_fields(v);
+                sum.dropped += d;
+                sum.refused += r;
+            }
+            if slot < layout::MAX_PORTS {
+                out.ports.push(sum);
+            } else {
+                out.exceptions = sum;
+            }
+        }
+        Ok(out)
     }
 
     /// The FIB capacity the maps were created with.
@@ -270,6 +410,7 @@ impl Engine {
             &self.cap,
             ct_epoch.unwrap_or(0),
             self.generation,
+            self.traced,
         );
         let mut a: Array<_, layout::Config> = self.array("config")?;
         a.set(0, v, 0)

@@ -36,6 +36,9 @@ pub const CFG_FIREWALL: u32 = 8;
 pub const CFG_CONNTRACK: u32 = 16;
 
 pub const NO_IFACE: u16 = 0xffff;
+pub const IFACE_PUNT_TX: u8 = 1;
+/// `tx_faults` entries: one per port, then the exception path's sockets.
+pub const TX_FAULT_SLOTS: u32 = MAX_PORTS + 1;
 pub const HOP_GATEWAY: u8 = 1;
 pub const HOP_MAC: u8 = 2;
 pub const LOCAL_UNICAST: u32 = 1;
@@ -48,7 +51,7 @@ pub const EXC_SLOTS: usize = 16;
 /// Why the program handed a packet to the user-space pipeline (the
 /// `FF_EXC_*` values), with the names `show runtime` and replay's summary
 /// print.
-pub const EXCEPTIONS: [(u32, &str); 9] = [
+pub const EXCEPTIONS: [(u32, &str); 10] = [
     (0, "ttl_expiring"),
     (1, "ipv4_options"),
     (2, "no_route_or_unreachable"),
@@ -58,6 +61,7 @@ pub const EXCEPTIONS: [(u32, &str); 9] = [
     (6, "outside_the_maps"),
     (7, "firewall_reject"),
     (8, "conntrack_unknown_flow"),
+    (9, "egress_refuses_xdp"),
 ];
 
 /// Connection tracking's fast path (`FF_CT_*`, `FF_META_*`).
@@ -157,7 +161,7 @@ const _: () = assert!(DIRECT4 + LEVELS4 * STRIDE >= 32 && DIRECT6 + LEVELS6 * ST
 const _: () = assert!(DIRECT6 > 0 && DIRECT6 < 64);
 
 /// Struct sizes, as `sizeof` gives them in C.
-pub const CONFIG_SIZE: usize = 40;
+pub const CONFIG_SIZE: usize = 48;
 pub const NODE_SIZE: usize = 24;
 pub const PORT_SIZE: usize = 8;
 pub const VLAN_KEY_SIZE: usize = 8;
@@ -172,6 +176,9 @@ pub const TEST_OUT_SIZE: usize = 16;
 pub const CT_KEY_SIZE: usize = 40;
 pub const CT_VALUE_SIZE: usize = 32;
 pub const META_SIZE: usize = 8;
+pub const TX_FAULT_SIZE: usize = 16;
+pub const TP_REDIRECT_ERR_SIZE: usize = 36;
+pub const TP_DEVMAP_XMIT_SIZE: usize = 32;
 /// `struct ff_counters` in 64-bit words.
 pub const COUNTER_WORDS: usize = 8 + EXC_SLOTS + DROP_SLOTS + PUNT_SLOTS + 5 * MAX_IFACES as usize;
 /// Word offsets inside `struct ff_counters`.
@@ -277,12 +284,21 @@ impl FibCapacity {
     }
 }
 
+/// The kernel's ids of the maps the tracepoint programs recognise
+/// (`tx_ports`, `xsks`; 0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TracedMaps {
+    pub tx_ports: u32,
+    pub xsks: u32,
+}
+
 pub fn config(
     active: u32,
     flags: u32,
     cap: &FibCapacity,
     ct_epoch: u32,
     generation: u64,
+    traced: TracedMaps,
 ) -> Config {
     let mut c = [0u8; CONFIG_SIZE];
     c[0..4].copy_from_slice(&active.to_ne_bytes());
@@ -294,6 +310,8 @@ pub fn config(
     c[24..28].copy_from_slice(&cap.fw_pairs().to_ne_bytes());
     c[28..32].copy_from_slice(&ct_epoch.to_ne_bytes());
     c[32..40].copy_from_slice(&generation.to_ne_bytes());
+    c[40..44].copy_from_slice(&traced.tx_ports.to_ne_bytes());
+    c[44..48].copy_from_slice(&traced.xsks.to_ne_bytes());
     c
 }
 
@@ -351,8 +369,83 @@ pub fn iface(mac: [u8; 6], mtu: u16, port: u16, tmpl: &[u8; 14], tmpl_len: u8) -
     v[6..8].copy_from_slice(&mtu.to_ne_bytes());
     v[8..10].copy_from_slice(&port.to_ne_bytes());
     v[10] = tmpl_len;
+    // v[11]: flags, set by `set_iface_flags`.
     v[12..26].copy_from_slice(tmpl);
     v
+}
+
+/// The port of an encoded interface.
+pub fn iface_port(v: &IfaceValue) -> u16 {
+    u16::from_ne_bytes([v[8], v[9]])
+}
+
+/// The `FF_IFACE_*` flags of an encoded interface.
+pub fn iface_flags(v: &IfaceValue) -> u8 {
+    v[11]
+}
+
+/// Sets the `FF_IFACE_*` flags of an encoded interface.
+pub fn set_iface_flags(v: &mut IfaceValue, flags: u8) {
+    v[11] = flags;
+}
+
+/// (dropped, refused) of an encoded `struct ff_tx_fault`.
+pub fn tx_fault_fields(v: &[u8; TX_FAULT_SIZE]) -> (u64, u64) {
+    let at = |i: usize| u64::from_ne_bytes(v[i..i + 8].try_into().unwrap_or([0; 8]));
+    (at(0), at(8))
+}
+
+/// The fields the tracepoint programs read, with their offsets in the
+/// records (`struct ff_tp_redirect_err`, `struct ff_tp_devmap_xmit`): the
+/// loader checks them against the kernel's format files.
+pub const TP_REDIRECT_ERR_FIELDS: [(&str, usize); 3] =
+    [("err", 20), ("map_id", 28), ("map_index", 32)];
+pub const TP_DEVMAP_XMIT_FIELDS: [(&str, usize); 4] = [
+    ("from_ifindex", 8),
+    ("to_ifindex", 16),
+    ("drops", 20),
+    ("err", 28),
+];
+
+/// Whether a tracepoint's format file (`events/CATEGORY/NAME/format` in
+/// tracefs) places each of `fields` at its offset, as 4-byte fields:
+/// `Err` names the first that is missing or elsewhere.
+pub fn check_tracepoint_format(format: &str, fields: &[(&str, usize)]) -> Result<(), String> {
+    for &(name, offset) in fields {
+        let found = format.lines().find_map(|l| {
+            // "\tfield:int err;\toffset:20;\tsize:4;\tsigned:1;"
+            let mut decl = None;
+            let (mut off, mut size) = (None, None);
+            // Plain decimal numbers only, as the kernel writes them.
+            let number = |t: &str| {
+                t.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| t.parse::<usize>().ok())
+                    .flatten()
+            };
+            for part in l.trim().split(';') {
+                let part = part.trim();
+                if let Some(d) = part.strip_prefix("field:") {
+                    decl = d.rsplit([' ', '*']).next();
+                } else if let Some(o) = part.strip_prefix("offset:") {
+                    off = number(o);
+                } else if let Some(z) = part.strip_prefix("size:") {
+                    size = number(z);
+                }
+            }
+            (decl == Some(name)).then_some((off, size))
+        });
+        match found {
+            Some((Some(o), Some(4))) if o == offset => {}
+            Some((o, z)) => {
+                return Err(format!(
+                    "field {name} at offset {o:?} size {z:?}, not offset {offset} size 4"
+                ));
+            }
+            None => return Err(format!("no field {name}")),
+        }
+    }
+    Ok(())
 }
 
 pub fn adj(start: u32, count: u32) -> AdjValue {
@@ -542,6 +635,7 @@ mod tests {
             ("FF_FW_REJECT", FW_REJECT.into()),
             ("FF_FW_COUNT", FW_COUNT.into()),
             ("FF_NO_IFACE", NO_IFACE.into()),
+            ("FF_IFACE_PUNT_TX", IFACE_PUNT_TX.into()),
             ("FF_HOP_GATEWAY", HOP_GATEWAY.into()),
             ("FF_HOP_MAC", HOP_MAC.into()),
             ("FF_LOCAL_UNICAST", LOCAL_UNICAST.into()),
@@ -558,6 +652,11 @@ mod tests {
         for (name, v) in want {
             assert_eq!(d.get(*name), Some(v), "{name}");
         }
+        assert_eq!(
+            CHeader::new(HEADER).define("FF_TX_FAULT_SLOTS").as_deref(),
+            Some("(FF_MAX_PORTS + 1)")
+        );
+        assert_eq!(TX_FAULT_SLOTS, MAX_PORTS + 1);
         for (name, r) in DROPS {
             assert_eq!(d.get(name), Some(&(r.index() as u64)), "{name} = {r}");
         }
@@ -574,7 +673,9 @@ mod tests {
             "FF_EXC_TABLE",
             "FF_EXC_REJECT",
             "FF_EXC_CONNTRACK",
+            "FF_EXC_EGRESS",
         ];
+        assert_eq!(exc.len(), EXCEPTIONS.len());
         for (name, (v, _)) in exc.iter().zip(EXCEPTIONS) {
             assert_eq!(d.get(*name), Some(&u64::from(v)), "{name}");
         }
@@ -608,6 +709,9 @@ mod tests {
             ("ff_ct_key", CT_KEY_SIZE),
             ("ff_ct_value", CT_VALUE_SIZE),
             ("ff_meta", META_SIZE),
+            ("ff_tx_fault", TX_FAULT_SIZE),
+            ("ff_tp_redirect_err", TP_REDIRECT_ERR_SIZE),
+            ("ff_tp_devmap_xmit", TP_DEVMAP_XMIT_SIZE),
         ] {
             assert_eq!(struct_size(name), size, "sizeof(struct {name})");
         }
@@ -668,6 +772,59 @@ mod tests {
             0x0a00_0001
         );
         assert_eq!(k[36], 6);
+    }
+
+    /// The offsets the programs read are the structs' (as the header lays
+    /// them out), and the format check accepts the kernel's format files
+    /// as they are and refuses a moved or missing field.
+    #[test]
+    fn tracepoint_records_match_their_formats() {
+        let redirect_err = "name: xdp_redirect_err\nID: 581\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:int prog_id;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:u32 act;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:int ifindex;\toffset:16;\tsize:4;\tsigned:1;\n\
+\tfield:int err;\toffset:20;\tsize:4;\tsigned:1;\n\
+\tfield:int to_ifindex;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:u32 map_id;\toffset:28;\tsize:4;\tsigned:0;\n\
+\tfield:int map_index;\toffset:32;\tsize:4;\tsigned:1;\n\n\
+print fmt: \"prog_id=%d\", REC->prog_id\n";
+        let devmap_xmit = "name: xdp_devmap_xmit\nformat:\n\
+\tfield:int from_ifindex;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:u32 act;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:int to_ifindex;\toffset:16;\tsize:4;\tsigned:1;\n\
+\tfield:int drops;\toffset:20;\tsize:4;\tsigned:1;\n\
+\tfield:int sent;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int err;\toffset:28;\tsize:4;\tsigned:1;\n";
+        assert_eq!(
+            check_tracepoint_format(redirect_err, &TP_REDIRECT_ERR_FIELDS),
+            Ok(())
+        );
+        assert_eq!(
+            check_tracepoint_format(devmap_xmit, &TP_DEVMAP_XMIT_FIELDS),
+            Ok(())
+        );
+        let moved = devmap_xmit.replace("offset:20;", "offset:24;");
+        let signed = devmap_xmit.replace("offset:20;", "offset:+20;");
+        assert!(check_tracepoint_format(&signed, &TP_DEVMAP_XMIT_FIELDS).is_err());
+        assert!(check_tracepoint_format(&moved, &TP_DEVMAP_XMIT_FIELDS).is_err());
+        let missing = devmap_xmit.replace("int drops;", "int dropped;");
+        assert_eq!(
+            check_tracepoint_format(&missing, &TP_DEVMAP_XMIT_FIELDS),
+            Err("no field drops".into())
+        );
+        assert!(check_tracepoint_format("", &TP_REDIRECT_ERR_FIELDS).is_err());
+        // The programs' structs put the fields where the formats have them.
+        let h = CHeader::new(HEADER);
+        for (st, fields) in [
+            ("ff_tp_redirect_err", &TP_REDIRECT_ERR_FIELDS[..]),
+            ("ff_tp_devmap_xmit", &TP_DEVMAP_XMIT_FIELDS[..]),
+        ] {
+            for &(name, off) in fields {
+                assert_eq!(h.field_offset(st, name, &[]), Some(off), "{st}.{name}");
+            }
+        }
     }
 
     #[test]

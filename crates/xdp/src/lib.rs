@@ -22,5 +22,7 @@ pub mod layout;
 pub mod replay;
 
 pub use compile::{CompileError, Image};
-pub use engine::{Engine, EngineCounters, EngineError, FlowTable, Mode, Outcome};
+pub use engine::{
+    Engine, EngineCounters, EngineError, FlowTable, Mode, Outcome, TxFault, TxFaults,
+};
 pub use layout::FibCapacity;

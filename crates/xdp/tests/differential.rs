@@ -534,10 +534,25 @@ fn compare(
     batches: u64,
     rules: Option<&str>,
 ) -> Result<xdp_engine::EngineCounters, TestCaseError> {
+    compare_punting(v4, v6, seed, mtu1, batches, rules, &Default::default())
+}
+
+/// [`compare`] with the ports in `punt` marked as taking no XDP frames.
+fn compare_punting(
+    v4: &[(u32, u8, usize)],
+    v6: &[(u128, u8, usize)],
+    seed: u64,
+    mtu1: u16,
+    batches: u64,
+    rules: Option<&str>,
+    punt: &std::collections::BTreeSet<u16>,
+) -> Result<xdp_engine::EngineCounters, TestCaseError> {
     let t = tables(v4, v6, mtu1, rules.and_then(acl));
     let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
     let fw = t.acl.as_ref();
-    let image = Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
+    let mut image =
+        Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
+    image.punt_tx(punt);
     if rules.is_some() {
         prop_assert!(
             image.firewall.is_some(),
@@ -708,6 +723,47 @@ fn the_program_finishes_most_packets_itself() {
         c.total_exceptions()
     );
     assert!(c.counters.forwarded_ipv6 > 0 && c.counters.total_punts() > 0);
+}
+
+/// A port marked as taking no XDP frames: every packet the program would
+/// forward there goes to the pipeline (`egress_refuses_xdp`), which
+/// forwards it as it would have, and the other ports stay with the
+/// program.
+#[test]
+fn a_port_that_takes_no_xdp_frames_is_left_to_the_pipeline() {
+    if !netio::root_or_skip("the XDP engine differential test") {
+        return;
+    }
+    let v4: Vec<(u32, u8, usize)> = (0..40u32)
+        .map(|i| {
+            (
+                0x0a00_0000 | (i << 18),
+                16,
+                [0, 2, 3, 4, 7, 8][i as usize % 6],
+            )
+        })
+        .collect();
+    let v6 = [(0x2001_0db8_0100_0000_0000_0000_0000_0000u128, 48, 5)];
+    let egress = xdp_engine::layout::EXCEPTIONS
+        .iter()
+        .find(|(_, n)| *n == "egress_refuses_xdp")
+        .unwrap()
+        .0 as usize;
+    let open = compare(&v4, &v6, 0x5eed, 1500, 80, None).unwrap();
+    assert_eq!(open.exceptions[egress], 0);
+    let c = compare_punting(&v4, &v6, 0x5eed, 1500, 80, None, &[1u16].into()).unwrap();
+    let forwarded =
+        |c: &xdp_engine::EngineCounters| c.counters.forwarded_ipv4 + c.counters.forwarded_ipv6;
+    assert!(c.exceptions[egress] > 0, "{c:?}");
+    assert!(
+        forwarded(&c) > 0,
+        "the other ports stay with the program: {c:?}"
+    );
+    assert_eq!(
+        forwarded(&c) + c.exceptions[egress],
+        forwarded(&open),
+        "what the program forwarded to port 1 went to the pipeline instead"
+    );
 }
 
 /// The stateful forward chain of the connection-tracking tests: new flows
