@@ -233,11 +233,18 @@ pub mod reply {
         pub tx_packets: u64,
         /// Bytes forwarded out of it.
         pub tx_bytes: u64,
-        /// Frames that found its port's TX ring full (untagged interface only).
+        /// Frames that found its port's TX ring full, or that the kernel
+        /// dropped after the XDP program redirected them into the port
+        /// (untagged interface only).
         pub tx_drops: u64,
         /// Frames its port's RX ring had no room for, or too large for a
         /// buffer: lost before the pipeline (untagged interface only).
         pub rx_ring_drops: u64,
+        /// Why the XDP engine hands what it forwards out of this interface
+        /// to the pipeline, which transmits it (its port takes no frames
+        /// redirected from XDP); absent when the program transmits itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pipeline_egress: Option<String>,
     }
 
     /// What the XDP program finished itself and handed on.
@@ -260,6 +267,19 @@ pub mod reply {
         /// Frames handed over without their connection-tracking hint (no
         /// headroom in front of them).
         pub meta_failed: u64,
+        /// Frames the kernel dropped after the program redirected them into
+        /// a port: refused (the port takes no XDP frames) or its ring full.
+        /// Not counted as output.
+        #[serde(default)]
+        pub redirects_dropped: u64,
+        /// Exceptions the kernel dropped after the program redirected them:
+        /// the AF_XDP socket's ring was full.
+        #[serde(default)]
+        pub exceptions_ring_full: u64,
+        /// Why the two counters above are not kept (the tracepoints could
+        /// not be attached); absent when they are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub redirect_drops_uncounted: Option<String>,
     }
 
     /// `show_workers`: one per worker, and one for the XDP program.
@@ -351,6 +371,14 @@ pub mod reply {
         pub rx_ring_full: u64,
         /// Frames larger than a frame buffer, dropped on receive.
         pub rx_oversize: u64,
+        /// Frames the kernel dropped after the XDP program redirected them
+        /// into a port (refused, or its ring full).
+        #[serde(default)]
+        pub xdp_redirects_dropped: u64,
+        /// Exceptions the kernel dropped after the XDP program redirected
+        /// them (the AF_XDP socket's ring full).
+        #[serde(default)]
+        pub xdp_exceptions_ring_full: u64,
     }
 
     /// `show_firewall`.

@@ -77,3 +77,8 @@ fn xdp_engine_names_kernel_policy_it_does_not_mirror() {
 fn xdp_engine_routes_by_the_kernels_policy_rules() {
     router_common::policy_rules_scenario(XDP_ENGINE, "ey");
 }
+
+#[test]
+fn xdp_engine_serves_an_egress_port_that_refuses_xdp_frames() {
+    router_common::egress_refuses_xdp_scenario("ez");
+}

@@ -151,6 +151,14 @@ pub(crate) struct XdpEngine {
     /// Why the program last handed every transit packet to the pipeline
     /// instead of evaluating the firewall (logged when it changes).
     pub(crate) except_reason: Option<&'static str>,
+    /// The ports that take no frames redirected from XDP (the pipeline
+    /// transmits for them).
+    pub(crate) egress: crate::egress::EgressWatch,
+    /// The kernel's netdev family, where it has one (xdp-features).
+    pub(crate) netdev: Option<control::netdev::NetdevLink>,
+    /// Whether the tracepoints count the redirected frames the kernel
+    /// drops (`Err`: why not).
+    pub(crate) faults_counted: std::result::Result<(), String>,
 }
 
 /// How often the XDP engine's flow table is swept of expired flows (the
@@ -170,9 +178,11 @@ impl XdpEngine {
             return;
         }
         self.synced = Some(key);
+        let punted = self.egress.punted();
         let r = compile_image(&tables, s4.trie(), s6.trie(), &self.engine.capacity())
             .map_err(xdp_engine::EngineError::from)
-            .and_then(|image| {
+            .and_then(|mut image| {
+                image.punt_tx(&punted);
                 let reason = image.except_reason;
                 self.engine.publish(image).map(|()| reason)
             });
@@ -201,6 +211,53 @@ impl XdpEngine {
                 error!(error = %e, "cannot make the XDP program hand on every packet");
             }
         }
+    }
+}
+
+impl XdpEngine {
+    /// Follows which ports take frames redirected from XDP (see `egress`):
+    /// `ports` are each port's name and current ifindex. When the set of
+    /// ports the pipeline transmits for changes, the tables are compiled
+    /// again at the next `sync`.
+    pub(crate) fn watch_egress(&mut self, ports: &[(String, Option<u32>)]) {
+        let engine = &self.engine;
+        let counted = self.faults_counted.is_ok();
+        let netdev = &mut self.netdev;
+        let changed = self.egress.check(
+            Instant::now(),
+            || {
+                if !counted {
+                    return None;
+                }
+                match engine.tx_faults() {
+                    Ok(f) => Some(f.ports.iter().map(|p| p.refused).collect()),
+                    Err(e) => {
+                        warn!(error = %e, "reading the XDP program's dropped redirects");
+                        None
+                    }
+                }
+            },
+            ports,
+            |ifindex| {
+                let n = netdev.as_mut()?;
+                match n.xdp_features(ifindex) {
+                    Ok(f) => f.map(control::netdev::XdpFeatures::takes_redirects),
+                    Err(e) => {
+                        warn!(error = %e, ifindex, "asking the kernel for a port's xdp-features");
+                        None
+                    }
+                }
+            },
+        );
+        if changed {
+            self.synced = None;
+        }
+    }
+
+    /// The redirected frames the kernel dropped, when they are counted.
+    pub(crate) fn tx_faults(&self) -> Option<xdp_engine::TxFaults> {
+        self.faults_counted.as_ref().ok()?;
+        self.engine.tx_faults().ok()
     }
 }
 
@@ -413,7 +470,15 @@ impl Daemon {
     /// (before a control-socket change is acknowledged), and sweeps its
     /// flow table now and then.
     fn sync_xdp(&mut self) {
+        let ports: Vec<(String, Option<u32>)> = self
+            .router
+            .ports()
+            .iter()
+            .cloned()
+            .zip(self.attached.iter().copied())
+            .collect();
         if let Some(x) = self.xdp.as_mut() {
+            x.watch_egress(&ports);
             x.sync(&self.shared.snapshot);
             x.sweep_flows(&self.shared.snapshot);
         }
@@ -433,6 +498,15 @@ impl Daemon {
         self.kernel_batches += 1;
         if delta.policy || delta.other || !delta.links.is_empty() {
             self.name_unmodelled();
+        }
+        if let Some(x) = self.xdp.as_mut() {
+            for (p, a) in self.attached.iter().enumerate() {
+                if a.is_some_and(|i| delta.links.contains(&i))
+                    && let Ok(p) = u16::try_from(p)
+                {
+                    x.egress.link_changed(p);
+                }
+            }
         }
         if !delta.links.is_empty() || delta.other {
             self.follow_ports();
@@ -489,6 +563,9 @@ impl Daemon {
             let Some(ifindex) = now else {
                 continue;
             };
+            if let (Some(x), Ok(p)) = (self.xdp.as_mut(), u16::try_from(p)) {
+                x.egress.link_changed(p);
+            }
             match self
                 .attach
                 .open(p, name, ifindex, &mut self.programs, self.xdp.as_mut())
@@ -637,18 +714,50 @@ impl Daemon {
             .collect();
         // The XDP program counts what it finishes itself, on every CPU.
         if let Some(x) = &self.xdp {
-            let n = self.shared.snapshot.load().interfaces().len();
+            let tables = self.shared.snapshot.load();
+            let n = tables.interfaces().len();
             match x.engine.counters(n) {
-                Ok(c) => reps.push(WorkerReport {
-                    view: reply::Worker {
-                        id: reps.len(),
-                        backend: "xdp-program".into(),
-                        xdp: Some(crate::replay::xdp_program(&c)),
-                        ..reply::Worker::default()
-                    },
-                    counters: c.counters,
-                    ..WorkerReport::default()
-                }),
+                Ok(mut c) => {
+                    let mut program = crate::replay::xdp_program(&c);
+                    match (&x.faults_counted, x.tx_faults()) {
+                        (Ok(()), Some(f)) => {
+                            // What the kernel dropped after the redirect
+                            // was counted as output by the program: it is
+                            // not (the port's untagged interface, else its
+                            // first, carries the difference).
+                            for (p, fault) in f.ports.iter().enumerate() {
+                                let on_port = |i: &&pipeline::Interface| usize::from(i.port) == p;
+                                let ifaces = tables.interfaces();
+                                let target = ifaces
+                                    .iter()
+                                    .position(|i| on_port(&i) && i.vlan == pipeline::Vlan::Untagged)
+                                    .or_else(|| ifaces.iter().position(|i| on_port(&i)));
+                                if let Some(ic) =
+                                    target.and_then(|t| c.counters.interfaces.get_mut(t))
+                                {
+                                    ic.tx_packets = ic.tx_packets.saturating_sub(fault.dropped);
+                                }
+                            }
+                            program.redirects_dropped = f.ports.iter().map(|p| p.dropped).sum();
+                            program.exceptions_ring_full = f.exceptions.dropped;
+                        }
+                        (Err(why), _) => program.redirect_drops_uncounted = Some(why.clone()),
+                        (Ok(()), None) => {
+                            program.redirect_drops_uncounted =
+                                Some("reading the tracepoints' counters failed".into())
+                        }
+                    }
+                    reps.push(WorkerReport {
+                        view: reply::Worker {
+                            id: reps.len(),
+                            backend: "xdp-program".into(),
+                            xdp: Some(program),
+                            ..reply::Worker::default()
+                        },
+                        counters: c.counters,
+                        ..WorkerReport::default()
+                    })
+                }
                 Err(e) => warn!(error = %e, "reading the XDP program's counters"),
             }
         }
@@ -1109,6 +1218,27 @@ impl Daemon {
                 c.tx_bytes,
             );
         }
+        if let Some(x) = &self.xdp {
+            let faults = x.tx_faults();
+            for (p, name) in self.router.ports().iter().enumerate() {
+                let l = [("port", name.as_str())];
+                if let Some(f) = faults.as_ref().and_then(|f| f.ports.get(p)) {
+                    m.counter(
+                        "xdp_port_redirects_dropped",
+                        "Frames the kernel dropped after the XDP program redirected them into the port (refused, or its ring full).",
+                        &l,
+                        f.dropped,
+                    );
+                }
+                let punted = u16::try_from(p).is_ok_and(|p| x.egress.reason(p).is_some());
+                m.gauge(
+                    "xdp_port_pipeline_egress",
+                    "1 while the port takes no frames redirected from XDP and the pipeline transmits its traffic.",
+                    &l,
+                    u64::from(punted),
+                );
+            }
+        }
         for r in pipeline::DropReason::ALL {
             m.counter(
                 "drops",
@@ -1219,6 +1349,12 @@ impl Daemon {
                         *n,
                     );
                 }
+                m.counter(
+                    "xdp_exceptions_ring_full",
+                    "Exceptions the kernel dropped: the AF_XDP socket's ring was full.",
+                    &[],
+                    x.exceptions_ring_full,
+                );
             }
         }
         let fw = self.show_firewall();
@@ -1324,6 +1460,7 @@ impl Daemon {
         let reps = self.reports();
         let total = Counters::sum(reps.iter().map(|r| &r.counters));
         let tables = self.shared.snapshot.load();
+        let faults = self.xdp.as_ref().and_then(XdpEngine::tx_faults);
         let interfaces = tables
             .interfaces()
             .iter()
@@ -1343,8 +1480,15 @@ impl Daemon {
                         .map(|p| f(&p.counters))
                         .sum()
                 };
-                let tx_drops = of_port(|c| c.tx_dropped);
+                let untagged = iface.vlan == pipeline::Vlan::Untagged;
+                let redirects_dropped = faults
+                    .as_ref()
+                    .and_then(|f| f.ports.get(usize::from(iface.port)))
+                    .filter(|_| untagged)
+                    .map_or(0, |f| f.dropped);
+                let tx_drops = of_port(|c| c.tx_dropped) + redirects_dropped;
                 let rx_ring_drops = of_port(|c| c.rx_dropped + c.rx_oversize);
+                let pipeline_egress = self.xdp.as_ref().and_then(|x| x.egress.reason(iface.port));
                 reply::Interface {
                     name: iface.name.clone(),
                     port,
@@ -1357,6 +1501,7 @@ impl Daemon {
                     tx_bytes: c.tx_bytes,
                     tx_drops,
                     rx_ring_drops,
+                    pipeline_egress,
                 }
             })
             .collect();
@@ -1428,6 +1573,11 @@ impl Daemon {
                     tx_redirect_failed: now.tx_redirect_failed.saturating_sub(b.tx_redirect_failed),
                     ct_established: now.ct_established.saturating_sub(b.ct_established),
                     meta_failed: now.meta_failed.saturating_sub(b.meta_failed),
+                    redirects_dropped: now.redirects_dropped.saturating_sub(b.redirects_dropped),
+                    exceptions_ring_full: now
+                        .exceptions_ring_full
+                        .saturating_sub(b.exceptions_ring_full),
+                    redirect_drops_uncounted: now.redirect_drops_uncounted.clone(),
                 },
             };
             let exceptions: u64 = program.exceptions.values().sum();
@@ -1532,6 +1682,16 @@ impl Daemon {
             tx_ring_full: ports().map(|p| p.counters.tx_dropped).sum(),
             rx_ring_full: ports().map(|p| p.counters.rx_dropped).sum(),
             rx_oversize: ports().map(|p| p.counters.rx_oversize).sum(),
+            xdp_redirects_dropped: reps
+                .iter()
+                .filter_map(|r| r.view.xdp.as_ref())
+                .map(|x| x.redirects_dropped)
+                .sum(),
+            xdp_exceptions_ring_full: reps
+                .iter()
+                .filter_map(|r| r.view.xdp.as_ref())
+                .map(|x| x.exceptions_ring_full)
+                .sum(),
         }
     }
 }

@@ -18,6 +18,7 @@
 mod batching;
 pub mod capture;
 mod daemon;
+mod egress;
 pub mod memport;
 pub mod metrics;
 pub mod ports;

@@ -155,7 +155,8 @@ impl Attach {
                 let Some(x) = xdp else {
                     bail!("{name}: the XDP engine is not loaded");
                 };
-                x.engine.attach(name, ifindex, p as u16, self.native)?;
+                let native = x.engine.attach(name, ifindex, p as u16, self.native)?;
+                x.egress.attached(p as u16, native);
                 engine_exceptions(&mut x.engine, p, name, ifindex, self.workers, self.xsk)
             }
             (Engine::User, IoBackend::AfXdp) => {

@@ -529,5 +529,6 @@ pub fn xdp_program(x: &xdp_engine::EngineCounters) -> control::protocol::reply::
         tx_redirect_failed: x.tx_redirect_failed,
         ct_established: x.ct_established,
         meta_failed: x.meta_failed,
+        ..Default::default()
     }
 }

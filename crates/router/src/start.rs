@@ -263,26 +263,59 @@ pub fn run(args: RunOptions) -> Result<()> {
     let mut programs = Vec::new();
     let mut xdp = None;
     if args.engine == Engine::Xdp {
-        let engine = xdp_engine::Engine::load(
+        let mut engine = xdp_engine::Engine::load(
             xdp_engine::Mode::Attached,
             xdp_engine::FibCapacity::FULL_TABLE,
         )?;
+        // Redirected frames the kernel drops are counted by tracepoints;
+        // without them such a loss would look like output.
+        let faults_counted = engine.count_tx_faults().map_err(|e| e.to_string());
+        if let Err(why) = &faults_counted {
+            error!(
+                error = %why,
+                "frames the kernel drops after the XDP program redirected them cannot be counted: a port that refuses XDP frames is found only by its xdp-features"
+            );
+        }
+        let netdev = match control::netdev::NetdevLink::open() {
+            Ok(Some(n)) => Some(n),
+            Ok(None) => {
+                info!(
+                    "this kernel has no xdp-features (Linux 6.3+): a port that refuses XDP frames is found by its first refusals"
+                );
+                None
+            }
+            Err(e) => {
+                warn!(error = %e, "the kernel's netdev family: xdp-features not read");
+                None
+            }
+        };
         let mut x = XdpEngine {
             engine,
             synced: None,
             except_reason: None,
             sweeper: None,
+            egress: crate::egress::EgressWatch::new(args.xdp_mode != XdpAttach::Generic),
+            netdev,
+            faults_counted,
         };
+        // Which ports take no XDP frames, before the first packet.
+        let ports: Vec<(String, Option<u32>)> = port_names
+            .iter()
+            .map(|n| (n.clone(), netio::if_index(n).ok()))
+            .collect();
+        x.watch_egress(&ports);
         // The tables first, so the program forwards from its first packet.
         let (s4, s6) = (first_tables.fib4.snapshot(), first_tables.fib6.snapshot());
         let cap = x.engine.capacity();
-        x.engine.publish(xdp_engine::Image::compile(
+        let mut image = xdp_engine::Image::compile(
             &first_tables.datapath(),
             s4.trie(),
             s6.trie(),
             first_tables.acl.as_ref(),
             &cap,
-        )?)?;
+        )?;
+        image.punt_tx(&x.egress.punted());
+        x.engine.publish(image)?;
         drop((s4, s6));
         xdp = Some(x);
     } else if args.backend == IoBackend::AfXdp {

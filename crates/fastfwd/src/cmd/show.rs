@@ -121,6 +121,20 @@ pub fn run(a: Args) -> Result<()> {
                     i.tx_bytes
                 );
             }
+            for i in &v.interfaces {
+                if let Some(why) = &i.pipeline_egress {
+                    println!("{}: {why}", i.name);
+                }
+            }
+            if let Some(why) = v
+                .xdp
+                .as_ref()
+                .and_then(|x| x.redirect_drops_uncounted.as_ref())
+            {
+                println!(
+                    "frames the kernel drops after the XDP program's redirects are not counted: {why}"
+                );
+            }
             Ok(())
         }
         What::Workers => {
@@ -199,6 +213,16 @@ pub fn run(a: Args) -> Result<()> {
                 "neighbour resolutions not asked, over the cap",
             );
             line("tx_ring_full", v.tx_ring_full, "TX ring full");
+            line(
+                "xdp_redirects_dropped",
+                v.xdp_redirects_dropped,
+                "dropped by the kernel after the XDP program redirected them (port refused XDP frames, or ring full)",
+            );
+            line(
+                "xdp_exceptions_ring_full",
+                v.xdp_exceptions_ring_full,
+                "exceptions dropped by the kernel: the AF_XDP socket's ring was full",
+            );
             line(
                 "rx_ring_full",
                 v.rx_ring_full,

@@ -260,15 +260,21 @@ impl Lab {
 
     /// [`Lab::start_with`] with more `fastfwd run` arguments.
     pub fn start_with_args(&self, backend: &str, extra: &str, args: &[&str]) -> Daemon {
+        if backend == XDP_ENGINE {
+            self.peers_accept_redirects();
+        }
+        self.start_as_is(backend, extra, args)
+    }
+
+    /// Starts `fastfwd run` in dut with the lab as it is: the XDP engine's
+    /// peers are not given NAPI first.
+    pub fn start_as_is(&self, backend: &str, extra: &str, args: &[&str]) -> Daemon {
         let cfg = self.write_config();
         if !extra.is_empty() {
             let mut text = std::fs::read_to_string(&cfg).unwrap();
             text.push('\n');
             text.push_str(extra);
             std::fs::write(&cfg, text).unwrap();
-        }
-        if backend == XDP_ENGINE {
-            self.peers_accept_redirects();
         }
         let log = self.dir.join(format!("run-{backend}.log"));
         let child = self
@@ -2829,4 +2835,169 @@ pub fn unmodelled_policy_scenario(backend: &str, tag: &str) {
     );
     let (clean, named) = audit();
     assert!(!clean && named.len() == 1, "{named:?}");
+}
+
+/// The kernel's (major, minor) version.
+pub fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = r.trim().split(['.', '-']).map(|p| p.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// d1's line of `show interfaces`.
+fn d1_line(d: &Daemon) -> serde_json::Value {
+    let v = d.json(&["show", "interfaces"]);
+    v["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "d1")
+        .cloned()
+        .unwrap()
+}
+
+fn exceptions_to(d: &Daemon, cause: &str) -> u64 {
+    d.json(&["show", "interfaces"])["xdp"]["exceptions"][cause]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// The XDP engine with an egress port that takes no XDP frames: s0, d1's
+/// veth peer, without GRO (no NAPI there), as a driver without
+/// ndo_xdp_xmit would be. Every datagram to sink arrives or is counted as
+/// d1's drop, never as its output; the port is found (by its xdp-features
+/// before any loss on 6.3+, by its first refusals before) and its traffic
+/// goes through the pipeline; with GRO back on s0 the program transmits on
+/// it again (6.3+), and GRO off again under traffic loses nothing
+/// uncounted.
+pub fn egress_refuses_xdp_scenario(tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let gro = |on: &str| {
+        ok(&[
+            "ip", "netns", "exec", &lab.sink, "ethtool", "-K", "s0", "gro", on,
+        ]);
+    };
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "ethtool",
+        "-K",
+        "g0",
+        "gro",
+        "on",
+    ]);
+    gro("off");
+    let d = lab.start_as_is(XDP_ENGINE, "", &[]);
+    let features = kernel_version() >= (6, 3);
+    let x = d.json(&["show", "interfaces"])["xdp"].clone();
+    assert!(
+        x.get("redirect_drops_uncounted").is_none(),
+        "tracepoints attached: {x}"
+    );
+    if features {
+        let why = d1_line(&d)["pipeline_egress"].clone();
+        assert!(
+            why.as_str().is_some_and(|w| w.contains("xdp-features")),
+            "d1 found by its xdp-features at start: {why}"
+        );
+    }
+    const N: u32 = 400;
+    // A burst through the program's path (the neighbour learnt first).
+    lab.ping(&lab.generator, SINK4, 2)
+        .expect("ping gen -> sink");
+    let (tx0, drops0) = {
+        let l = d1_line(&d);
+        (
+            l["tx_packets"].as_u64().unwrap(),
+            l["tx_drops"].as_u64().unwrap(),
+        )
+    };
+    let got = udp_count(&lab, SINK4, 7000, N);
+    let l = d1_line(&d);
+    let (tx1, drops1) = (
+        l["tx_packets"].as_u64().unwrap(),
+        l["tx_drops"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        u64::from(got) + (drops1 - drops0),
+        u64::from(N),
+        "every datagram arrived or is d1's drop: {got} arrived, {} dropped; {l}",
+        drops1 - drops0
+    );
+    assert_eq!(
+        tx1 - tx0,
+        u64::from(got),
+        "output counts only what left: {l}"
+    );
+    if features {
+        assert_eq!(got, N, "nothing lost when xdp-features said so first");
+    }
+    assert!(
+        l["pipeline_egress"].is_string(),
+        "d1 handed to the pipeline: {l}"
+    );
+    // Now all of it arrives, through the pipeline.
+    let exc0 = exceptions_to(&d, "egress_refuses_xdp");
+    assert_eq!(
+        udp_count(&lab, SINK4, 7001, N),
+        N,
+        "all through the pipeline"
+    );
+    assert!(exceptions_to(&d, "egress_refuses_xdp") >= exc0 + u64::from(N));
+    lab.ping(&lab.generator, SINK6, 2)
+        .expect("IPv6 through the pipeline too");
+    let text = String::from_utf8_lossy(&d.cli(&["show", "interfaces"]).stdout).into_owned();
+    assert!(text.contains("d1: "), "the reason printed: {text}");
+    let metrics = d.cli(&["show", "drops"]);
+    assert!(metrics.status.success());
+    if !features {
+        // Without xdp-features the mark stays until d1's link changes.
+        return;
+    }
+    // GRO on: the program transmits on d1 again.
+    gro("on");
+    within(Duration::from_secs(5), || {
+        d1_line(&d)["pipeline_egress"].is_null()
+    })
+    .expect("d1 back to the program once s0 has NAPI");
+    let fwd0 = d.json(&["show", "interfaces"])["xdp"]["forwarded"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(udp_count(&lab, SINK4, 7002, N), N);
+    let fwd1 = d.json(&["show", "interfaces"])["xdp"]["forwarded"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        fwd1 >= fwd0 + u64::from(N),
+        "forwarded by the program: {fwd0} -> {fwd1}"
+    );
+    // GRO off under traffic: whatever is lost is counted, then the
+    // pipeline takes over.
+    let l = d1_line(&d);
+    let (tx0, drops0) = (
+        l["tx_packets"].as_u64().unwrap(),
+        l["tx_drops"].as_u64().unwrap(),
+    );
+    let sender = {
+        let lab_sink = lab.sink.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            ok(&[
+                "ip", "netns", "exec", &lab_sink, "ethtool", "-K", "s0", "gro", "off",
+            ]);
+        })
+    };
+    let got = udp_count(&lab, SINK4, 7003, N);
+    sender.join().unwrap();
+    let l = d1_line(&d);
+    let (tx1, drops1) = (
+        l["tx_packets"].as_u64().unwrap(),
+        l["tx_drops"].as_u64().unwrap(),
+    );
+    assert_eq!(u64::from(got) + (drops1 - drops0), u64::from(N), "{l}");
+    assert_eq!(tx1 - tx0, u64::from(got), "{l}");
+    assert!(l["pipeline_egress"].is_string(), "{l}");
+    assert_eq!(udp_count(&lab, SINK4, 7004, N), N);
 }
