@@ -918,16 +918,21 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
     } else {
         "AF_INET"
     };
+    // The server says when it is bound (a slow machine, or a kernel under
+    // emulation, may take longer to start it than the client).
     let server = format!(
-        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\ns.settimeout(1.5)\nn=0\ntry:\n  while True:\n    s.recv(100); n+=1\nexcept OSError: pass\nprint(n)\n"
+        "import socket,sys\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\ns.settimeout(1.5)\nn=0\ntry:\n  while True:\n    s.recv(100); n+=1\nexcept OSError: pass\nprint(n)\n"
     );
-    let srv = Command::new("ip")
+    let mut srv = Command::new("ip")
         .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "the UDP server in sink started");
     let client = format!(
         "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\n{bind}for i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
     );
@@ -940,11 +945,10 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
         "-c",
         &client,
     ]);
-    let out = srv.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
+    let mut count = String::new();
+    std::io::Read::read_to_string(&mut out, &mut count).unwrap();
+    srv.wait().unwrap();
+    count.trim().parse().unwrap_or(0)
 }
 
 /// What a client in gen sees when it talks to `dst:port` while sink
@@ -2923,8 +2927,10 @@ pub fn egress_refuses_xdp_scenario(tag: &str) {
     assert_eq!(
         u64::from(got) + (drops1 - drops0),
         u64::from(N),
-        "every datagram arrived or is d1's drop: {got} arrived, {} dropped; {l}",
-        drops1 - drops0
+        "every datagram arrived or is d1's drop: {got} arrived, {} dropped; {l}; {}; {}",
+        drops1 - drops0,
+        d.json(&["show", "interfaces"])["xdp"],
+        d.json(&["show", "workers"])
     );
     assert_eq!(
         tx1 - tx0,
