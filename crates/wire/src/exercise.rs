@@ -374,20 +374,27 @@ pub fn filter(data: &[u8]) {
         Ok(f) => f,
         Err(e) => {
             assert!(e.at <= text.chars().count(), "{e}");
-            assert_eq!(e.text, text);
+            assert!(text.starts_with(&e.text), "{e}");
             return;
         }
     };
     assert_eq!(f.text(), text);
     let m = f.matches(frame);
-    let derived = |form: &str| {
-        filter::Filter::parse(&form.replace("F", &format!("({text})")))
-            .unwrap_or_else(|e| panic!("{form} over an accepted filter: {e}"))
-            .matches(frame)
+    // A derived form may only be refused for a limit (it is longer and
+    // one level deeper).
+    let derived = |form: &str| match filter::Filter::parse(&form.replace("F", &format!("({text})")))
+    {
+        Ok(d) => Some(d.matches(frame)),
+        Err(e) if e.what.contains("at most") || e.what.contains("nested more than") => None,
+        Err(e) => panic!("{form} over an accepted filter: {e}"),
     };
-    assert_eq!(derived("not F"), !m, "{text}");
-    assert_eq!(derived("F and F"), m, "{text}");
-    assert!(derived("F or not F"), "{text}");
+    if let Some(d) = derived("not F") {
+        assert_eq!(d, !m, "{text}");
+    }
+    if let Some(d) = derived("F and F") {
+        assert_eq!(d, m, "{text}");
+    }
+    assert!(derived("F or not F").unwrap_or(true), "{text}");
 }
 
 fn icmpv6_repr_round_trip(r: &Icmpv6Repr<'_>) {

@@ -27,8 +27,22 @@
 //! are looked through (libpcap needs `vlan` first), and tcpdump's
 //! shorthand repetitions (`host a or b`) are not accepted: write `host a
 //! or host b`.
+//!
+//! Limits: a filter is at most [`MAX_FILTER_CHARS`] characters and
+//! [`MAX_FILTER_TOKENS`] words and symbols, with `not` and parentheses
+//! nested at most [`MAX_FILTER_DEPTH`] deep; a longer or deeper one is
+//! refused with an error. The compiled tree is then at most
+//! `MAX_FILTER_TOKENS` nodes deep, which the recursive evaluation (on a
+//! worker's stack, per frame) and its drop handle with room to spare.
 
 use std::net::IpAddr;
+
+/// The longest filter text, in characters.
+pub const MAX_FILTER_CHARS: usize = 4096;
+/// The most words and symbols in a filter.
+pub const MAX_FILTER_TOKENS: usize = 512;
+/// The deepest nesting of `not` and parentheses.
+pub const MAX_FILTER_DEPTH: usize = 32;
 
 /// A compiled filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,11 +225,29 @@ impl Node {
 impl Filter {
     /// Compiles a filter text.
     pub fn parse(text: &str) -> Result<Filter, FilterError> {
+        let refuse = |what: String| FilterError {
+            text: text.chars().take(80).collect(),
+            at: 0,
+            what,
+        };
+        let chars = text.chars().count();
+        if chars > MAX_FILTER_CHARS {
+            return Err(refuse(format!(
+                "{chars} characters: a filter has at most {MAX_FILTER_CHARS}"
+            )));
+        }
         let tokens = tokenize(text);
+        if tokens.len() > MAX_FILTER_TOKENS {
+            return Err(refuse(format!(
+                "{} words and symbols: a filter has at most {MAX_FILTER_TOKENS}",
+                tokens.len()
+            )));
+        }
         let mut p = Parser {
             text,
             tokens: &tokens,
             pos: 0,
+            depth: 0,
         };
         let root = p.expr()?;
         if let Some(t) = p.peek() {
@@ -272,6 +304,8 @@ struct Parser<'a> {
     text: &'a str,
     tokens: &'a [(String, usize)],
     pos: usize,
+    /// `not` and parentheses open around the current token.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -328,6 +362,21 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Node, FilterError> {
+        if matches!(self.word(), Some("not" | "!" | "(")) {
+            if self.depth >= MAX_FILTER_DEPTH {
+                return Err(self.error(format!(
+                    "`not` and parentheses nested more than {MAX_FILTER_DEPTH} deep"
+                )));
+            }
+            self.depth += 1;
+            let r = self.nested();
+            self.depth -= 1;
+            return r;
+        }
+        self.nested()
+    }
+
+    fn nested(&mut self) -> Result<Node, FilterError> {
         match self.word() {
             Some("not" | "!") => {
                 self.pos += 1;
@@ -519,6 +568,42 @@ mod tests {
             let e = Filter::parse(t).unwrap_err();
             assert_eq!(e.at, at, "{t}: {e}");
         }
+    }
+
+    /// Long and deep filters are refused with an error, never parsed into
+    /// a tree whose evaluation or drop could exhaust a stack; the longest
+    /// accepted ones evaluate and drop.
+    #[test]
+    fn filters_are_bounded_in_length_and_depth() {
+        let bangs = "! ".repeat(200_000) + "tcp";
+        let e = Filter::parse(&bangs).unwrap_err();
+        assert!(e.what.contains("at most 4096"), "{e}");
+        assert!(e.text.len() <= 80);
+        let e = Filter::parse(&"!".repeat(4000)).unwrap_err();
+        assert!(e.what.contains("at most 512"), "{e}");
+        let deep = format!("{}tcp", "! ".repeat(MAX_FILTER_DEPTH + 1));
+        let e = Filter::parse(&deep).unwrap_err();
+        assert!(e.what.contains("nested more than 32"), "{e}");
+        let parens = format!(
+            "{}tcp{}",
+            "(".repeat(MAX_FILTER_DEPTH + 1),
+            ")".repeat(MAX_FILTER_DEPTH + 1)
+        );
+        assert!(Filter::parse(&parens).is_err());
+        let ok = format!("{}tcp", "! ".repeat(MAX_FILTER_DEPTH));
+        let f = Filter::parse(&ok).unwrap();
+        assert!(
+            !f.matches(&[0u8; 60]),
+            "32 nots around tcp are tcp: a zeroed frame is not"
+        );
+        let odd = format!("{}tcp", "! ".repeat(MAX_FILTER_DEPTH - 1));
+        assert!(Filter::parse(&odd).unwrap().matches(&[0u8; 60]));
+        // The longest chain: a tree as deep as the tokens allow.
+        let chain = vec!["udp"; MAX_FILTER_TOKENS / 2].join(" or ");
+        assert!(chain.split(' ').count() < MAX_FILTER_TOKENS);
+        let f = Filter::parse(&chain).unwrap();
+        assert!(!f.matches(&[0u8; 60]));
+        drop(f);
     }
 
     #[test]
