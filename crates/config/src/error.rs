@@ -252,11 +252,18 @@ pub enum ErrorKind {
 /// Maps byte offsets of a source text to 1-based line and column.
 pub(crate) struct LineIndex<'a> {
     text: &'a str,
+    /// Byte offset of each line's first byte: a position is found by
+    /// binary search, so placing every item of a file costs O(log lines)
+    /// each, not a scan from its start.
+    starts: Vec<usize>,
 }
 
 impl<'a> LineIndex<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Self { text }
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, starts }
     }
 
     pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
@@ -267,10 +274,14 @@ impl<'a> LineIndex<'a> {
         while o > 0 && !self.text.is_char_boundary(o) {
             o -= 1;
         }
-        let before = &self.text[..o];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let column = before[line_start..].chars().count() + 1;
+        // The last line starting at or before o.
+        let line = self.starts.partition_point(|&s| s <= o);
+        let line_start = self
+            .starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        let column = self.text[line_start..o].chars().count() + 1;
         (line, column)
     }
 
@@ -296,6 +307,38 @@ mod tests {
         // inside the two-byte char: steps back, never panics
         assert_eq!(li.line_col(9), (4, 2));
         assert_eq!(li.line_col(1000), (4, 5));
+    }
+
+    /// The index answers as a scan from the start would, at every offset
+    /// of texts with empty lines, trailing newlines and multi-byte chars.
+    #[test]
+    fn line_index_agrees_with_a_scan() {
+        let scan = |t: &str, offset: usize| {
+            let mut o = offset.min(t.len());
+            while !t.is_char_boundary(o) {
+                o -= 1;
+            }
+            let before = &t[..o];
+            let start = before.rfind('\n').map_or(0, |i| i + 1);
+            (
+                before.matches('\n').count() + 1,
+                before[start..].chars().count() + 1,
+            )
+        };
+        for t in [
+            "",
+            "\n",
+            "\n\n",
+            "a",
+            "a\n",
+            "é\nß\n\nxyz\n",
+            "[x]\ny = 1\n\n\nz = \"é\"",
+        ] {
+            let li = LineIndex::new(t);
+            for o in 0..=t.len() + 2 {
+                assert_eq!(li.line_col(o), scan(t, o), "{t:?} at {o}");
+            }
+        }
     }
 
     #[test]
