@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod file;
 mod model;
 mod raw;
 mod runtime;
@@ -52,19 +53,34 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads, parses and validates a configuration file.
+    /// Reads, parses and validates a configuration file (a regular file
+    /// of at most [`file::MAX_FILE_BYTES`], as its rules file).
     pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        Config::load_from(path.as_ref(), None)
+    }
+
+    /// [`Config::load`] for a file a control client named: it and its
+    /// rules file must lie under `root` (the running configuration's
+    /// directory), symbolic links resolved.
+    pub fn load_within(path: impl AsRef<Path>, root: &Path) -> Result<Config, ConfigError> {
+        Config::load_from(path.as_ref(), Some(root))
+    }
+
+    fn load_from(path: &Path, root: Option<&Path>) -> Result<Config, ConfigError> {
+        let io = |source| ConfigError::Io {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        if let Some(root) = root {
+            file::confined(path, root).map_err(io)?;
+        }
+        let text = file::read_text_file(path).map_err(io)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
-        Config::parse_in(&name, &text, dir)
+        Config::parse_confined(&name, &text, dir, root)
     }
 
     /// Parses and validates configuration text; `file` names it in errors.
@@ -76,6 +92,15 @@ impl Config {
     /// Parses and validates configuration text; `file` names it in errors,
     /// `dir` is where relative paths in it (the firewall's `file`) start.
     pub fn parse_in(file: &str, text: &str, dir: &Path) -> Result<Config, ConfigError> {
+        Config::parse_confined(file, text, dir, None)
+    }
+
+    fn parse_confined(
+        file: &str,
+        text: &str,
+        dir: &Path,
+        root: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
         let lines = error::LineIndex::new(text);
         let raw: raw::RawConfig = match toml::from_str(text) {
             Ok(r) => r,
@@ -99,7 +124,7 @@ impl Config {
                 }]));
             }
         };
-        validate::validate(file, text, raw, dir).map_err(ConfigError::Invalid)
+        validate::validate(file, text, raw, dir, root).map_err(ConfigError::Invalid)
     }
 
     /// The interface called `name`.

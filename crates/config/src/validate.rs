@@ -221,6 +221,7 @@ pub(crate) fn validate(
     text: &str,
     raw: RawConfig,
     dir: &Path,
+    root: Option<&Path>,
 ) -> Result<Config, Vec<Diagnostic>> {
     let mut ctx = Ctx {
         file,
@@ -233,7 +234,7 @@ pub(crate) fn validate(
     let firewall = raw
         .firewall
         .as_ref()
-        .and_then(|f| firewall_section(&mut ctx, text, f, &interfaces, dir));
+        .and_then(|f| firewall_section(&mut ctx, text, f, &interfaces, dir, root));
     if !ctx.diags.is_empty() {
         ctx.diags.sort_by_key(|d| (d.line, d.column));
         return Err(ctx.diags);
@@ -951,6 +952,7 @@ fn firewall_section(
     raw: &S<RawFirewall>,
     interfaces: &[Interface],
     dir: &Path,
+    root: Option<&Path>,
 ) -> Option<FirewallConfig> {
     let f = raw.get_ref();
     let (rules_text, source, site, field) = match (&f.rules, &f.file) {
@@ -968,7 +970,12 @@ fn firewall_section(
         }
         (None, Some(p)) => {
             let path = dir.join(p.get_ref());
-            match std::fs::read_to_string(&path) {
+            let read = match root {
+                Some(root) => crate::file::confined(&path, root)
+                    .and_then(|_| crate::file::read_text_file(&path)),
+                None => crate::file::read_text_file(&path),
+            };
+            match read {
                 Ok(t) => (
                     t,
                     p.get_ref().clone(),

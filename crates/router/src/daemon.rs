@@ -848,10 +848,11 @@ impl Daemon {
                 self.reply_after_change(r, None)
             }
             Request::ConfigCheck { path } => {
+                let named = path.is_some();
                 let path = path
                     .map(PathBuf::from)
                     .unwrap_or_else(|| self.config_path.clone());
-                match self.candidate(&path) {
+                match self.candidate(&path, named) {
                     Ok(_) => Response::ok(reply::ConfigFile {
                         file: path.display().to_string(),
                         valid: Some(true),
@@ -861,10 +862,11 @@ impl Daemon {
                 }
             }
             Request::ConfigReload { path } => {
+                let named = path.is_some();
                 let path = path
                     .map(PathBuf::from)
                     .unwrap_or_else(|| self.config_path.clone());
-                match self.candidate(&path) {
+                match self.candidate(&path, named) {
                     Ok(next) => {
                         self.router.state = next;
                         self.config_path = path.clone();
@@ -883,9 +885,21 @@ impl Daemon {
         }
     }
 
-    /// A state with the config at `path`, validated and built but not applied.
-    fn candidate(&self, path: &std::path::Path) -> Result<RouterState, String> {
-        let cfg = config::Config::load(path).map_err(|e| e.to_string())?;
+    /// A state with the config at `path`, validated and built but not
+    /// applied. A path the client `named` (and its rules file) must lie in
+    /// the running configuration's directory.
+    fn candidate(&self, path: &std::path::Path, named: bool) -> Result<RouterState, String> {
+        let cfg = if named {
+            let root = self
+                .config_path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| std::path::Path::new("."));
+            config::Config::load_within(path, root)
+        } else {
+            config::Config::load(path)
+        }
+        .map_err(|e| e.to_string())?;
         if cfg.ports() != self.router.state.config.ports() {
             return Err(format!(
                 "{}: the set of interfaces changed ({} -> {}); restart fastfwd to attach to different interfaces",
