@@ -6,11 +6,19 @@
 //!
 //! The daemon's control thread serves every connection without blocking:
 //! connections are non-blocking, read and written a bounded amount per
-//! round, a request line is capped at [`MAX_REQUEST`] bytes, a connection
-//! idles at most [`CONNECTION_DEADLINE`] and at most [`MAX_CONNECTIONS`]
-//! are open at once. So a client that holds its connection open, trickles
-//! bytes or sends a huge request costs the others nothing measurable and
-//! never stalls netlink processing, neighbour resolution or SIGTERM.
+//! round, a request line is capped at [`MAX_REQUEST`] bytes, at most
+//! [`REQUESTS_PER_ROUND`] requests of a connection are answered per round,
+//! a connection's unsent replies are capped at [`MAX_PENDING_OUTPUT`]
+//! bytes (past that nothing more is read from it or answered until the
+//! client reads), a connection that makes no progress (no complete request,
+//! no reply written) for [`CONNECTION_DEADLINE`] is closed, and at most
+//! [`MAX_CONNECTIONS`] are open at once. So a client that holds its
+//! connection open, trickles bytes, pipelines requests without reading the
+//! replies or sends a huge request costs the others nothing measurable, is
+//! held to a bounded amount of memory, and never stalls netlink
+//! processing, neighbour resolution or SIGTERM. A connection closed with
+//! a stream in progress is reported to the handler ([`Handler::abandoned`]),
+//! which releases what the stream held.
 
 use crate::ControlError;
 use crate::protocol::{Request, Response};
@@ -29,6 +37,11 @@ pub const MAX_REQUEST: usize = 1 << 20;
 pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections open at once; the oldest is closed to admit a new one.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Requests of one connection answered per round; the rest wait, unread.
+pub const REQUESTS_PER_ROUND: usize = 16;
+/// Bytes of replies waiting for a client to read them, past which nothing
+/// more is read from it or answered (a stream's part may end above it).
+pub const MAX_PENDING_OUTPUT: usize = 1 << 20;
 /// Bytes read from one connection per round (fairness between clients).
 const READ_PER_ROUND: usize = 64 << 10;
 
@@ -87,6 +100,9 @@ pub trait Handler {
     /// Appends the next values of a stream to `out`, one JSON value and a
     /// newline each, moving `cursor` on.
     fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> StreamStep;
+    /// The connection of a stream in progress was closed (the client went,
+    /// or it expired or was evicted): release what the stream holds.
+    fn abandoned(&mut self, _cursor: &StreamCursor) {}
 }
 
 /// A plain function answers every request at once.
@@ -268,7 +284,10 @@ impl ControlServer {
                 continue;
             }
             if self.conns.len() >= MAX_CONNECTIONS {
-                self.conns.remove(0);
+                let old = self.conns.remove(0);
+                if let Some(cursor) = &old.streaming {
+                    handler.abandoned(cursor);
+                }
             }
             self.conns.push(Conn {
                 stream,
@@ -281,49 +300,75 @@ impl ControlServer {
         }
         let now = Instant::now();
         self.conns.retain_mut(|c| {
-            if now.duration_since(c.opened) > CONNECTION_DEADLINE {
-                return false;
+            let keep = serve_one(c, handler, now);
+            if !keep && let Some(cursor) = &c.streaming {
+                handler.abandoned(cursor);
             }
-            let answered = c.output.len();
-            if !c.closing && !read_some(c) {
-                return false;
-            }
-            stream_some(c, handler);
-            while c.streaming.is_none() {
-                let Some(nl) = c.input.iter().position(|&b| b == b'\n') else {
-                    break;
-                };
-                let line: Vec<u8> = c.input.drain(..=nl).collect();
-                answer(c, &line, handler);
-                stream_some(c, handler);
-            }
-            if c.input.len() > MAX_REQUEST {
-                let resp = Response::err(format!("request longer than {MAX_REQUEST} bytes"));
-                push_response(&mut c.output, &resp);
-                c.input = Vec::new();
-                c.closing = true;
-            } else if c.closing && c.streaming.is_none() && !c.input.is_empty() {
-                // A last request without a newline.
-                let line = std::mem::take(&mut c.input);
-                answer(c, &line, handler);
-                stream_some(c, handler);
-            }
-            if c.streaming.is_some() {
-                // A stream in progress (perhaps still being computed) is
-                // a client being served.
-                c.opened = now;
-            }
-            let before = c.output.len();
-            if !write_some(c) {
-                return false;
-            }
-            if c.output.len() < before || c.output.len() > answered {
-                // A reply made or written: the client is being served.
-                c.opened = now;
-            }
-            !(c.closing && c.output.is_empty() && c.streaming.is_none())
+            keep
         });
     }
+}
+
+/// One round of one connection; false: close it.
+fn serve_one(c: &mut Conn, handler: &mut impl Handler, now: Instant) -> bool {
+    if now.duration_since(c.opened) > CONNECTION_DEADLINE {
+        return false;
+    }
+    // Back pressure: a client that does not read its replies is
+    // not read from (its requests wait in the socket).
+    let backed_up = c.output.len() > MAX_PENDING_OUTPUT || c.input.contains(&b'\n');
+    if !c.closing && !backed_up && !read_some(c) {
+        return false;
+    }
+    stream_some(c, handler);
+    // Complete lines, answered in order, removed once at the end.
+    let mut consumed = 0;
+    let mut answered = 0;
+    while c.streaming.is_none()
+        && answered < REQUESTS_PER_ROUND
+        && c.output.len() <= MAX_PENDING_OUTPUT
+    {
+        let Some(nl) = c.input[consumed..].iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let line = c.input[consumed..consumed + nl + 1].to_vec();
+        consumed += nl + 1;
+        answered += 1;
+        answer(c, &line, handler);
+        stream_some(c, handler);
+    }
+    c.input.drain(..consumed);
+    if answered > 0 {
+        // A complete request is progress.
+        c.opened = now;
+    }
+    if c.input.len() > MAX_REQUEST && !c.input.contains(&b'\n') {
+        let resp = Response::err(format!("request longer than {MAX_REQUEST} bytes"));
+        push_response(&mut c.output, &resp);
+        c.input = Vec::new();
+        c.closing = true;
+    } else if c.closing && c.streaming.is_none() && !c.input.is_empty() && !c.input.contains(&b'\n')
+    {
+        // A last request without a newline.
+        let line = std::mem::take(&mut c.input);
+        answer(c, &line, handler);
+        stream_some(c, handler);
+    }
+    if c.streaming.is_some() && c.output.len() < STREAM_BUFFER {
+        // A stream still being computed is a client being served.
+        c.opened = now;
+    }
+    let before = c.output.len();
+    if !write_some(c) {
+        return false;
+    }
+    if c.output.len() < before {
+        // A reply written: the client reads.
+        c.opened = now;
+    }
+    // Closed by the client: done once every request is answered and sent.
+    let waiting = c.input.contains(&b'\n');
+    !(c.closing && c.output.is_empty() && c.streaming.is_none() && !waiting)
 }
 
 /// Reads what is available, up to the per-round budget. False: drop the
@@ -529,6 +574,101 @@ mod tests {
         assert!(supplementary_groups(i32::MAX).is_empty());
     }
     use std::os::unix::fs::PermissionsExt;
+
+    /// Counts what it answers and which streams were abandoned; `show
+    /// route` streams forever, in parts of 64 KiB.
+    #[derive(Default)]
+    struct Counting {
+        answered: usize,
+        abandoned: usize,
+    }
+
+    impl Handler for Counting {
+        fn handle(&mut self, req: Request) -> Reply {
+            self.answered += 1;
+            match req {
+                Request::ShowRoute { prefix: None } => Reply::Stream(StreamCursor::Routes {
+                    after: None,
+                    sent: 0,
+                }),
+                _ => Reply::Now(Response::ok("x".repeat(1000))),
+            }
+        }
+
+        fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> StreamStep {
+            if let StreamCursor::Routes { sent, .. } = cursor {
+                *sent += 1;
+            }
+            out.extend_from_slice(&[b'1'; 65535]);
+            out.push(b'\n');
+            StreamStep::More
+        }
+
+        fn abandoned(&mut self, _: &StreamCursor) {
+            self.abandoned += 1;
+        }
+    }
+
+    /// A client that pipelines requests and never reads the replies is
+    /// answered up to the output cap, then neither read nor answered, and
+    /// closed at the deadline; one that abandons a stream has it released;
+    /// a well-behaved client is answered meanwhile.
+    #[test]
+    fn a_client_that_does_not_read_is_bounded_and_released() {
+        let dir = std::env::temp_dir().join(format!("fastfwd-ctl-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let mut server = ControlServer::bind(&path).unwrap();
+        let mut h = Counting::default();
+        let mut greedy = UnixStream::connect(&path).unwrap();
+        greedy.set_nonblocking(true).unwrap();
+        let line = b"{\"op\":\"show_drops\"}\n".repeat(4096);
+        let mut streamer = UnixStream::connect(&path).unwrap();
+        streamer.write_all(b"{\"op\":\"show_route\"}\n").unwrap();
+        let t0 = Instant::now();
+        let mut max_output = 0;
+        while t0.elapsed() < CONNECTION_DEADLINE + Duration::from_secs(2) {
+            let _ = greedy.write(&line);
+            server.serve_pending(&mut h);
+            max_output = max_output.max(
+                server
+                    .conns
+                    .iter()
+                    .map(|c| c.output.len())
+                    .max()
+                    .unwrap_or(0),
+            );
+            if server.connections() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Answered until the replies waiting passed the cap (1 KiB each;
+        // the kernel's socket buffer holds some too, up to 1 MiB more).
+        assert!(h.answered > 100, "{}", h.answered);
+        assert!(
+            h.answered < 2 * MAX_PENDING_OUTPUT / 1000 + 2 * REQUESTS_PER_ROUND,
+            "{}",
+            h.answered
+        );
+        assert!(
+            max_output < MAX_PENDING_OUTPUT + STREAM_BUFFER + (1 << 16) + 2000,
+            "{max_output}"
+        );
+        assert_eq!(server.connections(), 0, "both closed at the deadline");
+        assert_eq!(h.abandoned, 1, "the stream was released");
+        // A new client is answered.
+        let p2 = path.clone();
+        let client = std::thread::spawn(move || request(&p2, &Request::ShowDrops).unwrap());
+        let t = Instant::now();
+        while !client.is_finished() && t.elapsed() < Duration::from_secs(3) {
+            server.serve_pending(&mut h);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(client.join().unwrap().ok);
+        drop((greedy, streamer, server));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn serves_requests_and_cleans_up() {

@@ -52,6 +52,14 @@ impl Handler for Handling<'_> {
         }
     }
 
+    fn abandoned(&mut self, cursor: &StreamCursor) {
+        if let StreamCursor::Audit { .. } = cursor
+            && self.0.audit.take().is_some()
+        {
+            info!("FIB audit abandoned by its client; another may start");
+        }
+    }
+
     fn more(&mut self, cursor: &mut StreamCursor, out: &mut Vec<u8>) -> StreamStep {
         match cursor {
             StreamCursor::Routes { after, sent } => {
