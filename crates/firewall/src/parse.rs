@@ -22,6 +22,14 @@ use crate::rules::{
 use std::collections::HashMap;
 use wire::Cidr;
 
+/// The most elements one list (`{ … }`, `a,b`, a `define` or `set`) may
+/// hold once its `$name` / `@name` references are expanded.
+pub const MAX_LIST_ELEMENTS: usize = 65_536;
+/// The most elements `$name` / `@name` references may expand to in one
+/// rule file, all lists together: nested defines cannot multiply beyond it
+/// (ten levels of ten references would be 10^10).
+pub const MAX_EXPANDED_ELEMENTS: usize = 1 << 20;
+
 /// A rule file error: file, line and what was wrong (naming the field).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {message}")]
@@ -126,6 +134,7 @@ pub fn parse_rules(text: &str, file_name: &str) -> Result<RuleSet, RuleError> {
         pos: 0,
         file: file_name.to_string(),
         defines: HashMap::new(),
+        expanded: 0,
         set: RuleSet {
             source: file_name.to_string(),
             ..RuleSet::default()
@@ -142,6 +151,8 @@ struct Parser {
     file: String,
     /// `define` and `set` names: elements with the line they came from.
     defines: HashMap<String, Vec<String>>,
+    /// Elements the references expanded to so far.
+    expanded: usize,
     set: RuleSet,
     chain_seen: [bool; 2],
 }
@@ -434,14 +445,30 @@ impl Parser {
         Ok(out)
     }
 
-    fn expand(&self, w: String, out: &mut Vec<String>) -> PResult<()> {
-        if let Some(name) = w.strip_prefix('$').or_else(|| w.strip_prefix('@')) {
-            match self.defines.get(name) {
-                Some(v) => out.extend(v.iter().cloned()),
+    fn expand(&mut self, w: String, out: &mut Vec<String>) -> PResult<()> {
+        let add = match w.strip_prefix('$').or_else(|| w.strip_prefix('@')) {
+            Some(name) => match self.defines.get(name) {
+                Some(v) => v.len(),
                 None => return self.err(format!("`{w}` is not defined")),
+            },
+            None => 1,
+        };
+        if out.len() + add > MAX_LIST_ELEMENTS {
+            return self.err(format!(
+                "a list of more than {MAX_LIST_ELEMENTS} elements (with `{w}`)"
+            ));
+        }
+        if w.starts_with(['$', '@']) {
+            self.expanded += add;
+            if self.expanded > MAX_EXPANDED_ELEMENTS {
+                return self.err(format!(
+                    "references expand to more than {MAX_EXPANDED_ELEMENTS} elements in all (at `{w}`)"
+                ));
             }
-        } else {
-            out.push(w);
+        }
+        match w.strip_prefix('$').or_else(|| w.strip_prefix('@')) {
+            Some(name) => out.extend(self.defines.get(name).into_iter().flatten().cloned()),
+            None => out.push(w),
         }
         Ok(())
     }
@@ -1054,6 +1081,43 @@ chain input {
 
     fn error_of(text: &str) -> RuleError {
         parse_rules(text, "bad.rules").unwrap_err()
+    }
+
+    /// Defines that reference defines cannot multiply without bound: ten
+    /// levels of ten references (10^10 elements) are refused at the level
+    /// that passes a limit, at once; a large but bounded set is accepted.
+    #[test]
+    fn nested_defines_are_bounded() {
+        let mut text = String::from(
+            "define d0 = { 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8, 10.0.0.9, 10.0.0.10 }\n",
+        );
+        for level in 1..10 {
+            let refs = vec![format!("$d{}", level - 1); 10].join(", ");
+            text.push_str(&format!("define d{level} = {{ {refs} }}\n"));
+        }
+        text.push_str("chain forward {\n ip saddr $d9 drop\n}\n");
+        let t = std::time::Instant::now();
+        let e = error_of(&text);
+        assert!(e.message.contains("more than 65536"), "{e}");
+        assert_eq!(e.line, 5, "d4 would hold 10^5: {e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        // Many lists each under the list limit, over the total.
+        let mut text = String::from("define big = { ");
+        text.push_str(
+            &(0..60_000)
+                .map(|i| format!("10.{}.{}.0/24", i / 256, i % 256))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        text.push_str(" }\n");
+        for i in 0..18 {
+            text.push_str(&format!("define copy{i} = {{ $big }}\n"));
+        }
+        let e = error_of(&text);
+        assert!(e.message.contains("expand to more than 1048576"), "{e}");
+        // Within both: accepted.
+        let ok = "define a = { 10.0.0.0/8, 172.16.0.0/12 }\ndefine b = { $a, $a, 192.168.0.0/16 }\nchain forward {\n ip saddr $b drop\n}\n";
+        assert!(parse_rules(ok, "ok.rules").is_ok());
     }
 
     #[test]
