@@ -5,14 +5,22 @@
 //! Each scrape is a snapshot: the control loop sums the workers' reports
 //! and the XDP program's per-CPU counters into a fresh registry and encodes
 //! it (`prometheus-client`). The HTTP thread asks over the control socket,
-//! like any client, so it never touches the daemon's state.
+//! like any client, so it never touches the daemon's state. It serves
+//! `GET /metrics` only, on one thread with bounded connections, request
+//! heads and deadlines ([`serve`]), started after the daemon dropped its
+//! privileges.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Label sets: (name, value) pairs.
 type Labels = Vec<(String, String)>;
@@ -105,46 +113,271 @@ pub fn is_local(addr: &std::net::SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
-/// Serves `GET /metrics` on `server` until it is unblocked, answering with
-/// the daemon's `show metrics` over its control socket at `socket`.
-pub fn serve(server: &tiny_http::Server, socket: &std::path::Path) {
-    let content_type = tiny_http::Header::from_bytes(
-        &b"Content-Type"[..],
-        &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],
-    )
-    .ok();
-    for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("");
-        let resp = if *req.method() != tiny_http::Method::Get || path != "/metrics" {
-            tiny_http::Response::from_string("not found: try GET /metrics\n").with_status_code(404)
-        } else {
-            match control::server::request(socket, &control::Request::ShowMetrics) {
-                Ok(r) if r.ok => {
-                    let text = r
-                        .result
-                        .as_ref()
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("# EOF\n")
-                        .to_string();
-                    let mut resp = tiny_http::Response::from_string(text);
-                    if let Some(h) = content_type.clone() {
-                        resp = resp.with_header(h);
+/// The longest request head (request line and headers) read.
+pub const MAX_REQUEST_HEAD: usize = 8 << 10;
+/// Connections open at once; the oldest is closed for a new one.
+pub const MAX_HTTP_CONNECTIONS: usize = 16;
+/// How long a connection may take to send its request head.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// How long writing one response may take (a client that does not read
+/// holds the metrics thread, and nothing else, this long).
+pub const RESPONSE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The metrics listener, bound before the daemon drops its privileges
+/// (a port below 1024 needs them); served after, by [`serve`].
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let l = TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// A connection reading its request head.
+struct Conn {
+    stream: TcpStream,
+    head: Vec<u8>,
+    opened: Instant,
+}
+
+/// Serves `GET /metrics` on `listener` until `stop` is set, answering with
+/// the daemon's `show metrics` over its control socket at `socket`. One
+/// thread, no thread per connection: connections are read without
+/// blocking, a request head is at most [`MAX_REQUEST_HEAD`] bytes and must
+/// arrive within [`REQUEST_DEADLINE`], at most [`MAX_HTTP_CONNECTIONS`] are
+/// open, each gets one response (`Connection: close`) written within
+/// [`RESPONSE_DEADLINE`]. An accept error (descriptors exhausted) is waited
+/// out, never the end of the listener.
+pub fn serve(listener: &TcpListener, socket: &Path, stop: &AtomicBool) {
+    let mut conns: Vec<Conn> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(conns.iter().map(|c| c.stream.as_raw_fd()));
+        if netio::sys::os::poll_readable(&fds, 100).is_err() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
                     }
-                    resp
+                    if conns.len() >= MAX_HTTP_CONNECTIONS {
+                        conns.remove(0);
+                    }
+                    conns.push(Conn {
+                        stream,
+                        head: Vec::new(),
+                        opened: Instant::now(),
+                    });
                 }
-                Ok(r) => tiny_http::Response::from_string(r.error.unwrap_or_default())
-                    .with_status_code(500),
-                Err(e) => tiny_http::Response::from_string(e.to_string()).with_status_code(503),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Out of descriptors, or a connection reset before it
+                    // was accepted: try again at the next round.
+                    break;
+                }
             }
-        };
-        // A client that went away is not the daemon's problem.
-        let _ = req.respond(resp);
+        }
+        let now = Instant::now();
+        conns.retain_mut(|c| {
+            if now.duration_since(c.opened) > REQUEST_DEADLINE {
+                return false;
+            }
+            match read_head(c) {
+                HeadState::Waiting => true,
+                HeadState::Closed => false,
+                HeadState::Complete(request_line) => {
+                    respond(&mut c.stream, &request_line, socket);
+                    false
+                }
+                HeadState::TooLong => {
+                    let _ = write_response(
+                        &mut c.stream,
+                        "431 Request Header Fields Too Large",
+                        "text/plain",
+                        "request head too large\n",
+                    );
+                    false
+                }
+            }
+        });
     }
+}
+
+enum HeadState {
+    Waiting,
+    Closed,
+    TooLong,
+    /// The request line.
+    Complete(String),
+}
+
+fn read_head(c: &mut Conn) -> HeadState {
+    let mut buf = [0u8; 2048];
+    loop {
+        match c.stream.read(&mut buf) {
+            Ok(0) => return HeadState::Closed,
+            Ok(n) => {
+                c.head.extend_from_slice(&buf[..n]);
+                if let Some(end) = find(&c.head, b"\r\n\r\n").or_else(|| find(&c.head, b"\n\n")) {
+                    let head = &c.head[..end];
+                    let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+                    return HeadState::Complete(String::from_utf8_lossy(line).trim().to_string());
+                }
+                if c.head.len() > MAX_REQUEST_HEAD {
+                    return HeadState::TooLong;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return HeadState::Waiting,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return HeadState::Closed,
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// What a request line is answered with: (status, content type, body).
+pub fn route(
+    request_line: &str,
+    metrics: impl FnOnce() -> Result<String, String>,
+) -> (&'static str, &'static str, String) {
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    if method != "GET" || path != "/metrics" {
+        return (
+            "404 Not Found",
+            "text/plain",
+            "not found: try GET /metrics\n".into(),
+        );
+    }
+    match metrics() {
+        Ok(text) => ("200 OK", OPENMETRICS, text),
+        Err(e) => ("503 Service Unavailable", "text/plain", format!("{e}\n")),
+    }
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn respond(stream: &mut TcpStream, request_line: &str, socket: &Path) {
+    let (status, kind, body) = route(request_line, || {
+        match control::server::request(socket, &control::Request::ShowMetrics) {
+            Ok(r) if r.ok => Ok(r
+                .result
+                .as_ref()
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("# EOF\n")
+                .to_string()),
+            Ok(r) => Err(r.error.unwrap_or_default()),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    // A client that went away, or does not read, is not the daemon's
+    // problem.
+    let _ = write_response(stream, status, kind, &body);
+}
+
+fn write_response(
+    stream: &mut TcpStream,
+    status: &str,
+    kind: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(RESPONSE_DEADLINE))?;
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// One HTTP exchange: the status line of the reply.
+    fn get(addr: std::net::SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(request).unwrap();
+        let mut reply = String::new();
+        let _ = s.read_to_string(&mut reply);
+        reply.lines().next().unwrap_or("").to_string()
+    }
+
+    /// Requests are routed by method and path only.
+    #[test]
+    fn routes_get_metrics_only() {
+        let ok = || Ok("x 1\n# EOF\n".to_string());
+        assert_eq!(route("GET /metrics HTTP/1.1", ok).0, "200 OK");
+        assert_eq!(route("GET /metrics?x=1 HTTP/1.0", ok).0, "200 OK");
+        assert_eq!(route("POST /metrics HTTP/1.1", ok).0, "404 Not Found");
+        assert_eq!(route("GET / HTTP/1.1", ok).0, "404 Not Found");
+        assert_eq!(route("", ok).0, "404 Not Found");
+        let down = || Err("control socket: gone".to_string());
+        assert_eq!(
+            route("GET /metrics HTTP/1.1", down).0,
+            "503 Service Unavailable"
+        );
+    }
+
+    /// Clients that hold connections open without a request, one that
+    /// sends an endless head, and one that never reads: a plain request
+    /// is still answered at once, and every connection is gone after the
+    /// deadline.
+    #[test]
+    fn hostile_http_clients_are_bounded() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let socket = std::path::PathBuf::from("/nonexistent/fastfwd.sock");
+        let server = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || serve(&listener, &socket, &stop))
+        };
+        // 40 idle connections (more than the cap), a slow head.
+        let idle: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(b"GET /metr").unwrap();
+        // An endless head: refused with 431.
+        let mut long = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+        long.extend(std::iter::repeat_n(b'a', 64 << 10));
+        let t = Instant::now();
+        assert_eq!(
+            get(addr, &long),
+            "HTTP/1.1 431 Request Header Fields Too Large"
+        );
+        // A plain request: answered (the control socket is absent: 503)
+        // at once, and a wrong path gets 404.
+        assert_eq!(
+            get(addr, b"GET /metrics HTTP/1.1\r\n\r\n"),
+            "HTTP/1.1 503 Service Unavailable"
+        );
+        assert_eq!(
+            get(addr, b"GET /x HTTP/1.1\r\n\r\n"),
+            "HTTP/1.1 404 Not Found"
+        );
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        // After the deadline every idle connection was closed.
+        std::thread::sleep(REQUEST_DEADLINE + Duration::from_millis(500));
+        for mut c in idle.into_iter().chain([slow]) {
+            c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut b = [0u8; 16];
+            match c.read(&mut b) {
+                Ok(0) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+                other => panic!("still open after the deadline: {other:?}"),
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        server.join().unwrap();
+    }
 
     #[test]
     fn encodes_counters_and_gauges_with_labels() {

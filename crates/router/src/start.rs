@@ -16,7 +16,7 @@ use netio::xdp::{XdpMode, XdpProgram};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel};
 use std::time::Instant;
 use tracing::{error, info, warn};
@@ -348,7 +348,7 @@ pub fn run(args: RunOptions) -> Result<()> {
     // Bound before privileges go (a port below 1024 needs them).
     let metrics_server = match args.metrics {
         Some(a) => Some(Arc::new(
-            tiny_http::Server::http(a).map_err(|e| anyhow::anyhow!("--metrics {a}: {e}"))?,
+            crate::metrics::bind(a).map_err(|e| anyhow::anyhow!("--metrics {a}: {e}"))?,
         )),
         None => None,
     };
@@ -438,13 +438,19 @@ pub fn run(args: RunOptions) -> Result<()> {
         runtime_base: Default::default(),
         unmodelled,
     };
+    // Started after the privilege drop, like every thread but this one.
+    let metrics_stop = Arc::new(AtomicBool::new(false));
     let metrics_thread = match &metrics_server {
         Some(srv) => {
-            let (srv, socket) = (Arc::clone(srv), args.socket.clone());
+            let (srv, socket, stop) = (
+                Arc::clone(srv),
+                args.socket.clone(),
+                Arc::clone(&metrics_stop),
+            );
             Some(
                 std::thread::Builder::new()
                     .name("fastfwd-metrics".into())
-                    .spawn(move || crate::metrics::serve(&srv, &socket))
+                    .spawn(move || crate::metrics::serve(&srv, &socket, &stop))
                     .context("starting the metrics thread")?,
             )
         }
@@ -454,9 +460,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         info!(address = %a, "serving metrics at /metrics");
     }
     let result = daemon.control_loop(&mut server, &miss_rx);
-    if let Some(srv) = &metrics_server {
-        srv.unblock();
-    }
+    metrics_stop.store(true, Ordering::SeqCst);
     if let Some(t) = metrics_thread {
         let _ = t.join();
     }

@@ -1961,6 +1961,30 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
             .is_some())
         .is_some()
     );
+    // Every thread, the metrics thread included, runs with the daemon's
+    // reduced capabilities (NET_ADMIN, NET_RAW) and no way to regain more.
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", d.pid())).unwrap();
+    let mut threads = 0;
+    for t in tasks.flatten() {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let name = field("Name:");
+        for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            assert_eq!(field(k), "0000000000003000", "thread {name} {k}");
+        }
+        assert_eq!(field("NoNewPrivs:"), "1", "thread {name}");
+        threads += 1;
+    }
+    assert!(
+        threads >= 3,
+        "control, worker and metrics threads: {threads}"
+    );
     assert!(lab.ping(&lab.generator, SINK4, 3).is_some());
     let scrape = || lab.metrics_text().expect("the metrics endpoint answers");
     let forwarded = |text: &str| -> u64 {
