@@ -918,13 +918,16 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
     } else {
         "AF_INET"
     };
-    // The server says when it is bound (a slow machine, or a kernel under
-    // emulation, may take longer to start it than the client).
+    // The server says when it is bound, and counts until told the client
+    // is done, then for as long as datagrams keep coming (1 s apart at
+    // most): a slow machine, or a kernel under emulation, may take longer
+    // to start either interpreter than any fixed wait.
     let server = format!(
-        "import socket,sys\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\ns.settimeout(1.5)\nn=0\ntry:\n  while True:\n    s.recv(100); n+=1\nexcept OSError: pass\nprint(n)\n"
+        "import socket,sys,select\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\nn=0\ndone=False\nwhile True:\n  r,_,_=select.select([s]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n  if s in r:\n    s.recv(100); n+=1\n  elif r:\n    sys.stdin.readline(); done=True\n  else:\n    break\nprint(n)\n"
     );
     let mut srv = Command::new("ip")
         .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -945,6 +948,8 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
         "-c",
         &client,
     ]);
+    // Closing stdin tells the server the client is done.
+    drop(srv.stdin.take());
     let mut count = String::new();
     std::io::Read::read_to_string(&mut out, &mut count).unwrap();
     srv.wait().unwrap();
