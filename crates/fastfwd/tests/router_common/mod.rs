@@ -452,6 +452,15 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 /// Forwarding, ICMP, neighbours, local delivery and idle CPU through one
 /// backend. Every check asserts something only fastfwd can make true: the
 /// dut's kernel does not forward.
+/// The value of field `key` (with its colon) in a /proc status file.
+pub fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
 pub fn forwarding_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
     // No neighbour known anywhere: ARP and ND must run.
@@ -462,13 +471,7 @@ pub fn forwarding_scenario(backend: &str, tag: &str) {
     // Least privilege: only CAP_NET_ADMIN and CAP_NET_RAW (bits 12, 13)
     // left, in every set, and no way to regain more.
     let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
-    let field = |k: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_default()
-    };
+    let field = |k: &str| status_field(&status, k);
     for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
         assert_eq!(field(k), "0000000000003000", "{k} {status}");
     }
@@ -1972,13 +1975,7 @@ pub fn metrics_scenario(backend: &str, tag: &str) {
     let mut threads = 0;
     for t in tasks.flatten() {
         let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-        let field = |k: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(k))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_default()
-        };
+        let field = |k: &str| status_field(&status, k);
         let name = field("Name:");
         for k in ["CapEff:", "CapPrm:", "CapBnd:"] {
             assert_eq!(field(k), "0000000000003000", "thread {name} {k}");
