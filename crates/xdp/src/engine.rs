@@ -226,6 +226,20 @@ const FAULT_COUNTERS: [(&str, &str, &str, RecordFields); 2] = [
     ),
 ];
 
+/// The object's program `name` as its type (`Xdp`, `TracePoint`).
+fn program_as<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut P, EngineError>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| EngineError::Bpf {
+            what: format!("program {name}"),
+            detail: "not in fastfwd_xdp.o".into(),
+        })?
+        .try_into()
+        .map_err(|e| bpf_err(format!("program {name}"), &e))
+}
+
 /// The shortest frame `BPF_PROG_TEST_RUN` takes (an Ethernet header).
 pub const MIN_TEST_FRAME: usize = 14;
 
@@ -242,14 +256,7 @@ impl Engine {
         let mut ebpf = loader
             .load(FASTFWD_XDP_OBJ)
             .map_err(|e| bpf_err("loading fastfwd_xdp.o (maps)", &e))?;
-        let prog: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| EngineError::Bpf {
-                what: format!("program {PROGRAM}"),
-                detail: "not in fastfwd_xdp.o".into(),
-            })?
-            .try_into()
-            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?;
+        let prog: &mut Xdp = program_as(&mut ebpf, PROGRAM)?;
         prog.load()
             .map_err(|e| bpf_err(format!("verifying program {PROGRAM}"), &e))?;
         let xsks_id = match ebpf.map("xsks") {
@@ -298,15 +305,7 @@ impl Engine {
                 what: format!("tracepoint {category}:{name}"),
                 detail: format!("its record is not laid out as the program reads it: {e}"),
             })?;
-            let tp: &mut TracePoint = self
-                .ebpf
-                .program_mut(prog)
-                .ok_or_else(|| EngineError::Bpf {
-                    what: format!("program {prog}"),
-                    detail: "not in fastfwd_xdp.o".into(),
-                })?
-                .try_into()
-                .map_err(|e| bpf_err(format!("program {prog}"), &e))?;
+            let tp: &mut TracePoint = program_as(&mut self.ebpf, prog)?;
             tp.load()
                 .map_err(|e| bpf_err(format!("verifying program {prog}"), &e))?;
             tp.attach(category, name)
