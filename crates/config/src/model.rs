@@ -157,25 +157,8 @@ impl Interface {
     }
 }
 
-/// One way out for a route.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct NextHop {
-    /// The interface packets leave by (resolved from the gateway's subnet
-    /// when the file gives only `via`).
-    pub interface: String,
-    /// The gateway; `None` for a route directly on the interface (the
-    /// destination itself is the neighbour).
-    pub via: Option<IpAddr>,
-}
-
-impl fmt::Display for NextHop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.via {
-            Some(v) => write!(f, "via {v} dev {}", self.interface),
-            None => write!(f, "dev {}", self.interface),
-        }
-    }
-}
+/// One way out for a route (the RIB's, whose resolver makes it).
+pub use rib::NamedHop as NextHop;
 
 /// A static route; several next hops share the traffic (ECMP).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,9 @@ use crate::model::{
     is_v6_link_local,
 };
 use crate::raw::{OneOrMany, RawConfig, RawFirewall, RawInterface, RawRoute, S};
+use rib::hop::{HopError, HopInterface, unusable};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -135,7 +136,7 @@ fn parse_if_addr(ctx: &mut Ctx<'_>, v: &S<String>, field: &str) -> Option<(IpAdd
         }
     };
     let reason = match addr {
-        IpAddr::V4(a) => v4_unusable(a).or_else(|| {
+        IpAddr::V4(a) => unusable(IpAddr::V4(a)).or_else(|| {
             let host = !wire::Ipv4Cidr::mask(len) & u32::from(a);
             if len <= 30 && host == 0 {
                 Some("the subnet's network address")
@@ -145,7 +146,7 @@ fn parse_if_addr(ctx: &mut Ctx<'_>, v: &S<String>, field: &str) -> Option<(IpAdd
                 None
             }
         }),
-        IpAddr::V6(a) => v6_unusable(a),
+        IpAddr::V6(a) => unusable(IpAddr::V6(a)),
     };
     if let Some(reason) = reason {
         ctx.err(
@@ -159,32 +160,6 @@ fn parse_if_addr(ctx: &mut Ctx<'_>, v: &S<String>, field: &str) -> Option<(IpAdd
         return None;
     }
     Some((addr, len))
-}
-
-fn v4_unusable(a: Ipv4Addr) -> Option<&'static str> {
-    if a.is_unspecified() || a.octets()[0] == 0 {
-        Some("addresses in 0.0.0.0/8 cannot be used")
-    } else if a.is_loopback() {
-        Some("loopback addresses cannot be used")
-    } else if a.is_multicast() {
-        Some("multicast addresses cannot be used")
-    } else if a.is_broadcast() || a.octets()[0] >= 240 {
-        Some("class E and broadcast addresses cannot be used")
-    } else {
-        None
-    }
-}
-
-fn v6_unusable(a: Ipv6Addr) -> Option<&'static str> {
-    if a.is_unspecified() {
-        Some("the unspecified address cannot be used")
-    } else if a.is_loopback() {
-        Some("the loopback address cannot be used")
-    } else if a.is_multicast() {
-        Some("multicast addresses cannot be used")
-    } else {
-        None
-    }
 }
 
 fn check_mtu(
@@ -629,143 +604,88 @@ fn resolve_hop(
     h: HopSite<'_>,
     ifs: &[Interface],
 ) -> Option<NextHop> {
-    let iface = match &h.interface {
-        Some((name, span, field)) => match ifs.iter().find(|i| i.name == *name) {
-            Some(i) => Some(i),
-            None => {
+    let via = match &h.via {
+        Some((text, span, field)) => match text.trim().parse::<IpAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
                 ctx.err(
                     span.clone(),
                     field.clone(),
-                    ErrorKind::UnknownInterface((*name).to_owned()),
+                    ErrorKind::BadAddress {
+                        value: (*text).to_owned(),
+                        reason: "not an IP address",
+                    },
                 );
                 return None;
             }
         },
         None => None,
     };
-    let Some((text, span, field)) = h.via else {
-        return iface.map(|i| NextHop {
-            interface: i.name.clone(),
-            via: None,
-        });
+    let dev = h.interface.as_ref().map(|(name, ..)| *name);
+    let err = match rib::hop::resolve(*prefix, dev, via, ifs) {
+        Ok(hop) => return Some(hop),
+        Err(e) => e,
     };
-    let via = match text.trim().parse::<IpAddr>() {
-        Ok(a) => a,
-        Err(_) => {
-            ctx.err(
-                span,
-                field,
-                ErrorKind::BadAddress {
-                    value: text.to_owned(),
-                    reason: "not an IP address",
-                },
-            );
-            return None;
-        }
+    let at = |site: &Option<(&str, Range<usize>, String)>| {
+        site.as_ref()
+            .map(|(_, span, field)| (span.clone(), field.clone()))
     };
-    if matches!(
-        (prefix, via),
-        (Cidr::V4(_), IpAddr::V6(_)) | (Cidr::V6(_), IpAddr::V4(_))
-    ) {
-        ctx.err(
-            span,
-            field,
+    let (kind, site) = match err {
+        HopError::UnknownInterface(name) => (ErrorKind::UnknownInterface(name), at(&h.interface)),
+        // Every hop site has a gateway or an interface.
+        HopError::NoWayOut => (ErrorKind::NoNextHop, at(&h.interface)),
+        HopError::FamilyMismatch { via, prefix } => (
             ErrorKind::FamilyMismatch {
                 via: via.to_string(),
                 prefix: prefix.to_string(),
             },
-        );
-        return None;
-    }
-    let unusable = match via {
-        IpAddr::V4(a) => v4_unusable(a),
-        IpAddr::V6(a) => v6_unusable(a),
-    };
-    if let Some(reason) = unusable {
-        ctx.err(
-            span,
-            field,
+            at(&h.via),
+        ),
+        HopError::Unusable { via: _, reason } => (
             ErrorKind::BadAddress {
-                value: text.to_owned(),
+                value: h.via.as_ref().map_or("", |v| v.0).to_owned(),
                 reason,
             },
-        );
-        return None;
-    }
-    if let Some(owner) = ifs.iter().find(|i| i.has_address(via)) {
-        ctx.err(
-            span,
-            field,
+            at(&h.via),
+        ),
+        HopError::GatewayIsLocal { addr, interface } => (
             ErrorKind::GatewayIsLocal {
-                addr: via.to_string(),
-                interface: owner.name.clone(),
+                addr: addr.to_string(),
+                interface,
             },
-        );
-        return None;
-    }
-    let link_local = matches!(via, IpAddr::V6(v) if is_v6_link_local(v));
-    let out = match iface {
-        Some(i) => {
-            if !i.is_on_link(via) {
-                ctx.err(
-                    span,
-                    field,
-                    ErrorKind::NotOnInterface {
-                        addr: via.to_string(),
-                        interface: i.name.clone(),
-                    },
-                );
-                return None;
-            }
-            i
+            at(&h.via),
+        ),
+        HopError::NotOnInterface { addr, interface } => (
+            ErrorKind::NotOnInterface {
+                addr: addr.to_string(),
+                interface,
+            },
+            at(&h.via),
+        ),
+        HopError::LinkLocalNeedsInterface(a) => (
+            ErrorKind::LinkLocalNeedsInterface(a.to_string()),
+            at(&h.via),
+        ),
+        HopError::GatewayNotConnected(a) => {
+            (ErrorKind::GatewayNotConnected(a.to_string()), at(&h.via))
         }
-        None if link_local => {
-            ctx.err(
-                span,
-                field,
-                ErrorKind::LinkLocalNeedsInterface(via.to_string()),
-            );
-            return None;
-        }
-        None => match connected_interface(ifs, via) {
-            Some(i) => i,
-            None => {
-                ctx.err(span, field, ErrorKind::GatewayNotConnected(via.to_string()));
-                return None;
-            }
-        },
     };
-    Some(NextHop {
-        interface: out.name.clone(),
-        via: Some(via),
-    })
+    if let Some((span, field)) = site.or_else(|| at(&h.via)).or_else(|| at(&h.interface)) {
+        ctx.err(span, field, kind);
+    }
+    None
 }
 
-/// The interface whose connected subnet holds `addr` (longest match).
-fn connected_interface(ifs: &[Interface], addr: IpAddr) -> Option<&Interface> {
-    let mut best: Option<(u8, &Interface)> = None;
-    for i in ifs {
-        let len = match addr {
-            IpAddr::V4(a) => i
-                .ipv4
-                .iter()
-                .filter(|x| x.subnet().contains(a.into()))
-                .map(|x| x.prefix_len)
-                .max(),
-            IpAddr::V6(a) => i
-                .ipv6
-                .iter()
-                .filter(|x| x.subnet().contains(a.into()))
-                .map(|x| x.prefix_len)
-                .max(),
-        };
-        if let Some(l) = len
-            && best.is_none_or(|(b, _)| l > b)
-        {
-            best = Some((l, i));
-        }
+impl HopInterface for Interface {
+    fn name(&self) -> &str {
+        &self.name
     }
-    best.map(|(_, i)| i)
+
+    fn addresses(&self) -> impl Iterator<Item = (IpAddr, u8)> + '_ {
+        let v4 = self.ipv4.iter().map(|a| (IpAddr::V4(a.addr), a.prefix_len));
+        let v6 = self.ipv6.iter().map(|a| (IpAddr::V6(a.addr), a.prefix_len));
+        v4.chain(v6)
+    }
 }
 
 fn neighbours(ctx: &mut Ctx<'_>, raw: &RawConfig, ifs: &[Interface]) -> Vec<Neighbour> {

@@ -13,11 +13,13 @@
 
 use crate::ControlError;
 use crate::snapshot::Snapshot;
-use crate::state::{Origin, ResolvedRoute, RouteEntry, RouteView, RouterState};
+use crate::state::{Origin, RouteEntry, RouteView, RouterState};
 use fib::shared::{FibReader, FibWriter};
 use pipeline::{
-    Interface, InterfaceId, NextHop, NextHopId, Policy, RouteTarget, Tables, TablesBuilder, Vlan,
+    Interface, InterfaceId, NextHopId, Policy, RouteTarget, Tables, TablesBuilder, Vlan,
 };
+use rib::event::RT_TABLE_MAIN;
+use rib::{Decision, Statics};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -44,6 +46,9 @@ pub struct Router {
     set_text: Vec<Vec<String>>,
     /// Installed routes: prefix -> (origin, index into `set_text`).
     routes: BTreeMap<Cidr, (Origin, u32)>,
+    /// Kernel routes not installed because they leave through a link
+    /// fastfwd does not forward on: prefix -> that link.
+    foreign: BTreeMap<Cidr, u32>,
     /// Policy rules and the tables they look up, compiled.
     policy: Arc<Policy>,
     neighbours: Vec<crate::state::NeighbourView>,
@@ -74,6 +79,7 @@ impl Router {
             set_ids: HashMap::new(),
             set_text: Vec::new(),
             routes: BTreeMap::new(),
+            foreign: BTreeMap::new(),
             policy: Arc::default(),
             neighbours: Vec::new(),
             local_addrs: Vec::new(),
@@ -136,6 +142,7 @@ impl Router {
         self.set_ids = set_ids;
         self.set_text = built.hop_sets;
         self.routes = routes;
+        self.foreign = built.foreign;
         self.policy = Arc::clone(tables.policy());
         self.local_addrs = built.local_addrs;
         self.warnings = built.warnings;
@@ -251,58 +258,30 @@ impl Router {
         snap.publish(t);
     }
 
-    /// The winning route for `p` now (None: no route).
-    fn winner(&self, p: Cidr) -> Option<(Origin, RouteTarget)> {
-        let id_by_name = |name: &str| {
-            self.ifaces
-                .iter()
-                .position(|i| i.name == name)
-                .map(|i| i as InterfaceId)
-        };
-        let to_hops = |hops: &[config::NextHop]| -> Option<RouteTarget> {
-            hops.iter()
-                .map(|h| {
-                    id_by_name(&h.interface).map(|id| NextHop {
-                        interface: id,
-                        gateway: h.via,
-                    })
-                })
-                .collect::<Option<Vec<_>>>()
-                .map(RouteTarget::Forward)
-        };
-        if let Some(r) = self.state.api_routes.get(&p) {
-            return to_hops(&r.next_hops).map(|h| (Origin::Api, h));
-        }
-        if let Some(r) = self
+    /// The RIB's decision for `p` now, over these tables' interfaces.
+    fn decide(&self, p: Cidr) -> Decision {
+        let config = self
             .state
             .config
             .routes
             .iter()
             .rev()
             .find(|r| r.prefix == p)
-        {
-            return to_hops(&r.next_hops).map(|h| (Origin::Config, h));
-        }
-        // The lowest metric wins.
-        let mut kernel = self.state.kernel.routes.range((p, 0)..=(p, u32::MAX));
-        let (_, route) = kernel.next()?;
-        let khops = match self.state.kernel.resolve(route)? {
-            ResolvedRoute::Discard(d) => {
-                return Some((Origin::Kernel, RouteTarget::Discard(d)));
-            }
-            ResolvedRoute::Via(h) => h,
+            .map(|r| r.next_hops.as_slice());
+        let statics = Statics {
+            api: self
+                .state
+                .api_routes
+                .get(&p)
+                .map(|r| r.next_hops.as_slice()),
+            config,
+            connected: self.is_connected_subnet(p),
         };
-        let hops: Option<Vec<NextHop>> = khops
-            .iter()
-            .map(|h| {
-                self.by_ifindex.get(&h.ifindex).map(|&interface| NextHop {
-                    interface,
-                    gateway: h.gateway,
-                })
-            })
-            .collect();
-        hops.filter(|h| !h.is_empty())
-            .map(|h| (Origin::Kernel, RouteTarget::Forward(h)))
+        let interfaces = crate::state::IfMap {
+            ifaces: &self.ifaces,
+            by_ifindex: &self.by_ifindex,
+        };
+        rib::best(RT_TABLE_MAIN, p, statics, &self.state.kernel, &interfaces).0
     }
 
     /// Whether `p` is the subnet of one of the interfaces' addresses.
@@ -343,8 +322,9 @@ impl Router {
             if matches!(self.routes.get(&p), Some((Origin::Connected, _))) {
                 continue;
             }
-            match self.winner(p) {
-                Some((origin, target)) => {
+            match self.decide(p) {
+                Decision::Route(origin, target) => {
+                    self.foreign.remove(&p);
                     let id = match self.set_ids.get(&target) {
                         Some(&id) => id,
                         None => {
@@ -393,7 +373,13 @@ impl Router {
                         }
                     }
                 }
-                None => {
+                // Decided by a full build (above).
+                Decision::Connected => {}
+                decision => {
+                    match decision {
+                        Decision::Foreign(ifindex) => self.foreign.insert(p, ifindex),
+                        _ => self.foreign.remove(&p),
+                    };
                     self.routes.remove(&p);
                     match p {
                         Cidr::V4(q) => {
@@ -457,9 +443,34 @@ impl Router {
         &self.local_addrs
     }
 
-    /// Build warnings.
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
+    /// The links kernel routes leave through that fastfwd does not forward
+    /// on (those routes are not installed).
+    pub fn foreign_links(&self) -> std::collections::BTreeSet<u32> {
+        self.foreign.values().copied().collect()
+    }
+
+    /// The kernel routes left out that leave through `links`, named per
+    /// link.
+    pub fn foreign_routes_via<'a>(&self, links: impl Iterator<Item = &'a u32>) -> Vec<String> {
+        let links: std::collections::BTreeSet<u32> = links.copied().collect();
+        let some: BTreeMap<Cidr, u32> = self
+            .foreign
+            .iter()
+            .filter(|(_, l)| links.contains(l))
+            .map(|(p, l)| (*p, *l))
+            .collect();
+        crate::state::foreign_routes(&some, &self.state.kernel)
+    }
+
+    /// Build warnings, and the kernel routes fastfwd leaves out because
+    /// they leave through links it does not forward on, named per link.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.warnings.clone();
+        out.extend(crate::state::foreign_routes(
+            &self.foreign,
+            &self.state.kernel,
+        ));
+        out
     }
 
     /// Every installed route.
@@ -544,9 +555,10 @@ impl Router {
 /// ([`Router::update_routes`] for the route, [`Router::refresh_neighbours`]
 /// for a neighbour) and answers. A refused request changes nothing.
 impl Router {
-    /// Adds or replaces a control-socket route; returns its prefix. A next
-    /// hop without `dev` goes out of the interface whose connected subnet
-    /// holds its gateway in the published tables.
+    /// Adds or replaces a control-socket route; returns its prefix. Its
+    /// next hops are checked as the config's are ([`rib::hop::resolve`]):
+    /// one without `dev` goes out of the interface whose connected subnet
+    /// holding its gateway is the longest.
     pub fn api_route_add(
         &mut self,
         prefix: &str,
@@ -564,46 +576,21 @@ impl Router {
                 pipeline::MAX_ECMP
             ));
         }
-        let mut next_hops = Vec::new();
+        // The config's resolver, over the interfaces as published (the
+        // config's, with the kernel's addresses of their ports merged in).
+        let tables = snap.load();
+        let mut next_hops: Vec<config::NextHop> = Vec::new();
         for h in hops {
             let via: Option<IpAddr> = match &h.via {
                 Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
                 None => None,
             };
-            if via.is_some_and(|v| v.is_ipv4() != matches!(p, Cidr::V4(_))) {
-                return Err(format!(
-                    "next hop {} is not of the prefix's family",
-                    h.via.as_deref().unwrap_or("")
-                ));
+            let hop = rib::hop::resolve(p, h.dev.as_deref(), via, tables.interfaces())
+                .map_err(|e| e.to_string())?;
+            if next_hops.contains(&hop) {
+                return Err(format!("next hop {hop} is listed twice"));
             }
-            let interface = match (&h.dev, via) {
-                (Some(d), _) => {
-                    if self.state.config.interface(d).is_none() {
-                        return Err(format!("no interface {d}"));
-                    }
-                    d.clone()
-                }
-                (None, Some(v)) => snap
-                    .load()
-                    .interfaces()
-                    .iter()
-                    .find(|i| match v {
-                        IpAddr::V4(a) => i.ipv4.iter().any(|x| {
-                            wire::Ipv4Cidr::new(u32::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u32::from(a)))
-                        }),
-                        IpAddr::V6(a) => i.ipv6.iter().any(|x| {
-                            wire::Ipv6Cidr::new(u128::from(x.addr), x.prefix_len)
-                                .is_some_and(|c| c.contains(u128::from(a)))
-                        }),
-                    })
-                    .map(|i| i.name.clone())
-                    .ok_or_else(|| {
-                        format!("{v} is not on any connected subnet; name the interface with dev")
-                    })?,
-                (None, None) => return Err("a next hop needs via or dev".into()),
-            };
-            next_hops.push(config::NextHop { interface, via });
+            next_hops.push(hop);
         }
         self.state
             .api_routes
@@ -667,6 +654,7 @@ mod tests {
     use super::*;
     use crate::netlink::{Event, KernelHop, RT_TABLE_MAIN};
     use fib::Lookup;
+    use pipeline::NextHop;
 
     const CONFIG: &str = r#"[[interfaces]]
 name = "d0"
@@ -1058,5 +1046,111 @@ addresses = ["198.19.0.10/24"]
         );
         assert!(t.fib4.lookup(0x0a01_0203).is_some());
         assert_eq!(r.neighbours().len(), 1);
+    }
+
+    /// One change to the sources, as the daemon applies it.
+    #[derive(Debug, Clone)]
+    enum Change {
+        /// A kernel route of prefix `p` and metric `m` through link
+        /// `link` (5, 6: the ports; 7: a link fastfwd does not forward on;
+        /// 1: lo), or a blackhole.
+        Kernel {
+            add: bool,
+            p: usize,
+            metric: u32,
+            link: u32,
+            blackhole: bool,
+        },
+        /// A control-socket route through `dev` ("gone": an interface the
+        /// tables do not have, as after a config reload), or its removal.
+        Api { p: usize, dev: Option<&'static str> },
+    }
+
+    const PREFIXES: [&str; 6] = [
+        "0.0.0.0/0",
+        "10.1.0.0/16",
+        "10.1.0.0/24",
+        "198.19.0.0/24",
+        "2001:db8::/32",
+        "2001:db8:1::/48",
+    ];
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => (any::<bool>(), 0..PREFIXES.len(), 0..3u32, prop::sample::select(vec![5u32, 6, 7, 1]), prop::bool::weighted(0.2))
+                .prop_map(|(add, p, metric, link, blackhole)| Change::Kernel { add, p, metric, link, blackhole }),
+            1 => (0..PREFIXES.len(), prop::sample::select(vec![None, Some("d0"), Some("d1"), Some("gone")]))
+                .prop_map(|(p, dev)| Change::Api { p, dev }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The incremental update and a full build make the one RIB
+        /// decision: after any sequence of kernel and control-socket
+        /// changes they install the same routes and name the same routes
+        /// left to links fastfwd does not forward on.
+        #[test]
+        fn incremental_updates_decide_as_a_full_build(changes in proptest::collection::vec(change(), 1..24)) {
+            let (mut r, snap) = router();
+            for (i, name) in [(7u32, "eth9"), (1, "lo")] {
+                r.state.kernel.apply(&Event::Link {
+                    add: true,
+                    ifindex: i,
+                    name: name.into(),
+                    mac: None,
+                    mtu: None,
+                    up: true,
+                    vrf: false,
+                    master: None,
+                });
+            }
+            for c in changes {
+                let prefix: Cidr = match &c {
+                    Change::Kernel { p, .. } | Change::Api { p, .. } => PREFIXES[*p].parse().unwrap(),
+                };
+                let v6 = matches!(prefix, Cidr::V6(_));
+                match c {
+                    Change::Kernel { add, metric, link, blackhole, .. } => {
+                        let gateway: IpAddr = match (link, v6) {
+                            (5, false) => "198.18.0.1".parse().unwrap(),
+                            (6, false) => "198.19.0.1".parse().unwrap(),
+                            (_, false) => "192.0.2.1".parse().unwrap(),
+                            (_, true) => "fe80::1".parse().unwrap(),
+                        };
+                        let ev = Event::Route {
+                            add,
+                            prefix,
+                            table: RT_TABLE_MAIN,
+                            kind: if blackhole { libc::RTN_BLACKHOLE } else { libc::RTN_UNICAST },
+                            metric,
+                            hops: if blackhole { Vec::new() } else { vec![KernelHop { ifindex: link, gateway: Some(gateway) }] },
+                            nh_id: None,
+                            detail: Default::default(),
+                        };
+                        if r.state.kernel.change(&ev) == crate::state::Change::Route(prefix) {
+                            r.update_routes(&[prefix], &snap);
+                        }
+                    }
+                    Change::Api { dev, .. } => {
+                        match dev {
+                            Some(dev) => {
+                                let via = if v6 { "fe80::9" } else { "198.19.0.9" };
+                                r.state.api_routes.insert(prefix, api(&[(dev, via)]));
+                            }
+                            None => {
+                                r.state.api_routes.remove(&prefix);
+                            }
+                        }
+                        r.update_routes(&[prefix], &snap);
+                    }
+                }
+                let (fresh, _) = Router::new(r.state.clone()).unwrap();
+                proptest::prop_assert_eq!(views(&r), views(&fresh));
+                proptest::prop_assert_eq!(&r.foreign, &fresh.foreign);
+            }
+        }
     }
 }

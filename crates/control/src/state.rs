@@ -8,533 +8,24 @@
 //! then config, then kernel. Kernel routes are used only when every next
 //! hop leaves through an interface fastfwd forwards on.
 
-use crate::netlink::{
-    Event, KernelHop, KernelNexthop, Placement, RT_TABLE_LOCAL, RT_TABLE_MAIN, RouteDetail, nud,
-};
-use crate::policy::{self, KernelRule};
+use crate::policy;
 use config::Config;
 use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use pipeline::{
     Discard, InterfaceId, NextHop, NextHopId, PortId, RouteTarget, Tables, TablesBuilder, Vlan,
 };
+pub use rib::Origin;
+use rib::event::RT_TABLE_MAIN;
+pub use rib::kernel::{Change, KernelRoute, KernelState, Link, ResolvedRoute, UnmodelledRouteKey};
+use rib::{Decision, Statics};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use wire::Cidr;
 
 /// Tables built from scratch, with plain tries.
 pub type BuiltTables = Tables<Poptrie4, Poptrie6>;
-
-/// A kernel link.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Link {
-    /// Interface index.
-    pub ifindex: u32,
-    /// Name.
-    pub name: String,
-    /// MAC address.
-    pub mac: Option<[u8; 6]>,
-    /// MTU.
-    pub mtu: Option<u32>,
-    /// Administratively up.
-    pub up: bool,
-    /// A VRF device.
-    pub vrf: bool,
-    /// The device it is enslaved to, if any.
-    pub master: Option<u32>,
-}
-
-/// What a kernel route does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KernelRoute {
-    /// Forwards through these next hops (several: multipath).
-    Via(Vec<KernelHop>),
-    /// Discards (`ip route add blackhole|unreachable|prohibit|throw ...`).
-    Discard(Discard),
-    /// Uses a nexthop object (`ip route add ... nhid N`).
-    Object(u32),
-}
-
-/// A kernel route with its nexthop object looked up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResolvedRoute<'a> {
-    /// Forward through these (several: ECMP; a weighted group repeats a
-    /// member by its weight).
-    Via(Cow<'a, [KernelHop]>),
-    /// Discard.
-    Discard(Discard),
-}
-
-/// What one kernel event changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// Nothing fastfwd uses.
-    None,
-    /// The routes of one prefix.
-    Route(Cidr),
-    /// A neighbour.
-    Neighbour,
-    /// A link or one of its addresses (interfaces and connected routes),
-    /// by interface index.
-    Link(u32),
-    /// Anything else that can touch every route (nexthop objects).
-    Other,
-    /// Policy rules, or routes fastfwd does not forward with (other
-    /// tables, source-specific, TOS or encapsulated routes): what
-    /// [`KernelState::unmodelled`] names may have changed.
-    Policy,
-}
-
-/// A route fastfwd does not forward with, by what identifies it in the
-/// kernel: table, prefix, metric, TOS and source prefix.
-pub type UnmodelledRouteKey = (u32, Cidr, u32, u8, Option<Cidr>);
-
-/// The kernel's view of this network namespace, kept current from netlink.
-#[derive(Debug, Clone, Default)]
-pub struct KernelState {
-    /// Links by index.
-    pub links: BTreeMap<u32, Link>,
-    /// Addresses: (ifindex, address) -> prefix length.
-    pub addrs: BTreeMap<(u32, IpAddr), u8>,
-    /// Routes of the main table: (prefix, metric) -> what they do. For an
-    /// IPv4 prefix and metric with several routes (`ip route append`),
-    /// the one the kernel uses: the first whose next hops are not all dead.
-    pub routes: BTreeMap<(Cidr, u32), KernelRoute>,
-    /// Every route, in the kernel's order, of an IPv4 prefix and metric
-    /// that has more than one.
-    pub aliases: BTreeMap<(Cidr, u32), Vec<KernelRoute>>,
-    /// Policy rules (`ip rule`), both families.
-    pub rules: BTreeSet<KernelRule>,
-    /// The routes of the tables other than main and local (policy rules
-    /// look them up): table -> (prefix, metric) -> its routes in the
-    /// kernel's order, the one used first (as `aliases`).
-    pub tables: BTreeMap<u32, BTreeMap<(Cidr, u32), Vec<KernelRoute>>>,
-    /// Routes fastfwd does not forward with, and why, by table.
-    pub unmodelled_routes: BTreeMap<UnmodelledRouteKey, String>,
-    /// Resolved neighbours: (ifindex, ip) -> MAC.
-    pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
-    /// Nexthop objects by id.
-    pub nexthops: BTreeMap<u32, KernelNexthop>,
-}
-
-impl KernelState {
-    /// Applies one netlink event and says what kind of thing changed.
-    pub fn change(&mut self, ev: &Event) -> Change {
-        let changed = self.apply(ev);
-        match ev {
-            _ if !changed => Change::None,
-            Event::Rule { .. } => Change::Policy,
-            Event::Route { table, detail, .. }
-                if *table != RT_TABLE_MAIN || Self::unmodelled_route(ev, detail).is_some() =>
-            {
-                Change::Policy
-            }
-            Event::Route { prefix, .. } => Change::Route(*prefix),
-            Event::Neigh { .. } => Change::Neighbour,
-            Event::Link { ifindex, .. } | Event::Addr { ifindex, .. } => Change::Link(*ifindex),
-            _ => Change::Other,
-        }
-    }
-
-    /// Applies one netlink event; returns whether anything fastfwd uses changed.
-    pub fn apply(&mut self, ev: &Event) -> bool {
-        match ev {
-            Event::Link {
-                add: true,
-                ifindex,
-                name,
-                mac,
-                mtu,
-                up,
-                vrf,
-                master,
-            } => {
-                let link = Link {
-                    ifindex: *ifindex,
-                    name: name.clone(),
-                    mac: *mac,
-                    mtu: *mtu,
-                    up: *up,
-                    vrf: *vrf,
-                    master: *master,
-                };
-                if !*up {
-                    self.withdraw_ipv4_routes_via(*ifindex);
-                }
-                self.links.insert(*ifindex, link.clone()) != Some(link)
-            }
-            Event::Link {
-                add: false,
-                ifindex,
-                ..
-            } => {
-                self.addrs.retain(|(i, _), _| i != ifindex);
-                self.neighbours.retain(|(i, _), _| i != ifindex);
-                self.withdraw_ipv4_routes_via(*ifindex);
-                self.links.remove(ifindex).is_some()
-            }
-            Event::Addr {
-                add: true,
-                ifindex,
-                addr,
-                prefix_len,
-            } => self.addrs.insert((*ifindex, *addr), *prefix_len) != Some(*prefix_len),
-            Event::Addr {
-                add: false,
-                ifindex,
-                addr,
-                ..
-            } => self.addrs.remove(&(*ifindex, *addr)).is_some(),
-            Event::Rule { add: true, rule } => self.rules.insert(rule.clone()),
-            Event::Rule { add: false, rule } => self.rules.remove(rule),
-            Event::Route { table, .. } if *table == RT_TABLE_LOCAL => false,
-            Event::Route {
-                add,
-                prefix,
-                table,
-                metric,
-                detail,
-                ..
-            } if Self::unmodelled_route(ev, detail).is_some() => {
-                let key = (*table, *prefix, *metric, detail.tos, detail.src);
-                if *add {
-                    let why = Self::unmodelled_route(ev, detail).unwrap_or_default();
-                    self.unmodelled_routes.insert(key, why.clone()) != Some(why)
-                } else {
-                    self.unmodelled_routes.remove(&key).is_some()
-                }
-            }
-            Event::Route {
-                add,
-                prefix,
-                table,
-                metric,
-                hops,
-                nh_id,
-                detail,
-                ..
-            } if ev.is_forwarding_route() => {
-                let route = match (ev.route_discard(), nh_id) {
-                    (Some(d), _) => KernelRoute::Discard(d),
-                    (None, Some(id)) => KernelRoute::Object(*id),
-                    (None, None) => KernelRoute::Via(hops.clone()),
-                };
-                let key = (*prefix, *metric);
-                if *table != RT_TABLE_MAIN {
-                    return self.change_other_table(*table, *add, key, route, detail.placement);
-                }
-                match (add, prefix) {
-                    (true, Cidr::V4(_)) => self.add_ipv4_route(key, route, detail.placement),
-                    (true, Cidr::V6(_)) => self.routes.insert(key, route.clone()) != Some(route),
-                    (false, Cidr::V4(_)) => self.remove_ipv4_route(key, &route),
-                    (false, Cidr::V6(_)) => self.routes.remove(&key).is_some(),
-                }
-            }
-            Event::Nexthop {
-                add: true,
-                id,
-                target,
-            } => self.nexthops.insert(*id, target.clone()).as_ref() != Some(target),
-            Event::Nexthop { add: false, id, .. } => {
-                // The kernel deletes the routes that used it without a
-                // notification per route.
-                self.routes.retain(|_, r| *r != KernelRoute::Object(*id));
-                for list in self.aliases.values_mut() {
-                    list.retain(|r| *r != KernelRoute::Object(*id));
-                }
-                for table in self.tables.values_mut() {
-                    for list in table.values_mut() {
-                        list.retain(|r| *r != KernelRoute::Object(*id));
-                    }
-                    table.retain(|_, list| !list.is_empty());
-                }
-                self.tables.retain(|_, t| !t.is_empty());
-                self.nexthops.remove(id).is_some()
-            }
-            // Multicast "neighbours" are the kernel's fixed mappings, not next hops.
-            Event::Neigh { ip, .. } if ip.is_multicast() => false,
-            Event::Neigh {
-                add,
-                ifindex,
-                ip,
-                mac,
-                state,
-            } => {
-                let key = (*ifindex, *ip);
-                match mac {
-                    Some(m) if *add && state & nud::VALID != 0 => {
-                        self.neighbours.insert(key, *m) != Some(*m)
-                    }
-                    // Incomplete or failed entries carry no usable MAC;
-                    // a STALE entry stays usable (the kernel re-probes it).
-                    _ if *add && state & (nud::INCOMPLETE | nud::FAILED) == 0 => false,
-                    _ => self.neighbours.remove(&key).is_some(),
-                }
-            }
-            _ => false,
-        }
-    }
-
-    /// Why a route (of a table other than local) is one fastfwd does not
-    /// forward with, if it is: a source prefix, a TOS, an encapsulation,
-    /// or a type that is neither forwarding nor discarding (local, anycast,
-    /// multicast, nat outside the local table).
-    fn unmodelled_route(ev: &Event, detail: &RouteDetail) -> Option<String> {
-        let Event::Route {
-            prefix,
-            table,
-            metric,
-            kind,
-            ..
-        } = ev
-        else {
-            return None;
-        };
-        let why = if let Some(src) = detail.src {
-            format!("from {src}: a source-specific route")
-        } else if detail.tos != 0 {
-            format!("tos {:#x}: a route for one TOS", detail.tos)
-        } else if let Some(t) = detail.encap.filter(|&t| t != 0) {
-            format!("an encapsulation (lwtunnel type {t})")
-        } else if !ev.is_forwarding_route() {
-            format!("a route of type {kind}")
-        } else {
-            return None;
-        };
-        let table = match *table {
-            RT_TABLE_MAIN => String::new(),
-            t => format!(" table {t}"),
-        };
-        Some(format!("ip route {prefix}{table} metric {metric}, {why}"))
-    }
-
-    /// Everything in the kernel's routing state that could make it forward
-    /// a transit packet other than fastfwd does, each named: policy rules
-    /// fastfwd cannot evaluate (see [`policy::unmodelled`]), VRF devices,
-    /// and routes fastfwd does not forward with in main or in a table a
-    /// rule looks up. Empty: fastfwd's decision is the kernel's.
-    pub fn unmodelled(&self) -> Vec<String> {
-        let tables: BTreeSet<u32> = self.tables.keys().copied().collect();
-        let vrfs: Vec<&Link> = self.links.values().filter(|l| l.vrf).collect();
-        let mut out = policy::unmodelled(&self.rules, &tables, !vrfs.is_empty());
-        for v in vrfs {
-            let members: Vec<&str> = self
-                .links
-                .values()
-                .filter(|l| l.master == Some(v.ifindex))
-                .map(|l| l.name.as_str())
-                .collect();
-            if !members.is_empty() {
-                out.push(format!(
-                    "VRF {} with {}: its members' packets are routed by its own table",
-                    v.name,
-                    members.join(", ")
-                ));
-            }
-        }
-        let looked_up = policy::looked_up_tables(&self.rules);
-        out.extend(
-            self.unmodelled_routes
-                .iter()
-                .filter(|((t, ..), _)| *t == RT_TABLE_MAIN || looked_up.contains(t))
-                .map(|(_, why)| why.clone()),
-        );
-        out
-    }
-
-    /// Adds an IPv4 route where `placement` says among those of its prefix
-    /// and metric; whether the route the kernel uses changed.
-    fn add_ipv4_route(&mut self, key: (Cidr, u32), route: KernelRoute, at: Placement) -> bool {
-        let mut list = self.alias_list(key);
-        match at {
-            Placement::Replace if !list.is_empty() => list[0] = route,
-            Placement::Prepend if !list.contains(&route) => list.insert(0, route),
-            _ if !list.contains(&route) => list.push(route),
-            _ => {}
-        }
-        self.set_aliases(key, list)
-    }
-
-    /// Removes an IPv4 route (the one equal to `route`, else the first of
-    /// its prefix and metric, as the kernel deletes); whether the route
-    /// the kernel uses changed.
-    fn remove_ipv4_route(&mut self, key: (Cidr, u32), route: &KernelRoute) -> bool {
-        let mut list = self.alias_list(key);
-        if let Some(i) = list.iter().position(|r| r == route) {
-            list.remove(i);
-        } else if !list.is_empty() {
-            list.remove(0);
-        }
-        self.set_aliases(key, list)
-    }
-
-    /// A route added to or removed from a table other than main, as in
-    /// main (IPv4 routes of one prefix and metric kept in order, IPv6 ones
-    /// replaced); whether the table changed.
-    fn change_other_table(
-        &mut self,
-        table: u32,
-        add: bool,
-        key: (Cidr, u32),
-        route: KernelRoute,
-        at: Placement,
-    ) -> bool {
-        let routes = self.tables.entry(table).or_default();
-        let list = routes.entry(key).or_default();
-        let before = list.clone();
-        match (add, key.0) {
-            (true, Cidr::V6(_)) => *list = vec![route],
-            (true, Cidr::V4(_)) => match at {
-                Placement::Replace if !list.is_empty() => list[0] = route,
-                Placement::Prepend if !list.contains(&route) => list.insert(0, route),
-                _ if !list.contains(&route) => list.push(route),
-                _ => {}
-            },
-            (false, Cidr::V6(_)) => list.clear(),
-            (false, Cidr::V4(_)) => {
-                if let Some(i) = list.iter().position(|r| *r == route) {
-                    list.remove(i);
-                } else if !list.is_empty() {
-                    list.remove(0);
-                }
-            }
-        }
-        let changed = *list != before;
-        if list.is_empty() {
-            routes.remove(&key);
-        }
-        if routes.is_empty() {
-            self.tables.remove(&table);
-        }
-        changed
-    }
-
-    /// The route the kernel uses among those of one prefix and metric of
-    /// a table: the first whose next hops are not all dead.
-    pub fn used_route(list: &[KernelRoute]) -> Option<&KernelRoute> {
-        list.iter()
-            .find(|r| !matches!(r, KernelRoute::Via(h) if h.is_empty()))
-            .or(list.first())
-    }
-
-    fn alias_list(&mut self, key: (Cidr, u32)) -> Vec<KernelRoute> {
-        match self.aliases.remove(&key) {
-            Some(list) => list,
-            None => self.routes.get(&key).cloned().into_iter().collect(),
-        }
-    }
-
-    /// Stores a prefix and metric's routes; whether the used one changed.
-    fn set_aliases(&mut self, key: (Cidr, u32), list: Vec<KernelRoute>) -> bool {
-        // The kernel skips a route whose next hops are all dead.
-        let used = list
-            .iter()
-            .find(|r| !matches!(r, KernelRoute::Via(h) if h.is_empty()))
-            .or(list.first())
-            .cloned();
-        if list.len() > 1 {
-            self.aliases.insert(key, list);
-        }
-        match used {
-            Some(r) => self.routes.insert(key, r.clone()) != Some(r),
-            None => self.routes.remove(&key).is_some(),
-        }
-    }
-
-    /// A link that goes down (or away) takes its IPv4 routes with it in the
-    /// kernel without a notification per route (IPv6 sends them): drop the
-    /// next hops through it, and a route left with none.
-    fn withdraw_ipv4_routes_via(&mut self, ifindex: u32) {
-        let keep = |r: &mut KernelRoute| {
-            let KernelRoute::Via(hops) = r else {
-                return true;
-            };
-            hops.retain(|h| h.ifindex != ifindex);
-            !hops.is_empty()
-        };
-        let keys: Vec<(Cidr, u32)> = self.aliases.keys().copied().collect();
-        for key in keys {
-            let mut list = self.aliases.remove(&key).unwrap_or_default();
-            list.retain_mut(keep);
-            self.set_aliases(key, list);
-        }
-        self.routes
-            .retain(|(prefix, _), r| matches!(prefix, Cidr::V6(_)) || keep(r));
-        for table in self.tables.values_mut() {
-            for ((prefix, _), list) in table.iter_mut() {
-                if matches!(prefix, Cidr::V4(_)) {
-                    list.retain_mut(keep);
-                }
-            }
-            table.retain(|_, list| !list.is_empty());
-        }
-        self.tables.retain(|_, t| !t.is_empty());
-    }
-
-    /// What a route does, its nexthop object (and a group's members) looked
-    /// up; `None` when an object it names is unknown.
-    pub fn resolve<'a>(&'a self, route: &'a KernelRoute) -> Option<ResolvedRoute<'a>> {
-        let id = match route {
-            KernelRoute::Via(h) => return Some(ResolvedRoute::Via(Cow::Borrowed(h))),
-            KernelRoute::Discard(d) => return Some(ResolvedRoute::Discard(*d)),
-            KernelRoute::Object(id) => *id,
-        };
-        match self.nexthops.get(&id)? {
-            KernelNexthop::Via(h) => Some(ResolvedRoute::Via(Cow::Owned(vec![*h]))),
-            KernelNexthop::Blackhole => Some(ResolvedRoute::Discard(Discard::Blackhole)),
-            KernelNexthop::Group(members) => {
-                // Weights as repeats while they fit the ECMP width; else equal.
-                let total: usize = members.iter().map(|&(_, w)| usize::from(w)).sum();
-                let weighted = total <= pipeline::MAX_ECMP;
-                let mut hops = Vec::new();
-                for &(m, w) in members {
-                    let KernelNexthop::Via(h) = self.nexthops.get(&m)? else {
-                        return None;
-                    };
-                    let n = if weighted { usize::from(w) } else { 1 };
-                    hops.extend(std::iter::repeat_n(*h, n));
-                }
-                Some(ResolvedRoute::Via(Cow::Owned(hops)))
-            }
-        }
-    }
-
-    /// The index of the link called `name`.
-    pub fn ifindex_of(&self, name: &str) -> Option<u32> {
-        self.links
-            .values()
-            .find(|l| l.name == name)
-            .map(|l| l.ifindex)
-    }
-}
-
-/// Where a route or neighbour came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// The connected subnet of an interface address.
-    Connected,
-    /// The kernel (`ip route`, `ip neigh`, ARP/ND, a routing daemon).
-    Kernel,
-    /// The config file.
-    Config,
-    /// The control socket (`fastfwd route add`).
-    Api,
-}
-
-impl Origin {
-    /// The name the protocol and `show` use (`proto NAME`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Origin::Connected => "connected",
-            Origin::Kernel => "kernel",
-            Origin::Config => "config",
-            Origin::Api => "api",
-        }
-    }
-}
 
 /// A route as `show route` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -621,9 +112,57 @@ pub struct Built<F4 = Poptrie4, F6 = Poptrie6> {
     pub neighbours: Vec<NeighbourView>,
     /// The router's own addresses per port (for the XDP steering map).
     pub local_addrs: Vec<(PortId, IpAddr)>,
-    /// Problems that did not stop the build (a kernel route through an
-    /// interface fastfwd does not forward on is not one of them).
+    /// Problems that did not stop the build.
     pub warnings: Vec<String>,
+    /// The main table's kernel routes left out because they leave through
+    /// links fastfwd does not forward on: prefix -> the link (named by
+    /// [`foreign_routes`]).
+    pub foreign: BTreeMap<Cidr, u32>,
+}
+
+/// The interfaces a build forwards on, as the RIB asks for them.
+pub(crate) struct IfMap<'a> {
+    pub(crate) ifaces: &'a [pipeline::Interface],
+    pub(crate) by_ifindex: &'a HashMap<u32, InterfaceId>,
+}
+
+impl rib::Interfaces for IfMap<'_> {
+    fn by_name(&self, name: &str) -> Option<InterfaceId> {
+        self.ifaces
+            .iter()
+            .position(|i| i.name == name)
+            .map(|i| i as InterfaceId)
+    }
+
+    fn by_ifindex(&self, ifindex: u32) -> Option<InterfaceId> {
+        self.by_ifindex.get(&ifindex).copied()
+    }
+}
+
+/// Names the kernel routes fastfwd leaves out because they leave through
+/// a link it does not forward on (`foreign`: prefix -> link index), one
+/// line per link. The kernel forwards such a destination through that
+/// link; fastfwd has no route for it, so its traffic takes a shorter route
+/// or none.
+pub fn foreign_routes(foreign: &BTreeMap<Cidr, u32>, kernel: &KernelState) -> Vec<String> {
+    let mut by_link: BTreeMap<u32, (usize, Cidr)> = BTreeMap::new();
+    for (p, &ifindex) in foreign {
+        by_link.entry(ifindex).or_insert((0, *p)).0 += 1;
+    }
+    by_link
+        .into_iter()
+        .map(|(ifindex, (n, first))| {
+            let link = kernel
+                .links
+                .get(&ifindex)
+                .map_or_else(|| format!("link {ifindex}"), |l| l.name.clone());
+            let routes = if n == 1 { "route" } else { "routes" };
+            format!(
+                "{n} kernel {routes} ({first}{more}) leave through {link}, which fastfwd does not forward on: not installed, their traffic takes a shorter route or none",
+                more = if n > 1 { ", ..." } else { "" }
+            )
+        })
+        .collect()
 }
 
 /// A route added through the control socket.
@@ -811,12 +350,6 @@ impl RouterState {
             .map_err(|e| crate::ControlError::Build(format!("interface {}: {e}", ci.name)))?;
         }
         let ifaces: Vec<pipeline::Interface> = b.interfaces().to_vec();
-        let id_by_name = |name: &str| {
-            ifaces
-                .iter()
-                .position(|i| i.name == name)
-                .map(|i| i as InterfaceId)
-        };
         // Kernel link index -> the untagged interface on that link.
         let by_ifindex: HashMap<u32, InterfaceId> = self
             .kernel
@@ -832,47 +365,30 @@ impl RouterState {
             })
             .collect();
 
-        // The few routes that override the kernel's: connected subnets,
-        // then the config's, then the control socket's (later wins).
-        let mut overrides: BTreeMap<Cidr, (Origin, Vec<NextHop>)> = BTreeMap::new();
+        // What the sources other than the kernel hold, per prefix.
+        let mut statics: BTreeMap<Cidr, Statics<'_>> = BTreeMap::new();
         let mut connected_nh: HashMap<Cidr, NextHopId> = HashMap::new();
         let (c4, c6) = b.connected_routes();
         // A subnet on several interfaces (IPv6 link-local fe80::/64 is on
         // every one) goes to the first, as its `show route` text says.
-        for (p, nh) in c4 {
-            connected_nh.entry(Cidr::V4(p)).or_insert(nh);
-            overrides.insert(Cidr::V4(p), (Origin::Connected, Vec::new()));
+        let connected = c4
+            .into_iter()
+            .map(|(p, nh)| (Cidr::V4(p), nh))
+            .chain(c6.into_iter().map(|(p, nh)| (Cidr::V6(p), nh)));
+        for (p, nh) in connected {
+            connected_nh.entry(p).or_insert(nh);
+            statics.entry(p).or_default().connected = true;
         }
-        for (p, nh) in c6 {
-            connected_nh.entry(Cidr::V6(p)).or_insert(nh);
-            overrides.insert(Cidr::V6(p), (Origin::Connected, Vec::new()));
-        }
-        let to_hops = |hops: &[config::NextHop]| -> Option<Vec<NextHop>> {
-            hops.iter()
-                .map(|h| {
-                    id_by_name(&h.interface).map(|id| NextHop {
-                        interface: id,
-                        gateway: h.via,
-                    })
-                })
-                .collect()
-        };
         for r in &cfg.routes {
-            match to_hops(&r.next_hops) {
-                Some(h) => {
-                    overrides.insert(r.prefix, (Origin::Config, h));
-                }
-                None => warnings.push(format!("route {}: unknown interface", r.prefix)),
-            }
+            statics.entry(r.prefix).or_default().config = Some(&r.next_hops);
         }
         for (prefix, r) in &self.api_routes {
-            match to_hops(&r.next_hops) {
-                Some(h) => {
-                    overrides.insert(*prefix, (Origin::Api, h));
-                }
-                None => warnings.push(format!("route {prefix}: unknown interface")),
-            }
+            statics.entry(*prefix).or_default().api = Some(&r.next_hops);
         }
+        let interfaces = IfMap {
+            ifaces: &ifaces,
+            by_ifindex: &by_ifindex,
+        };
 
         // Identical next-hop sets share one id (a full table has a handful);
         // looked up by slice, so known sets cost no allocation.
@@ -918,103 +434,83 @@ impl RouterState {
             }
         };
 
-        let mut entries = Vec::with_capacity(self.kernel.routes.len() + overrides.len());
-        // Kernel routes, ordered by (prefix, metric): the first of each
-        // prefix has the lowest metric and wins.
+        let mut entries = Vec::with_capacity(self.kernel.routes.len() + statics.len());
+        let mut foreign = BTreeMap::new();
+        let mut connected_text: HashMap<String, u32> = HashMap::new();
+        // The one decision for every prefix a source holds: the kernel's
+        // (ordered by prefix and metric, each prefix once), then those of
+        // the other sources.
         let mut last: Option<Cidr> = None;
-        let mut scratch: Vec<NextHop> = Vec::new();
-        for ((prefix, _metric), route) in &self.kernel.routes {
-            if last == Some(*prefix) {
-                continue;
+        let kernel_prefixes = self.kernel.routes.iter().filter_map(|((p, _), route)| {
+            let first = last != Some(*p);
+            last = Some(*p);
+            (first && !statics.contains_key(p)).then_some((*p, Statics::default(), Some(route)))
+        });
+        let static_prefixes = statics
+            .iter()
+            .map(|(p, s)| (*p, *s, self.kernel.route_of(RT_TABLE_MAIN, *p)));
+        for (prefix, source, route) in kernel_prefixes.chain(static_prefixes) {
+            let (decision, passed_over) =
+                rib::decide::choose(source, route, &self.kernel, &interfaces);
+            if passed_over.is_some() {
+                warnings.push(format!("route {prefix}: unknown interface"));
             }
-            last = Some(*prefix);
-            if overrides.contains_key(prefix) {
-                continue;
-            }
-            let khops = match self.kernel.resolve(route) {
-                Some(ResolvedRoute::Via(h)) if !h.is_empty() => h,
-                Some(ResolvedRoute::Via(_)) | None => continue,
-                Some(ResolvedRoute::Discard(d)) => {
-                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, d)
-                        .map_err(|e| too_many(prefix, e))?;
-                    install(prefix, nh);
-                    entries.push(RouteEntry {
-                        prefix: *prefix,
-                        origin: Origin::Kernel,
-                        hops: idx,
-                    });
+            let (origin, idx) = match decision {
+                Decision::None => continue,
+                Decision::Foreign(ifindex) => {
+                    foreign.insert(prefix, ifindex);
                     continue;
                 }
-            };
-            scratch.clear();
-            for h in khops.iter() {
-                match by_ifindex.get(&h.ifindex) {
-                    Some(&interface) => scratch.push(NextHop {
-                        interface,
-                        gateway: h.gateway,
-                    }),
-                    None => break,
-                }
-            }
-            if scratch.len() != khops.len() {
-                // A next hop leaves through an interface fastfwd does not own.
-                continue;
-            }
-            match intern(&mut b, &mut hop_sets, &scratch) {
-                Ok((nh, idx)) => {
-                    install(prefix, nh);
-                    entries.push(RouteEntry {
-                        prefix: *prefix,
-                        origin: Origin::Kernel,
-                        hops: idx,
-                    });
-                }
-                Err(e @ pipeline::TableError::TooManyTargets) => return Err(too_many(prefix, e)),
-                Err(e) => warnings.push(format!("route {prefix}: {e}")),
-            }
-        }
-        let mut connected_text: HashMap<String, u32> = HashMap::new();
-        for (prefix, (origin, hops)) in &overrides {
-            if *origin == Origin::Connected {
-                let dev = ifaces
-                    .iter()
-                    .find(|i| match prefix {
-                        Cidr::V4(p) => i.ipv4.iter().any(|a| p.contains(u32::from(a.addr))),
-                        Cidr::V6(p) => i.ipv6.iter().any(|a| p.contains(u128::from(a.addr))),
-                    })
-                    .map_or("?", |i| i.name.as_str());
-                let text = format!("dev {dev}");
-                let idx = match connected_text.get(&text) {
-                    Some(&i) => i,
-                    None => {
-                        hop_sets.push(vec![text.clone()]);
-                        let i = hop_sets.len() as u32 - 1;
-                        connected_text.insert(text, i);
-                        i
+                Decision::Connected => {
+                    let dev = ifaces
+                        .iter()
+                        .find(|i| match prefix {
+                            Cidr::V4(p) => i.ipv4.iter().any(|a| p.contains(u32::from(a.addr))),
+                            Cidr::V6(p) => i.ipv6.iter().any(|a| p.contains(u128::from(a.addr))),
+                        })
+                        .map_or("?", |i| i.name.as_str());
+                    let text = format!("dev {dev}");
+                    let idx = match connected_text.get(&text) {
+                        Some(&i) => i,
+                        None => {
+                            hop_sets.push(vec![text.clone()]);
+                            let i = hop_sets.len() as u32 - 1;
+                            connected_text.insert(text, i);
+                            i
+                        }
+                    };
+                    if let Some(&nh) = connected_nh.get(&prefix) {
+                        install(&prefix, nh);
                     }
-                };
-                if let Some(&nh) = connected_nh.get(prefix) {
-                    install(prefix, nh);
+                    (Origin::Connected, idx)
                 }
-                entries.push(RouteEntry {
-                    prefix: *prefix,
-                    origin: *origin,
-                    hops: idx,
-                });
-                continue;
-            }
-            match intern(&mut b, &mut hop_sets, hops) {
-                Ok((nh, idx)) => {
-                    install(prefix, nh);
-                    entries.push(RouteEntry {
-                        prefix: *prefix,
-                        origin: *origin,
-                        hops: idx,
-                    });
+                Decision::Route(origin, RouteTarget::Discard(d)) => {
+                    let (nh, idx) = intern_discard(&mut b, &mut hop_sets, d)
+                        .map_err(|e| too_many(&prefix, e))?;
+                    install(&prefix, nh);
+                    (origin, idx)
                 }
-                Err(e @ pipeline::TableError::TooManyTargets) => return Err(too_many(prefix, e)),
-                Err(e) => warnings.push(format!("route {prefix}: {e}")),
-            }
+                Decision::Route(origin, RouteTarget::Forward(hops)) => {
+                    match intern(&mut b, &mut hop_sets, &hops) {
+                        Ok((nh, idx)) => {
+                            install(&prefix, nh);
+                            (origin, idx)
+                        }
+                        Err(e @ pipeline::TableError::TooManyTargets) => {
+                            return Err(too_many(&prefix, e));
+                        }
+                        Err(e) => {
+                            warnings.push(format!("route {prefix}: {e}"));
+                            continue;
+                        }
+                    }
+                }
+            };
+            entries.push(RouteEntry {
+                prefix,
+                origin,
+                hops: idx,
+            });
         }
         entries.sort_unstable_by_key(|e| e.prefix);
 
@@ -1047,6 +543,7 @@ impl RouterState {
             neighbours,
             local_addrs,
             warnings,
+            foreign,
         })
     }
 
@@ -1146,7 +643,8 @@ pub fn missing_ports(state: &RouterState) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::KernelHop;
+    use crate::netlink::{Event, KernelHop, Placement, RouteDetail, nud};
+    use crate::policy::KernelRule;
 
     const CONFIG: &str = r#"[[interfaces]]
 name = "d0"

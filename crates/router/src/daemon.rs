@@ -116,6 +116,9 @@ pub(crate) struct Daemon {
     /// What in the kernel's routing state fastfwd does not mirror, as last
     /// named (`KernelState::unmodelled`).
     pub(crate) unmodelled: Vec<String>,
+    /// The links that kernel routes fastfwd leaves out leave through, as
+    /// last named (`Router::foreign_links`).
+    pub(crate) foreign_links: std::collections::BTreeSet<u32>,
 }
 
 /// The readings `show_runtime` subtracts.
@@ -535,6 +538,30 @@ impl Daemon {
         if delta.policy {
             self.router.refresh_policy(&self.shared.snapshot);
         }
+        self.name_foreign_links();
+    }
+
+    /// Says, at warn level, each link that kernel routes now leave through
+    /// without fastfwd forwarding on it (their traffic takes a shorter
+    /// route in fastfwd, or none), and each that no longer has any.
+    fn name_foreign_links(&mut self) {
+        let now = self.router.foreign_links();
+        if now == self.foreign_links {
+            return;
+        }
+        for line in self
+            .router
+            .foreign_routes_via(now.difference(&self.foreign_links))
+        {
+            warn!(routes = %line, "kernel routes fastfwd does not forward with");
+        }
+        for ifindex in self.foreign_links.difference(&now) {
+            info!(
+                ifindex,
+                "no kernel route fastfwd leaves out leaves through this link any more"
+            );
+        }
+        self.foreign_links = now;
     }
 
     /// Says, at error level, each piece of the kernel's routing state that
@@ -1758,6 +1785,7 @@ mod tests {
             kernel_batches: 0,
             runtime_base: RuntimeBase::default(),
             unmodelled: Vec::new(),
+            foreign_links: Default::default(),
         }
     }
 
@@ -2356,7 +2384,29 @@ mod tests {
                     prefix: "203.0.113.0/24".into(),
                     next_hops: vec![hop(None, Some("eth9"))],
                 },
-                "no interface eth9",
+                "unknown interface \"eth9\"",
+            ),
+            // The config's checks, by the one resolver.
+            (
+                Request::RouteAdd {
+                    prefix: "203.0.113.0/24".into(),
+                    next_hops: vec![hop(Some("224.0.0.5"), Some("d1"))],
+                },
+                "multicast addresses cannot be used",
+            ),
+            (
+                Request::RouteAdd {
+                    prefix: "203.0.113.0/24".into(),
+                    next_hops: vec![hop(Some("198.19.0.10"), None)],
+                },
+                "the router's own address",
+            ),
+            (
+                Request::RouteAdd {
+                    prefix: "203.0.113.0/24".into(),
+                    next_hops: vec![hop(Some("198.18.0.1"), Some("d1"))],
+                },
+                "not on a subnet of interface \"d1\"",
             ),
             (
                 Request::RouteDel {

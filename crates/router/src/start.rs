@@ -230,6 +230,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         );
     }
     let (router, first_tables) = Router::new(state)?;
+    let foreign_links = router.foreign_links();
     for w in router.warnings() {
         warn!("{w}");
     }
@@ -437,6 +438,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         rebuilds: 0,
         runtime_base: Default::default(),
         unmodelled,
+        foreign_links,
     };
     // Started after the privilege drop, like every thread but this one.
     let metrics_stop = Arc::new(AtomicBool::new(false));
