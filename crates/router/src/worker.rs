@@ -252,8 +252,11 @@ impl WorkerLoop {
         let ports = &mut self.setup.ports;
         let mut got = 0usize;
         for rx in 0..ports.len() {
-            // Frames waiting for a neighbour go again after a table change.
+            // Frames waiting for a neighbour go again after a table change,
+            // keeping the time they were first held: a stream of table
+            // changes does not hold a frame past its deadline.
             let retry_held = generation != self.seen_gen && !self.held[rx].is_empty();
+            let first_held = if retry_held { self.held_since[rx] } else { now };
             if retry_held {
                 std::mem::swap(&mut self.batch, &mut self.held[rx]);
                 self.held[rx].clear();
@@ -301,7 +304,7 @@ impl WorkerLoop {
                 match v {
                     Verdict::Punt(PuntReason::NeighbourMiss) => {
                         if self.held[rx].is_empty() {
-                            self.held_since[rx] = now;
+                            self.held_since[rx] = first_held;
                         }
                         // With its hint: the XDP program has already
                         // advanced the flow of a frame it handed over.
@@ -783,6 +786,36 @@ mod tests {
         assert!(r.worker.holds_frames());
         r.worker.round(&r.shared, 2_000 + HOLD_NS);
         assert!(!r.worker.holds_frames());
+        assert!(sent(&r.wires[1]).is_empty());
+        r.worker.publish(&r.shared);
+        assert_eq!(r.shared.reports[0].lock().unwrap().view.held_expired, 1);
+    }
+
+    /// Every table change retries a held frame; its deadline stays the one
+    /// it got when first held.
+    #[test]
+    fn table_changes_do_not_extend_a_held_frames_deadline() {
+        let mut r = rig();
+        r.wires[0]
+            .lock()
+            .unwrap()
+            .incoming
+            .push_back(udp_to([198, 19, 0, 58], 64));
+        r.worker.round(&r.shared, 1_000);
+        assert!(r.worker.holds_frames());
+        let step = HOLD_NS / 4;
+        for k in 1..=4 {
+            // A neighbour elsewhere changes: new tables, the frame retried
+            // and held again.
+            r.router.state.api_neighbours.insert(
+                ("d0".into(), IpAddr::from([198, 18, 0, k as u8])),
+                [2, 0, 0, 0, 0, k as u8],
+            );
+            r.router.refresh_neighbours(&r.shared.snapshot);
+            r.worker.round(&r.shared, 1_000 + k * step);
+        }
+        r.worker.round(&r.shared, 2_000 + HOLD_NS);
+        assert!(!r.worker.holds_frames(), "held past its deadline");
         assert!(sent(&r.wires[1]).is_empty());
         r.worker.publish(&r.shared);
         assert_eq!(r.shared.reports[0].lock().unwrap().view.held_expired, 1);
