@@ -182,7 +182,8 @@ pub struct Conntrack {
     cfg: ConntrackConfig,
     slots: Vec<Entry>,
     bucket_mask: usize,
-    seed: u64,
+    /// The hash's keys, from the seed.
+    keys: [u64; 6],
     sweep_pos: usize,
     stats: ConntrackStats,
 }
@@ -193,6 +194,13 @@ pub struct CtLookup {
     pub state: CtState,
     /// Whether an entry exists (no insert needed).
     pub tracked: bool,
+}
+
+/// The 128-bit product of `a` and `b`, its halves folded together.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -213,7 +221,7 @@ impl Conntrack {
             cfg,
             slots: vec![Entry::default(); buckets * WAYS],
             bucket_mask: buckets - 1,
-            seed,
+            keys: std::array::from_fn(|i| mix(seed ^ mix(i as u64 + 1))),
             sweep_pos: 0,
             stats: ConntrackStats {
                 capacity: (buckets * WAYS) as u64,
@@ -232,12 +240,18 @@ impl Conntrack {
         self.cfg
     }
 
+    /// The flow's bucket: the flow's words, each keyed, multiplied in
+    /// pairs (folded 128-bit products), so which flows share a bucket
+    /// depends on the seed: flows built to collide under one seed (as XOR
+    /// of the words would let anyone build them, whatever the seed) spread
+    /// under another. Three multiplies and a final mix.
+    #[inline]
     fn bucket(&self, f: &Flow) -> usize {
-        let h = mix(self.seed
-            ^ (f.a as u64)
-            ^ ((f.a >> 64) as u64).rotate_left(7)
-            ^ mix((f.b as u64) ^ ((f.b >> 64) as u64).rotate_left(13))
-            ^ ((f.pa as u64) << 16 | (f.pb as u64) << 32 | f.proto as u64));
+        let k = &self.keys;
+        let ports = (f.pa as u64) << 16 | (f.pb as u64) << 32 | f.proto as u64;
+        let h = fold(f.a as u64 ^ k[0], (f.a >> 64) as u64 ^ k[1]);
+        let h = fold(h ^ f.b as u64 ^ k[2], (f.b >> 64) as u64 ^ k[3]);
+        let h = mix(fold(h ^ ports ^ k[4], k[5]));
         (h as usize & self.bucket_mask) * WAYS
     }
 
@@ -459,6 +473,45 @@ mod tests {
 
     const SYN: u8 = 0x02;
     const ACK: u8 = 0x10;
+
+    /// Flows whose words XOR to the same value (address bit k against port
+    /// bit k): one bucket for every seed, were the words combined by XOR.
+    /// Keyed, the seed decides which share a bucket.
+    #[test]
+    fn which_flows_share_a_bucket_depends_on_the_seed() {
+        let crafted: Vec<Flow> = (0..16)
+            .map(|k| Flow {
+                a: 1u128 << (16 + k),
+                b: 99,
+                pa: !(1u16 << k),
+                pb: 0,
+                proto: 6,
+                v6: false,
+                from_a: true,
+            })
+            .collect();
+        let xor = |f: &Flow| {
+            (f.a as u64)
+                ^ ((f.a >> 64) as u64)
+                ^ (f.b as u64)
+                ^ ((f.b >> 64) as u64)
+                ^ ((f.pa as u64) << 16 | (f.pb as u64) << 32 | f.proto as u64)
+        };
+        assert!(
+            crafted.iter().all(|f| xor(f) == xor(&crafted[0])),
+            "the flows collide under XOR"
+        );
+        for seed in [1u64, 7, 0x5eed, u64::MAX] {
+            let ct = Conntrack::new(ConntrackConfig::default(), seed);
+            let buckets: std::collections::BTreeSet<usize> =
+                crafted.iter().map(|f| ct.bucket(f)).collect();
+            assert!(
+                buckets.len() >= 12,
+                "seed {seed:#x}: 16 crafted flows in {} buckets",
+                buckets.len()
+            );
+        }
+    }
 
     #[test]
     fn tcp_handshake_becomes_established() {
