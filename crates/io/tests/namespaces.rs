@@ -219,6 +219,86 @@ fn packet_ports_carry_frames_both_ways() {
     assert!(rx_stats.rx_packets >= 100);
 }
 
+/// An interface going down reports ENETDOWN to its packet sockets, and
+/// the kernel keeps that error until it is read: the first send after the
+/// interface is back would fail with it (frames counted as dropped though
+/// nothing was wrong), and poll would keep returning at once. The sender
+/// retries a call the stale error failed, and the waiter reads the error.
+#[test]
+fn a_packet_port_sends_again_after_its_interface_flaps() {
+    let Some(p) = Pair::new("f") else { return };
+    let (ma, mb) = (p.mac(&p.a, "va"), p.mac(&p.b, "vb"));
+    let (ra, rb) = (p.a.clone(), p.b.clone());
+    let (step_tx, step_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let tx = in_ns(&ra, move || {
+        let mut port = PacketPort::open("va", PacketConfig::default()).expect("open va");
+        let fd = port.poll_fd();
+        let take = || {
+            netio::sys::os::take_socket_error(fd)
+                .unwrap()
+                .map(|e| e.raw_os_error())
+        };
+        done_tx.send(()).unwrap();
+        // First flap: the error is there to read.
+        step_rx.recv().unwrap();
+        let raised = take();
+        done_tx.send(()).unwrap();
+        // Second flap: a waiter's poll reads it.
+        step_rx.recv().unwrap();
+        let _ = netio::sys::os::poll_readable(&[fd], 0);
+        let after_poll = take();
+        done_tx.send(()).unwrap();
+        // Third flap: sent without a poll first.
+        step_rx.recv().unwrap();
+        send(&mut port, mb, ma, Ipv4Addr::new(10, 99, 0, 1), 50);
+        (port.stats(), raised, after_poll)
+    });
+    let flap = || {
+        done_rx.recv().unwrap();
+        for state in ["down", "up"] {
+            ok(&["ip", "-n", &p.a, "link", "set", "va", state]);
+        }
+        // The pair carries again once both ends are up.
+        let up = Instant::now();
+        while !sh(&["ip", "-n", &p.b, "link", "show", "vb"])
+            .stdout
+            .windows(8)
+            .any(|w| w == b"LOWER_UP")
+            && up.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        step_tx.send(()).unwrap();
+    };
+    flap();
+    flap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let rx = in_ns(&rb, move || {
+        let mut port = PacketPort::open("vb", PacketConfig::default()).expect("open vb");
+        ready_tx.send(()).unwrap();
+        collect(&mut port, 50)
+    });
+    ready_rx.recv().unwrap();
+    flap();
+    let mut seen = rx.join().unwrap();
+    let (stats, raised, after_poll) = tx.join().unwrap();
+    assert_eq!(
+        raised,
+        Some(Some(libc::ENETDOWN)),
+        "the flap raised ENETDOWN"
+    );
+    assert_eq!(after_poll, None, "poll read the pending error");
+    assert_eq!(
+        (stats.tx_packets, stats.tx_dropped),
+        (50, 0),
+        "every frame after the flap sent"
+    );
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, (0..50).collect::<Vec<_>>());
+}
+
 /// The XDP program attached to `ifindex` in this namespace, as `ip` sees it.
 fn attached_program(ifindex: u32) -> Result<Option<u64>, String> {
     let o = sh(&["ip", "-j", "link", "show"]);

@@ -129,7 +129,37 @@ pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> 
         }
         return Err(e);
     }
+    // A socket error the kernel reported (a packet socket's ENETDOWN when
+    // its interface went down) stays pending until read: poll would return
+    // at once from then on, and the next send would fail with it after the
+    // interface is back. Read it here; the rings report what is lost.
+    for p in pfds.iter().take(n) {
+        if p.fd >= 0 && p.revents & libc::POLLERR != 0 {
+            let _ = take_socket_error(p.fd);
+        }
+    }
     Ok(ret as usize)
+}
+
+/// Reads (and so clears) socket `fd`'s pending error (`SO_ERROR`).
+pub fn take_socket_error(fd: libc::c_int) -> io::Result<Option<io::Error>> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes of the sizes given; the
+    // kernel writes at most `len` bytes.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);

@@ -247,6 +247,10 @@ impl PacketSocket {
             m.msg_hdr.msg_iovlen = 1;
         }
         let mut sent = 0;
+        // One retry of a call that sent nothing: its error may be one the
+        // kernel reported earlier (ENETDOWN while the interface was down),
+        // which the failed call consumed.
+        let mut retried = false;
         while sent < n {
             // SAFETY: `msgs[sent..n]` point at `iov` entries that point into
             // `buf`, all alive for the call; the kernel only reads them.
@@ -263,6 +267,10 @@ impl PacketSocket {
                 if sent > 0 || matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS))
                 {
                     break;
+                }
+                if !retried {
+                    retried = true;
+                    continue;
                 }
                 return Err(e);
             }
