@@ -111,7 +111,7 @@ fn base_state() -> &'static RouterState {
                 mac: None,
                 mtu: None,
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
         }

@@ -298,14 +298,14 @@ fn route_text<F4: Lookup<u32>, F6: Lookup<u128>, A>(
                 IpAddr::V4(a) => Some(u32::from(a)),
                 IpAddr::V6(_) => None,
             });
-            t.route4(s, d.into(), iif)
+            t.route4(s, d.into(), iif, None)
         }
         IpAddr::V6(d) => {
             let s = src.and_then(|s| match s {
                 IpAddr::V6(a) => Some(u128::from(a)),
                 IpAddr::V4(_) => None,
             });
-            t.route6(s, d.into(), iif)
+            t.route6(s, d.into(), iif, None)
         }
     };
     id.and_then(|id| t.target(id))
@@ -651,7 +651,7 @@ via = "198.18.0.108"
                 mac: Some([2, 0, 0, 0, 0, i as u8]),
                 mtu: Some(1500),
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
             state.kernel.apply(&Event::Addr {
@@ -681,7 +681,7 @@ via = "198.18.0.108"
                 mac: Some([2, 0, 0, 0, 0, i as u8]),
                 mtu: Some(1500),
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
         }

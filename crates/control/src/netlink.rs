@@ -18,7 +18,9 @@ use netlink_packet_core::{
     NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
@@ -126,15 +128,25 @@ pub fn parse(ty: u16, flags: u16, body: &[u8]) -> Option<Event> {
 
 fn link(add: bool, m: LinkMessage) -> Event {
     let (mut name, mut mac, mut mtu) = (String::new(), None, None);
-    let (mut vrf, mut master) = (false, None);
+    let (mut vrf, mut master) = (None, None);
     for a in m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = n,
             LinkAttribute::Address(a) => mac = a.try_into().ok(),
             LinkAttribute::Mtu(v) => mtu = Some(v),
             LinkAttribute::Controller(i) => master = Some(i),
-            LinkAttribute::LinkInfo(infos) => {
-                vrf = infos.contains(&LinkInfo::Kind(InfoKind::Vrf));
+            LinkAttribute::LinkInfo(infos) if infos.contains(&LinkInfo::Kind(InfoKind::Vrf)) => {
+                // A VRF device always reports its table; 0 (none) if not.
+                vrf = Some(0);
+                for i in &infos {
+                    if let LinkInfo::Data(InfoData::Vrf(data)) = i {
+                        for d in data {
+                            if let InfoVrf::TableId(t) = d {
+                                vrf = Some(*t);
+                            }
+                        }
+                    }
+                }
             }
             _ => {}
         }
@@ -284,6 +296,7 @@ fn route(add: bool, flags: u16, m: RouteMessage) -> Option<Event> {
             src,
             tos: h.tos,
             encap,
+            protocol: u8::from(h.protocol),
             placement: Placement::of_flags(flags),
         },
     })
@@ -790,7 +803,7 @@ mod tests {
                 mac: Some([2, 0, 0, 0, 0, 1]),
                 mtu: Some(1500),
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             })
         );

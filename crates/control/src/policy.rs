@@ -82,8 +82,22 @@ impl Compiler<'_> {
         }
         let mut tables: Vec<Poptrie<A>> = Vec::new();
         let mut table_index: HashMap<u32, Option<u16>> = HashMap::new();
-        // Each rule compiled, or None when it always passes to the next.
-        let mut out: Vec<Option<(PolicyRule<A>, Option<usize>)>> = Vec::new();
+        // Table `t` as an index into `tables`, None when it has no route
+        // of the family (a lookup of it always passes to the next rule).
+        let mut index_of_table = |c: &mut Self, t: u32| -> Result<Option<u16>, String> {
+            if let Some(&i) = table_index.get(&t) {
+                return Ok(i);
+            }
+            let i = c.table::<A>(t, split)?.map(|trie| {
+                tables.push(trie);
+                tables.len() as u16 - 1
+            });
+            table_index.insert(t, i);
+            Ok(i)
+        };
+        // Each rule compiled into none (it always passes to the next), one,
+        // or for an `l3mdev` rule one per VRF member fastfwd receives on.
+        let mut out: Vec<Vec<(PolicyRule<A>, Option<usize>)>> = Vec::new();
         for r in &rules {
             let iif = match r.iif.as_deref() {
                 None => InputSelector::Any,
@@ -101,10 +115,39 @@ impl Compiler<'_> {
                 action: RuleAction::Main,
                 suppress_prefixlen: r.suppress_prefixlen.map(|n| n.min(255) as u8),
             };
+            if r.l3mdev && !r.invert {
+                // The kernel's l3mdev match: the packet came in on a member
+                // of a VRF; the lookup is that VRF's table. (Inverted, it is
+                // named as unmodelled.)
+                let mut expanded = Vec::new();
+                if !r.never_for_transit() && r.unmodelled_selectors().is_empty() {
+                    for (&ifindex, &interface) in self.by_ifindex {
+                        let Some(t) = self.kernel.vrf_of(ifindex) else {
+                            continue;
+                        };
+                        if let Some(i) = index_of_table(self, t)? {
+                            expanded.push((
+                                PolicyRule {
+                                    iif: InputSelector::Vrf(interface),
+                                    action: RuleAction::Table(i),
+                                    ..rule
+                                },
+                                None,
+                            ));
+                        }
+                    }
+                }
+                expanded.sort_by_key(|(r, _)| match r.iif {
+                    InputSelector::Vrf(i) => i,
+                    _ => InterfaceId::MAX,
+                });
+                out.push(expanded);
+                continue;
+            }
             let never = r.never_for_transit() || !r.unmodelled_selectors().is_empty();
             if never {
                 if !r.invert {
-                    out.push(None);
+                    out.push(Vec::new());
                     continue;
                 }
                 // Not matching: the inverted rule matches every packet.
@@ -117,37 +160,23 @@ impl Compiler<'_> {
             rule.action = match r.verb {
                 RuleVerb::Lookup(RT_TABLE_MAIN) => RuleAction::Main,
                 RuleVerb::Lookup(RT_TABLE_LOCAL) | RuleVerb::Nop | RuleVerb::Other(_) => {
-                    out.push(None);
+                    out.push(Vec::new());
                     continue;
                 }
-                RuleVerb::Lookup(t) => {
-                    let index = match table_index.get(&t) {
-                        Some(&i) => i,
-                        None => {
-                            let trie = self.table::<A>(t, split)?;
-                            let i = trie.map(|trie| {
-                                tables.push(trie);
-                                tables.len() as u16 - 1
-                            });
-                            table_index.insert(t, i);
-                            i
-                        }
-                    };
-                    match index {
-                        Some(i) => RuleAction::Table(i),
-                        None => {
-                            out.push(None);
-                            continue;
-                        }
+                RuleVerb::Lookup(t) => match index_of_table(self, t)? {
+                    Some(i) => RuleAction::Table(i),
+                    None => {
+                        out.push(Vec::new());
+                        continue;
                     }
-                }
+                },
                 RuleVerb::Goto(p) => match rules.iter().position(|x| x.priority == p) {
                     Some(j) if j > out.len() => {
                         goto = Some(j);
                         RuleAction::Goto(0)
                     }
                     _ => {
-                        out.push(None);
+                        out.push(Vec::new());
                         continue;
                     }
                 },
@@ -157,19 +186,19 @@ impl Compiler<'_> {
                     RuleAction::End(Some(id))
                 }
                 RuleVerb::Discard(Discard::Throw) => {
-                    out.push(None);
+                    out.push(Vec::new());
                     continue;
                 }
             };
-            out.push(Some((rule, goto)));
+            out.push(vec![(rule, goto)]);
         }
-        // Rule positions to compiled indices: a left-out rule passes to the
+        // Rule positions to compiled indices: a rule left out passes to the
         // next, so a jump to it lands on the next compiled one.
         let mut index_of = Vec::with_capacity(out.len() + 1);
         let mut n = 0u16;
         for r in &out {
             index_of.push(n);
-            n += u16::from(r.is_some());
+            n += r.len() as u16;
         }
         index_of.push(n);
         let compiled: Vec<PolicyRule<A>> = out

@@ -284,17 +284,13 @@ impl Router {
         rib::best(RT_TABLE_MAIN, p, statics, &self.state.kernel, &interfaces).0
     }
 
-    /// Whether `p` is the subnet of one of the interfaces' addresses.
+    /// Whether `p` is the connected subnet of an interface that routes by
+    /// main (one not a member of a VRF device).
     fn is_connected_subnet(&self, p: Cidr) -> bool {
-        self.ifaces.iter().any(|i| match p {
-            Cidr::V4(q) => i
-                .ipv4
-                .iter()
-                .any(|a| wire::Ipv4Cidr::new(u32::from(a.addr), a.prefix_len) == Some(q)),
-            Cidr::V6(q) => i
-                .ipv6
-                .iter()
-                .any(|a| wire::Ipv6Cidr::new(u128::from(a.addr), a.prefix_len) == Some(q)),
+        let members = crate::state::vrf_members(&self.state.kernel, &self.by_ifindex);
+        self.ifaces.iter().enumerate().any(|(id, i)| {
+            !members.contains(&(id as InterfaceId))
+                && crate::state::connected_subnets(i).any(|q| q == p)
         })
     }
 
@@ -677,7 +673,7 @@ addresses = ["198.19.0.10/24"]
                 mac: None,
                 mtu: None,
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
         }
@@ -1002,7 +998,7 @@ addresses = ["198.19.0.10/24"]
             mac: None,
             mtu: None,
             up: true,
-            vrf: false,
+            vrf: None,
             master: None,
         };
         r.state.kernel.apply(&link(9, "veth9"));
@@ -1016,7 +1012,7 @@ addresses = ["198.19.0.10/24"]
             mac: None,
             mtu: None,
             up: false,
-            vrf: false,
+            vrf: None,
             master: None,
         });
         r.state.kernel.apply(&link(12, "d1"));
@@ -1103,7 +1099,7 @@ addresses = ["198.19.0.10/24"]
                     mac: None,
                     mtu: None,
                     up: true,
-                    vrf: false,
+                    vrf: None,
                     master: None,
                 });
             }

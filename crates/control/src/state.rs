@@ -120,6 +120,33 @@ pub struct Built<F4 = Poptrie4, F6 = Poptrie6> {
     pub foreign: BTreeMap<Cidr, u32>,
 }
 
+/// The subnets of an interface's addresses.
+pub(crate) fn connected_subnets(i: &pipeline::Interface) -> impl Iterator<Item = Cidr> + '_ {
+    let v4 = i
+        .ipv4
+        .iter()
+        .filter_map(|a| wire::Ipv4Cidr::new(u32::from(a.addr), a.prefix_len).map(Cidr::V4));
+    let v6 = i
+        .ipv6
+        .iter()
+        .filter_map(|a| wire::Ipv6Cidr::new(u128::from(a.addr), a.prefix_len).map(Cidr::V6));
+    v4.chain(v6)
+}
+
+/// The interfaces (untagged, on a kernel link) whose link is a member of a
+/// VRF device: the kernel routes their packets, and keeps their connected
+/// subnets, in the VRF's table.
+pub(crate) fn vrf_members(
+    kernel: &KernelState,
+    by_ifindex: &HashMap<u32, InterfaceId>,
+) -> std::collections::HashSet<InterfaceId> {
+    by_ifindex
+        .iter()
+        .filter(|(ifindex, _)| kernel.vrf_of(**ifindex).is_some())
+        .map(|(_, id)| *id)
+        .collect()
+}
+
 /// The interfaces a build forwards on, as the RIB asks for them.
 pub(crate) struct IfMap<'a> {
     pub(crate) ifaces: &'a [pipeline::Interface],
@@ -367,17 +394,35 @@ impl RouterState {
 
         // What the sources other than the kernel hold, per prefix.
         let mut statics: BTreeMap<Cidr, Statics<'_>> = BTreeMap::new();
-        let mut connected_nh: HashMap<Cidr, NextHopId> = HashMap::new();
-        let (c4, c6) = b.connected_routes();
-        // A subnet on several interfaces (IPv6 link-local fe80::/64 is on
-        // every one) goes to the first, as its `show route` text says.
-        let connected = c4
-            .into_iter()
-            .map(|(p, nh)| (Cidr::V4(p), nh))
-            .chain(c6.into_iter().map(|(p, nh)| (Cidr::V6(p), nh)));
-        for (p, nh) in connected {
-            connected_nh.entry(p).or_insert(nh);
-            statics.entry(p).or_default().connected = true;
+        // The connected subnets of the interfaces that route by main (not
+        // members of a VRF device: the kernel keeps theirs in the VRF's
+        // table). A subnet on several interfaces (IPv6 link-local
+        // fe80::/64 is on every one) goes to the first, as its `show route`
+        // text says.
+        let vrf_members = vrf_members(&self.kernel, &by_ifindex);
+        // Subnet -> (its next-hop id, its interface).
+        let mut connected_nh: HashMap<Cidr, (NextHopId, InterfaceId)> = HashMap::new();
+        for (id, iface) in ifaces.iter().enumerate() {
+            let id = id as InterfaceId;
+            if vrf_members.contains(&id) {
+                continue;
+            }
+            let mut direct_id = None;
+            for p in connected_subnets(iface) {
+                if connected_nh.contains_key(&p) {
+                    continue;
+                }
+                let direct = [NextHop {
+                    interface: id,
+                    gateway: None,
+                }];
+                let made = *direct_id.get_or_insert_with(|| b.add_next_hops(&direct).ok());
+                let Some(nh) = made else {
+                    continue;
+                };
+                connected_nh.insert(p, (nh, id));
+                statics.entry(p).or_default().connected = true;
+            }
         }
         for r in &cfg.routes {
             statics.entry(r.prefix).or_default().config = Some(&r.next_hops);
@@ -462,12 +507,11 @@ impl RouterState {
                     continue;
                 }
                 Decision::Connected => {
+                    let Some(&(nh, iface)) = connected_nh.get(&prefix) else {
+                        continue;
+                    };
                     let dev = ifaces
-                        .iter()
-                        .find(|i| match prefix {
-                            Cidr::V4(p) => i.ipv4.iter().any(|a| p.contains(u32::from(a.addr))),
-                            Cidr::V6(p) => i.ipv6.iter().any(|a| p.contains(u128::from(a.addr))),
-                        })
+                        .get(usize::from(iface))
                         .map_or("?", |i| i.name.as_str());
                     let text = format!("dev {dev}");
                     let idx = match connected_text.get(&text) {
@@ -479,9 +523,7 @@ impl RouterState {
                             i
                         }
                     };
-                    if let Some(&nh) = connected_nh.get(&prefix) {
-                        install(&prefix, nh);
-                    }
+                    install(&prefix, nh);
                     (Origin::Connected, idx)
                 }
                 Decision::Route(origin, RouteTarget::Discard(d)) => {
@@ -675,7 +717,7 @@ via = "198.19.0.108"
                 mac: Some(mac),
                 mtu: Some(1500),
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
         }
@@ -893,7 +935,7 @@ via = "198.19.0.108"
             mac: Some([2, 0, 0, 0, 0, 0x66]),
             mtu: Some(1500),
             up: false,
-            vrf: false,
+            vrf: None,
             master: None,
         });
         assert!(
@@ -959,8 +1001,12 @@ via = "198.19.0.108"
     fn route_of(b: &Built, src: &str, dst: &str) -> Option<Vec<String>> {
         let ifaces = b.tables.interfaces();
         let id = match (src.parse().unwrap(), dst.parse().unwrap()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => b.tables.route4(Some(s.into()), d.into(), Some(0)),
-            (IpAddr::V6(s), IpAddr::V6(d)) => b.tables.route6(Some(s.into()), d.into(), Some(0)),
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                b.tables.route4(Some(s.into()), d.into(), Some(0), None)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                b.tables.route6(Some(s.into()), d.into(), Some(0), None)
+            }
             _ => panic!("mixed families"),
         }?;
         Some(target_strings(b.tables.target(id)?, ifaces))
@@ -1038,6 +1084,200 @@ via = "198.19.0.108"
             Change::Policy
         );
         assert!(s.build().unwrap().tables.policy().main_only());
+    }
+
+    /// The route a packet from `src` to `dst` arriving on interface `iif`
+    /// takes.
+    fn route_in(b: &Built, iif: InterfaceId, src: &str, dst: &str) -> Option<Vec<String>> {
+        let id = match (src.parse().unwrap(), dst.parse().unwrap()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                b.tables.route4(Some(s.into()), d.into(), Some(iif), None)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                b.tables.route6(Some(s.into()), d.into(), Some(iif), None)
+            }
+            _ => panic!("mixed families"),
+        }?;
+        Some(target_strings(b.tables.target(id)?, b.tables.interfaces()))
+    }
+
+    /// IPv6 keeps one route straight onto each device for a prefix and
+    /// metric (every interface's fe80::/64): one going away leaves the
+    /// others, as the kernel does.
+    #[test]
+    fn ipv6_routes_onto_different_devices_are_kept_apart() {
+        let mut s = state();
+        let route = |add, ifindex, gateway: Option<&str>| Event::Route {
+            add,
+            prefix: "fe80::/64".parse().unwrap(),
+            table: RT_TABLE_MAIN,
+            kind: libc::RTN_UNICAST,
+            metric: 256,
+            hops: vec![KernelHop {
+                ifindex,
+                gateway: gateway.map(|g| g.parse().unwrap()),
+            }],
+            nh_id: None,
+            detail: Default::default(),
+        };
+        let dev = |add, ifindex| route(add, ifindex, None);
+        let key = ("fe80::/64".parse().unwrap(), 256);
+        let used = |s: &RouterState| s.kernel.routes.get(&key).cloned();
+        let on = |ifindex| {
+            Some(KernelRoute::Via(vec![KernelHop {
+                ifindex,
+                gateway: None,
+            }]))
+        };
+        s.kernel.apply(&dev(true, 5));
+        s.kernel.apply(&dev(true, 6));
+        assert_eq!(used(&s), on(5), "the first added is used");
+        s.kernel.apply(&dev(false, 5));
+        assert_eq!(used(&s), on(6), "d1's stays when d0's goes");
+        s.kernel.apply(&dev(true, 5));
+        assert_eq!(used(&s), on(6));
+        s.kernel.apply(&dev(false, 6));
+        s.kernel.apply(&dev(false, 5));
+        assert_eq!(used(&s), None);
+        // A route through a gateway is one (multipath) route: it replaces.
+        s.kernel.apply(&dev(true, 5));
+        s.kernel.apply(&route(true, 6, Some("fe80::1")));
+        s.kernel.apply(&dev(false, 5));
+        assert_eq!(used(&s), None, "the gateway route replaced d0's");
+    }
+
+    #[test]
+    fn a_vrf_routes_its_members_packets_by_its_table() {
+        use crate::policy::RuleVerb;
+        let mut s = state();
+        let mut rules = crate::policy::testing::defaults();
+        for v6 in [false, true] {
+            rules.insert(KernelRule {
+                l3mdev: true,
+                v6,
+                ..crate::policy::testing::rule(1000, RuleVerb::Lookup(0))
+            });
+        }
+        for r in rules {
+            s.kernel.apply(&Event::Rule { add: true, rule: r });
+        }
+        let link = |ifindex, name: &str, vrf, master| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: Some([2, 0, 0, 0, 0, ifindex as u8]),
+            mtu: Some(1500),
+            up: true,
+            vrf,
+            master,
+        };
+        // blue (table 10) with d0 as its member.
+        s.kernel.apply(&link(9, "blue", Some(10), None));
+        s.kernel.apply(&link(5, "d0", None, Some(9)));
+        let route = |prefix: &str, table, kind, protocol, hops: Vec<KernelHop>| Event::Route {
+            add: true,
+            prefix: prefix.parse().unwrap(),
+            table,
+            kind,
+            metric: 0,
+            hops,
+            nh_id: None,
+            detail: RouteDetail {
+                protocol,
+                ..Default::default()
+            },
+        };
+        let d0 = KernelHop {
+            ifindex: 5,
+            gateway: None,
+        };
+        let via_d1 = KernelHop {
+            ifindex: 6,
+            gateway: Some("198.19.0.108".parse().unwrap()),
+        };
+        // What the kernel puts in the VRF's table for d0's address, and a
+        // route leaking to d1.
+        let kernel = libc::RTPROT_KERNEL;
+        for ev in [
+            route("198.18.0.0/24", 10, libc::RTN_UNICAST, kernel, vec![d0]),
+            route("198.18.0.10/32", 10, libc::RTN_LOCAL, kernel, vec![d0]),
+            route("198.18.0.255/32", 10, libc::RTN_BROADCAST, kernel, vec![d0]),
+            route("ff00::/8", 10, libc::RTN_MULTICAST, kernel, vec![d0]),
+            route(
+                "203.0.113.0/24",
+                10,
+                libc::RTN_UNICAST,
+                libc::RTPROT_STATIC,
+                vec![via_d1],
+            ),
+            route(
+                "203.0.113.0/24",
+                RT_TABLE_MAIN,
+                libc::RTN_BLACKHOLE,
+                libc::RTPROT_STATIC,
+                vec![],
+            ),
+        ] {
+            s.kernel.apply(&ev);
+        }
+        assert!(
+            s.kernel.unmodelled().is_empty(),
+            "{:?}",
+            s.kernel.unmodelled()
+        );
+        let b = s.build().unwrap();
+        let (on_d0, on_d1) = (0, 1);
+        let via = Some(vec!["via 198.19.0.108 dev d1".to_string()]);
+        let blackhole = Some(vec!["blackhole".to_string()]);
+        assert_eq!(route_in(&b, on_d0, "198.18.0.5", "203.0.113.1"), via);
+        assert_eq!(route_in(&b, on_d1, "198.19.0.5", "203.0.113.1"), blackhole);
+        // d0's subnet is in blue's table, not main.
+        assert_eq!(
+            route_in(&b, on_d0, "198.18.0.5", "198.18.0.7"),
+            Some(vec!["dev d0".to_string()])
+        );
+        assert_eq!(route_in(&b, on_d1, "198.19.0.5", "198.18.0.7"), None);
+        assert!(
+            !b.routes
+                .iter()
+                .any(|e| e.prefix == "198.18.0.0/24".parse().unwrap()),
+            "no connected route for a VRF member's subnet in main"
+        );
+        // d1's own subnet stays connected in main, and is looked up from
+        // blue when blue has no route for it.
+        assert_eq!(
+            route_in(&b, on_d0, "198.18.0.5", "198.19.0.7"),
+            Some(vec!["dev d1".to_string()])
+        );
+        // A subnet on both ports (link-local): main's route is d1's, in
+        // the table and in its text.
+        for (ifindex, addr) in [(5, "fe80::5"), (6, "fe80::6")] {
+            s.kernel.apply(&Event::Addr {
+                add: true,
+                ifindex,
+                addr: addr.parse().unwrap(),
+                prefix_len: 64,
+            });
+        }
+        let b = s.build().unwrap();
+        let link_local = b
+            .routes
+            .iter()
+            .find(|e| e.prefix == "fe80::/64".parse().unwrap())
+            .expect("fe80::/64 connected in main");
+        assert_eq!(b.hop_sets[link_local.hops as usize], ["dev d1"]);
+        assert_eq!(
+            route_in(&b, on_d1, "2001:2:0:8000::5", "fe80::9"),
+            Some(vec!["dev d1".to_string()])
+        );
+        // Without the VRF, d0 routes by main again.
+        s.kernel.apply(&link(5, "d0", None, None));
+        let b = s.build().unwrap();
+        assert_eq!(route_in(&b, on_d0, "198.18.0.5", "203.0.113.1"), blackhole);
+        assert_eq!(
+            route_in(&b, on_d1, "198.19.0.5", "198.18.0.7"),
+            Some(vec!["dev d0".to_string()])
+        );
     }
 
     #[test]
@@ -1142,6 +1382,7 @@ via = "198.19.0.108"
                 .parse::<std::net::Ipv6Addr>()
                 .unwrap()
                 .into(),
+            None,
             None,
         );
         assert_eq!(own, None, "throw, then no iif d0, then main has none");

@@ -170,6 +170,10 @@ struct Scenario {
     seed: u64,
     batch: String,
     rules: [String; 2],
+    /// The VRF, when drawn: `ip -batch` lines that make d0 a member of a
+    /// VRF device with table [`VRF_TABLE`] and fill that table (applied
+    /// where the kernel has VRF devices).
+    vrf: String,
     prefixes: Vec<(u128, u8, Family)>,
 }
 
@@ -177,8 +181,8 @@ impl Scenario {
     /// Everything, as one text for a report.
     fn text(&self) -> String {
         format!(
-            "{}-4 rules:\n{}-6 rules:\n{}",
-            self.batch, self.rules[0], self.rules[1]
+            "{}-4 rules:\n{}-6 rules:\n{}VRF:\n{}",
+            self.batch, self.rules[0], self.rules[1], self.vrf
         )
     }
 }
@@ -186,6 +190,8 @@ impl Scenario {
 /// The policy tables a scenario fills, and the priority of its first rule.
 const POLICY_TABLES: [u32; 2] = [100, 200];
 const FIRST_RULE: u32 = 100;
+/// The table of the VRF device a scenario may put d0 in.
+const VRF_TABLE: u32 = 300;
 
 /// Sources a `from` selector picks among (the generator's are 198.18.0.100
 /// to .250 and 2001:2::64 to ::fa).
@@ -406,10 +412,69 @@ fn scenario(seed: u64) -> Scenario {
             let _ = writeln!(rules[k], "{line}{action} pref {pref}");
         }
     }
+    // A VRF holding d0, drawn last so the rest of a scenario is the same
+    // on a kernel without VRF devices: its table has routes near the
+    // scenario's (leaking to d1's gateways, or discarding), and often the
+    // unreachable default that keeps its members' packets out of main.
+    let mut vrf = String::new();
+    if r.chance(30) {
+        let _ = writeln!(vrf, "link add ffblue type vrf table {VRF_TABLE}");
+        let _ = writeln!(vrf, "link set ffblue up");
+        let _ = writeln!(vrf, "link set d0 master ffblue");
+        for fam in [Family::V4, Family::V6] {
+            let (base, base_len, bits) = fam.space();
+            let own: Vec<(u128, u8)> = prefixes
+                .iter()
+                .filter(|p| p.2 == fam)
+                .map(|p| (p.0, p.1))
+                .collect();
+            let mut used = BTreeSet::new();
+            for _ in 0..r.below(6) {
+                let noise = u128::from(r.next()) | (u128::from(r.next()) << 64);
+                let (v, len) = match own.get(r.below(own.len() as u64 * 3 / 2 + 1) as usize) {
+                    Some(&(v, l)) if r.chance(50) => (v, l),
+                    Some(&(v, l)) if l < bits => (
+                        v | (noise & !mask(bits, l)),
+                        l + 1 + r.below(u64::from(bits - l).min(16)) as u8,
+                    ),
+                    _ => (
+                        base | (noise & !mask(bits, base_len)),
+                        base_len + r.below(u64::from(bits - base_len) + 1) as u8,
+                    ),
+                };
+                let v = v & mask(bits, len);
+                if !used.insert((v, len)) {
+                    continue;
+                }
+                let prefix = format!("{}/{len}", fam.addr(v));
+                let gw = fam.gateway(r.below(GATEWAYS as u64) as usize);
+                let what = match r.below(100) {
+                    0..70 => format!("{prefix} via {gw} dev d1"),
+                    70..80 => format!("blackhole {prefix}"),
+                    80..90 => format!("unreachable {prefix}"),
+                    _ => format!("prohibit {prefix}"),
+                };
+                let _ = writeln!(vrf, "route add {what} table {VRF_TABLE} proto static");
+                prefixes.push((v, len, fam));
+            }
+            if r.chance(60) {
+                let default = if fam == Family::V4 {
+                    "0.0.0.0/0"
+                } else {
+                    "::/0"
+                };
+                let _ = writeln!(
+                    vrf,
+                    "route add unreachable {default} table {VRF_TABLE} metric 4278198272"
+                );
+            }
+        }
+    }
     Scenario {
         seed,
         batch,
         rules,
+        vrf,
         prefixes,
     }
 }
@@ -631,6 +696,8 @@ struct Twins {
     sk: String,
     sf: String,
     dir: PathBuf,
+    /// The kernel has VRF devices: scenarios that draw one apply it.
+    vrf: bool,
 }
 
 impl Drop for Twins {
@@ -647,13 +714,14 @@ fn twins() -> Option<Twins> {
         return None;
     }
     let p = format!("kd{}", std::process::id() % 100_000);
-    let t = Twins {
+    let mut t = Twins {
         gen_ns: format!("{p}gen"),
         dk: format!("{p}dk"),
         df: format!("{p}df"),
         sk: format!("{p}sk"),
         sf: format!("{p}sf"),
         dir: std::env::temp_dir().join(format!("fastfwd-{p}")),
+        vrf: false,
     };
     std::fs::create_dir_all(&t.dir).unwrap();
     for ns in [&t.gen_ns, &t.dk, &t.df, &t.sk, &t.sf] {
@@ -725,6 +793,35 @@ fn twins() -> Option<Twins> {
         std::fs::write(&file, lines).unwrap();
         ok(&["ip", "-n", dut, "-batch", file.to_str().unwrap()]);
     }
+    // A VRF device in a scenario cycles d0 (down and up) as it joins and
+    // leaves: its IPv6 addresses are kept; its neighbours are put back
+    // (`restore_neighbours`).
+    for dut in [&t.dk, &t.df] {
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            dut,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.d0.keep_addr_on_down=1",
+        ]);
+    }
+    t.vrf = sh(&[
+        "ip",
+        "-n",
+        &t.dk,
+        "link",
+        "add",
+        "ffvrfprobe",
+        "type",
+        "vrf",
+        "table",
+        "1",
+    ])
+    .status
+    .success();
+    let _ = sh(&["ip", "-n", &t.dk, "link", "del", "ffvrfprobe"]);
     // dk's kernel forwards, and answers every packet that needs an ICMP
     // error (no rate limit: the comparison is per packet).
     ok(&[
@@ -809,9 +906,29 @@ impl Daemon {
             .spawn()
             .expect("start fastfwd");
         let d = Daemon { child, socket, log };
-        let end = Instant::now() + Duration::from_secs(10);
+        // Loading the XDP program takes seconds under an emulated CPU
+        // (scripts/test-kernel).
+        let end = Instant::now() + Duration::from_secs(60);
+        // Up once every worker has run its loop (its ports polled), so the
+        // first scenario's packets are not sent to a daemon still starting.
+        let running = |d: &Daemon| {
+            let o = d.cli(&["show", "workers", "--json"]);
+            let v: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+            o.status.success()
+                && v.as_array().is_some_and(|all| {
+                    // The XDP program's entry is not a worker.
+                    let workers: Vec<_> = all.iter().filter(|w| w["xdp"].is_null()).collect();
+                    !workers.is_empty()
+                        && workers.iter().all(|w| {
+                            w["busy_rounds"].as_u64().unwrap_or(0)
+                                + w["sleeps"].as_u64().unwrap_or(0)
+                                > 0
+                        })
+                })
+        };
         while Instant::now() < end {
-            if d.socket.exists() && d.cli(&["show", "workers"]).status.success() {
+            if d.socket.exists() && running(&d) {
                 return d;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -951,6 +1068,7 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
     let mut sent = 0usize;
     let batch = t.dir.join("scenario.batch");
     let rules_batch = t.dir.join("rules.batch");
+    let vrf_batch = t.dir.join("vrf.batch");
     for &seed in seeds {
         let s = scenario(seed);
         std::fs::write(&batch, &s.batch).unwrap();
@@ -962,6 +1080,17 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
                 String::from_utf8_lossy(&o.stderr),
                 s.text()
             );
+            if t.vrf && !s.vrf.is_empty() {
+                std::fs::write(&vrf_batch, &s.vrf).unwrap();
+                let o = sh(&["ip", "-n", ns, "-batch", vrf_batch.to_str().unwrap()]);
+                assert!(
+                    o.status.success(),
+                    "seed {seed}: the VRF is not valid for the kernel: {}\n{}",
+                    String::from_utf8_lossy(&o.stderr),
+                    s.text()
+                );
+                restore_neighbours(t, ns);
+            }
             for (fam, rules) in ["-4", "-6"].iter().zip(&s.rules) {
                 if rules.is_empty() {
                     continue;
@@ -1096,12 +1225,28 @@ fn run_engine(t: &Twins, engine: &str, backend: &str, seeds: &[u64]) -> (Vec<Str
                 }
             }
             let _ = sh(&["ip", "-n", ns, "nexthop", "flush"]);
+            if t.vrf && !s.vrf.is_empty() {
+                let _ = sh(&["ip", "-n", ns, "link", "set", "d0", "nomaster"]);
+                let _ = sh(&["ip", "-n", ns, "link", "del", "ffblue"]);
+                for fam in ["-4", "-6"] {
+                    let table = VRF_TABLE.to_string();
+                    let _ = sh(&["ip", "-n", ns, fam, "route", "flush", "table", &table]);
+                }
+                restore_neighbours(t, ns);
+            }
         }
     }
     drop(tx);
     sender.join().unwrap();
     drop(d);
     (differences, compared)
+}
+
+/// Puts back dut `ns`'s static neighbours (d0 going down, as when it
+/// joins or leaves a VRF, flushes its own).
+fn restore_neighbours(t: &Twins, ns: &str) {
+    let file = t.dir.join("neighbours.batch");
+    ok(&["ip", "-n", ns, "-batch", file.to_str().unwrap()]);
 }
 
 fn seeds() -> Vec<u64> {
@@ -1129,6 +1274,21 @@ fn every_engine_forwards_generated_scenarios_as_the_kernel_does() {
         Ok("packet") => vec![("user", "packet")],
         _ => vec![("user", "packet"), ("user", "afxdp"), ("xdp", "afxdp")],
     };
+    let with_vrf: Vec<u64> = seeds
+        .iter()
+        .copied()
+        .filter(|&s| !scenario(s).vrf.is_empty())
+        .collect();
+    eprintln!(
+        "{} of {} scenarios put d0 in a VRF (seeds {with_vrf:?}){}",
+        with_vrf.len(),
+        seeds.len(),
+        if t.vrf {
+            ""
+        } else {
+            " (not applied: this kernel has no VRF devices; scripts/test-kernel runs them under Debian's)"
+        }
+    );
     for (engine, backend) in engines {
         let start = Instant::now();
         let (diffs, compared) = run_engine(&t, engine, backend, &seeds);

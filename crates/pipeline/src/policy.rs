@@ -42,6 +42,10 @@ pub enum InputSelector {
     Interface(InterfaceId),
     /// The host's own packets (`iif lo`): the route back of an ICMP error.
     Loopback,
+    /// Packets in the VRF of this interface (the kernel's `l3mdev` rule,
+    /// one per member): received on it, or the router's answers (ICMP
+    /// errors, TCP resets) to packets received on it.
+    Vrf(InterfaceId),
     /// A device fastfwd does not receive on: matches no packet it routes.
     Elsewhere,
 }
@@ -89,6 +93,9 @@ pub struct RuleKey<A> {
     pub dst: A,
     /// Input interface; `None`: the host's own packet.
     pub iif: Option<InterfaceId>,
+    /// The interface whose VRF the packet is in: its input interface, or
+    /// for the router's answer to a packet, that packet's.
+    pub vrf: Option<InterfaceId>,
 }
 
 /// Why a policy was refused.
@@ -131,6 +138,8 @@ struct Prefilter<A: TrieKey> {
     iifs: [u64; 4],
     /// A rule selects `iif lo` alone (the host's own packets).
     loopback: bool,
+    /// Interfaces whose VRF a rule selects alone, a bit each.
+    vrfs: [u64; 4],
 }
 
 impl<A: TrieKey> Prefilter<A> {
@@ -146,7 +155,7 @@ impl<A: TrieKey> Prefilter<A> {
             return None;
         }
         let (mut src, mut dst) = (Vec::new(), Vec::new());
-        let (mut iifs, mut loopback) = ([0u64; 4], false);
+        let (mut iifs, mut loopback, mut vrfs) = ([0u64; 4], false, [0u64; 4]);
         for r in before {
             match (r.src, r.dst, r.iif) {
                 (Some((a, l)), _, _) => src.push((A::prefix(a, l), 0)),
@@ -155,6 +164,9 @@ impl<A: TrieKey> Prefilter<A> {
                     iifs[usize::from(i / 64) % 4] |= 1 << (i % 64);
                 }
                 (None, None, InputSelector::Loopback) => loopback = true,
+                (None, None, InputSelector::Vrf(i)) => {
+                    vrfs[usize::from(i / 64) % 4] |= 1 << (i % 64);
+                }
                 (None, None, InputSelector::Elsewhere) => {}
                 (None, None, InputSelector::Any) => return None,
             }
@@ -167,6 +179,7 @@ impl<A: TrieKey> Prefilter<A> {
             dst: trie(dst),
             iifs,
             loopback,
+            vrfs,
         })
     }
 
@@ -183,6 +196,9 @@ impl<A: TrieKey> Prefilter<A> {
                 Some(i) => self.iifs[usize::from(i / 64) % 4] & (1 << (i % 64)) != 0,
                 None => self.loopback || key.src.is_none(),
             }
+            || key
+                .vrf
+                .is_some_and(|i| self.vrfs[usize::from(i / 64) % 4] & (1 << (i % 64)) != 0)
     }
 }
 
@@ -379,6 +395,7 @@ impl<A: TrieKey> PolicyRule<A> {
                 InputSelector::Any => true,
                 InputSelector::Interface(i) => key.iif == Some(i),
                 InputSelector::Loopback => key.iif.is_none(),
+                InputSelector::Vrf(i) => key.vrf == Some(i),
                 InputSelector::Elsewhere => false,
             }
     }
@@ -440,6 +457,9 @@ mod tests {
         src: Option<(u32, u8)>,
         dst: Option<(u32, u8)>,
         iif: Option<InterfaceId>,
+        /// The packet is in this interface's VRF (an `l3mdev` rule's
+        /// expansion).
+        vrf: Option<InterfaceId>,
         invert: bool,
     }
 
@@ -462,7 +482,17 @@ mod tests {
     }
 
     impl Model {
-        fn route(&self, src: u32, dst: u32, iif: InterfaceId) -> Option<NextHopId> {
+        /// The route of a packet received on `iif` (`None`: the router's
+        /// answer to one received on `vrf`, which has no source yet).
+        fn route(
+            &self,
+            src: Option<u32>,
+            dst: u32,
+            iif: Option<InterfaceId>,
+            vrf: InterfaceId,
+        ) -> Option<NextHopId> {
+            // An IPv4 `from` rule sees 0.0.0.0 for an answer.
+            let src = src.unwrap_or(0);
             let mut i = 0;
             while i < self.rules.len() {
                 let (_, sel, verb, suppress) = self.rules[i];
@@ -472,7 +502,8 @@ mod tests {
                 };
                 let m = within(sel.src, src)
                     && within(sel.dst, dst)
-                    && sel.iif.is_none_or(|x| x == iif);
+                    && sel.iif.is_none_or(|x| Some(x) == iif)
+                    && sel.vrf.is_none_or(|x| x == vrf);
                 if m == sel.invert {
                     continue;
                 }
@@ -518,7 +549,11 @@ mod tests {
                 rules.push(PolicyRule {
                     src: sel.src,
                     dst: sel.dst,
-                    iif: sel.iif.map_or(InputSelector::Any, InputSelector::Interface),
+                    iif: match (sel.iif, sel.vrf) {
+                        (_, Some(v)) => InputSelector::Vrf(v),
+                        (Some(i), None) => InputSelector::Interface(i),
+                        (None, None) => InputSelector::Any,
+                    },
                     invert: sel.invert,
                     action,
                     suppress_prefixlen: suppress,
@@ -562,17 +597,27 @@ mod tests {
         })
     }
 
+    /// An input selector: none, an interface, or an interface's VRF.
+    fn input() -> impl Strategy<Value = (Option<InterfaceId>, Option<InterfaceId>)> {
+        prop_oneof![
+            6 => Just((None, None)),
+            1 => (0u16..3).prop_map(|i| (Some(i), None)),
+            1 => (0u16..3).prop_map(|i| (None, Some(i))),
+        ]
+    }
+
     fn sel() -> impl Strategy<Value = Sel> {
         (
             prop::option::weighted(0.4, prefix()),
             prop::option::weighted(0.4, prefix()),
-            prop::option::weighted(0.2, 0u16..3),
+            input(),
             prop::bool::weighted(0.1),
         )
-            .prop_map(|(src, dst, iif, invert)| Sel {
+            .prop_map(|(src, dst, (iif, vrf), invert)| Sel {
                 src,
                 dst,
                 iif,
+                vrf,
                 invert,
             })
     }
@@ -626,15 +671,16 @@ mod tests {
         let selective = (
             prop::option::weighted(0.4, narrow()),
             prop::option::weighted(0.4, narrow()),
-            prop::option::weighted(0.2, 0u16..3),
+            input(),
         )
             .prop_filter("a selector", |s| {
-                s.0.is_some() || s.1.is_some() || s.2.is_some()
+                s.0.is_some() || s.1.is_some() || s.2 != (None, None)
             })
-            .prop_map(|(src, dst, iif)| Sel {
+            .prop_map(|(src, dst, (iif, vrf))| Sel {
                 src,
                 dst,
                 iif,
+                vrf,
                 invert: false,
             });
         // Mostly verbs that decide, so a rule wrongly passed over shows.
@@ -648,6 +694,7 @@ mod tests {
             src: None,
             dst: None,
             iif: None,
+            vrf: None,
             invert: false,
         };
         (
@@ -676,20 +723,44 @@ mod tests {
             })
     }
 
+    /// A packet received on `iif` from `src`, or (`answer`) the router's
+    /// answer to one, which has no source or input interface yet and
+    /// is in `iif`'s VRF: its key, source and input interface.
+    fn packet(
+        src: u32,
+        dst: u32,
+        iif: InterfaceId,
+        answer: bool,
+    ) -> (RuleKey<u32>, Option<u32>, Option<InterfaceId>) {
+        let (src, on) = if answer {
+            (None, None)
+        } else {
+            (Some(src), Some(iif))
+        };
+        let key = RuleKey {
+            src,
+            dst,
+            iif: on,
+            vrf: Some(iif),
+        };
+        (key, src, on)
+    }
+
     proptest! {
         #[test]
         fn packets_past_the_selective_rules_route_as_the_kernels_loop(
             m in source_routing_model(),
-            packets in prop::collection::vec((addr(), addr(), 0u16..3), 1..32),
+            packets in prop::collection::vec((addr(), addr(), 0u16..3, prop::bool::weighted(0.2)), 1..32),
         ) {
             let (policy, main) = m.compile();
             prop_assert!(policy.main_at().is_some());
-            for (src, dst, iif) in packets {
-                let key = RuleKey { src: Some(src), dst, iif: Some(iif) };
+            for (src, dst, iif, answer) in packets {
+                let (key, src, on) = packet(src, dst, iif, answer);
+                let start = policy.first_candidate(&key);
                 prop_assert_eq!(
-                    policy.route(&main, &ADJ, &key),
-                    m.route(src, dst, iif),
-                    "from {:#x} to {:#x} iif {}", src, dst, iif
+                    policy.route_from(&main, &ADJ, &key, start),
+                    m.route(src, dst, on, iif),
+                    "from {:?} to {:#x} iif {:?} in the VRF of {}", src, dst, on, iif
                 );
             }
         }
@@ -697,15 +768,15 @@ mod tests {
         #[test]
         fn rules_route_as_the_kernels_rule_lookup(
             m in model(),
-            packets in prop::collection::vec((addr(), addr(), 0u16..3), 1..32),
+            packets in prop::collection::vec((addr(), addr(), 0u16..3, prop::bool::weighted(0.2)), 1..32),
         ) {
             let (policy, main) = m.compile();
-            for (src, dst, iif) in packets {
-                let key = RuleKey { src: Some(src), dst, iif: Some(iif) };
+            for (src, dst, iif, answer) in packets {
+                let (key, src, on) = packet(src, dst, iif, answer);
                 prop_assert_eq!(
                     policy.route(&main, &ADJ, &key),
-                    m.route(src, dst, iif),
-                    "from {:#x} to {:#x} iif {}", src, dst, iif
+                    m.route(src, dst, on, iif),
+                    "from {:?} to {:#x} iif {:?} in the VRF of {}", src, dst, on, iif
                 );
             }
         }
@@ -721,6 +792,7 @@ mod tests {
             src: Some(1),
             dst: 0x0a01_0203,
             iif: Some(0),
+            vrf: Some(0),
         };
         assert_eq!(p.v4.route(&main, &ADJ, &key), Some(5));
     }
@@ -756,6 +828,7 @@ mod tests {
             src: Some(src),
             dst: 0xc613_0a01,
             iif: Some(0),
+            vrf: Some(0),
         };
         assert_eq!(p.route(&main, &ADJ, &from(0xc612_0a05)), Some(BLACKHOLE));
         assert_eq!(p.route(&main, &ADJ, &from(0xc612_0b05)), Some(5));
@@ -764,6 +837,7 @@ mod tests {
             src: None,
             dst: 0xc613_0a01,
             iif: None,
+            vrf: None,
         };
         assert_eq!(p.route(&main, &ADJ, &own), Some(5));
         assert_eq!(

@@ -909,16 +909,29 @@ impl<F4, F6, A> Tables<F4, F6, A> {
 
     /// The IPv4 route of a packet from `src` (`None`: the host's own)
     /// received on `iif` (`None`: the host's own) to `dst`, as the rules
-    /// decide it: its next-hop id, `None` for no route.
+    /// decide it: its next-hop id, `None` for no route. A packet received
+    /// is in the VRF of its input interface; the router's own answer to
+    /// one (`iif` `None`) in that of the interface `vrf` names.
     #[inline]
-    pub fn route4(&self, src: Option<u32>, dst: u32, iif: Option<InterfaceId>) -> Option<NextHopId>
+    pub fn route4(
+        &self,
+        src: Option<u32>,
+        dst: u32,
+        iif: Option<InterfaceId>,
+        vrf: Option<InterfaceId>,
+    ) -> Option<NextHopId>
     where
         F4: fib::Lookup<u32>,
     {
         if self.policy.v4.main_only() {
             return self.fib4.lookup(dst);
         }
-        let key = RuleKey { src, dst, iif };
+        let key = RuleKey {
+            src,
+            dst,
+            iif,
+            vrf: iif.or(vrf),
+        };
         self.policy.v4.route(&self.fib4, &self.adjacencies, &key)
     }
 
@@ -929,6 +942,7 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         src: Option<u128>,
         dst: u128,
         iif: Option<InterfaceId>,
+        vrf: Option<InterfaceId>,
     ) -> Option<NextHopId>
     where
         F6: fib::Lookup<u128>,
@@ -936,7 +950,12 @@ impl<F4, F6, A> Tables<F4, F6, A> {
         if self.policy.v6.main_only() {
             return self.fib6.lookup(dst);
         }
-        let key = RuleKey { src, dst, iif };
+        let key = RuleKey {
+            src,
+            dst,
+            iif,
+            vrf: iif.or(vrf),
+        };
         self.policy.v6.route(&self.fib6, &self.adjacencies, &key)
     }
 

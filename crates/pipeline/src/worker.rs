@@ -706,9 +706,9 @@ impl Worker {
                     let l3 = usize::from(m.l3);
                     let orig = &frames[i].data()[l3..l3 + m.l3_len as usize];
                     if keys[j].is_ipv6 {
-                        stages::tcp_reset::reset_v6(self, tables, orig);
+                        stages::tcp_reset::reset_v6(self, tables, m.in_if, orig);
                     } else {
-                        stages::tcp_reset::reset_v4(self, tables, orig);
+                        stages::tcp_reset::reset_v4(self, tables, m.in_if, orig);
                     }
                 }
                 AclAction::RejectUnreachable(code) => {

@@ -215,7 +215,7 @@ mod tests {
                 mac: None,
                 mtu: None,
                 up: true,
-                vrf: false,
+                vrf: None,
                 master: None,
             });
         }

@@ -88,6 +88,9 @@ pub struct RouteDetail {
     pub tos: u8,
     /// RTA_ENCAP_TYPE: a lightweight-tunnel encapsulation (MPLS, seg6, ...).
     pub encap: Option<u16>,
+    /// rtm_protocol: who made it (RTPROT_KERNEL: the kernel itself, for
+    /// an interface address).
+    pub protocol: u8,
     /// From the message's flags.
     pub placement: Placement,
 }
@@ -109,8 +112,9 @@ pub enum Event {
         mtu: Option<u32>,
         /// IFF_UP.
         up: bool,
-        /// A VRF device (`ip link add ... type vrf`): its own routing table.
-        vrf: bool,
+        /// A VRF device (`ip link add ... type vrf table T`): the table T
+        /// its members' packets are routed by.
+        vrf: Option<u32>,
         /// IFLA_MASTER: the device this one is enslaved to (a VRF, a bond,
         /// a bridge).
         master: Option<u32>,

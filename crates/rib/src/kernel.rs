@@ -28,8 +28,8 @@ pub struct Link {
     pub mtu: Option<u32>,
     /// Administratively up.
     pub up: bool,
-    /// A VRF device.
-    pub vrf: bool,
+    /// A VRF device: the table it routes its members' packets by.
+    pub vrf: Option<u32>,
     /// The device it is enslaved to, if any.
     pub master: Option<u32>,
 }
@@ -86,12 +86,14 @@ pub struct KernelState {
     pub links: BTreeMap<u32, Link>,
     /// Addresses: (ifindex, address) -> prefix length.
     pub addrs: BTreeMap<(u32, IpAddr), u8>,
-    /// Routes of the main table: (prefix, metric) -> what they do. For an
-    /// IPv4 prefix and metric with several routes (`ip route append`),
-    /// the one the kernel uses: the first whose next hops are not all dead.
+    /// Routes of the main table: (prefix, metric) -> what they do. For a
+    /// prefix and metric with several routes (IPv4 `ip route append`,
+    /// IPv6 routes straight onto different devices, as every interface's
+    /// `fe80::/64`), the one the kernel uses: the first whose next hops
+    /// are not all dead.
     pub routes: BTreeMap<(Cidr, u32), KernelRoute>,
-    /// Every route, in the kernel's order, of an IPv4 prefix and metric
-    /// that has more than one.
+    /// Every route, in the kernel's order, of a prefix and metric that has
+    /// more than one.
     pub aliases: BTreeMap<(Cidr, u32), Vec<KernelRoute>>,
     /// Policy rules (`ip rule`), both families.
     pub rules: BTreeSet<KernelRule>,
@@ -105,6 +107,43 @@ pub struct KernelState {
     pub neighbours: BTreeMap<(u32, IpAddr), [u8; 6]>,
     /// Nexthop objects by id.
     pub nexthops: BTreeMap<u32, KernelNexthop>,
+}
+
+/// The device of an IPv6 route straight onto one link (no gateway): the
+/// kernel keeps one such route per device for a prefix and metric (every
+/// interface's `fe80::/64`), where a route through gateways is one
+/// multipath route, sent whole on every change.
+fn ipv6_device_route(r: &KernelRoute) -> Option<u32> {
+    match r {
+        KernelRoute::Via(h) if h.len() == 1 && h[0].gateway.is_none() => Some(h[0].ifindex),
+        _ => None,
+    }
+}
+
+/// An IPv6 route added among those of its prefix and metric: a device
+/// route beside the other devices' (after them, as the kernel inserts it;
+/// in place of its own device's), any other route in place of them all.
+fn add_ipv6_route(list: &mut Vec<KernelRoute>, route: KernelRoute) {
+    let dev = ipv6_device_route(&route);
+    if dev.is_some() && list.iter().all(|r| ipv6_device_route(r).is_some()) {
+        match list.iter().position(|r| ipv6_device_route(r) == dev) {
+            Some(i) => list[i] = route,
+            None => list.push(route),
+        }
+    } else {
+        *list = vec![route];
+    }
+}
+
+/// An IPv6 route removed: a device route takes only its own device's
+/// route away; any other, every route of its prefix and metric.
+fn remove_ipv6_route(list: &mut Vec<KernelRoute>, route: &KernelRoute) {
+    match ipv6_device_route(route) {
+        Some(dev) if list.iter().any(|r| ipv6_device_route(r) == Some(dev)) => {
+            list.retain(|r| ipv6_device_route(r) != Some(dev));
+        }
+        _ => list.clear(),
+    }
 }
 
 impl KernelState {
@@ -178,6 +217,23 @@ impl KernelState {
             Event::Rule { add: true, rule } => self.rules.insert(rule.clone()),
             Event::Rule { add: false, rule } => self.rules.remove(rule),
             Event::Route { table, .. } if *table == RT_TABLE_LOCAL => false,
+            // The kernel's own local, broadcast, anycast and multicast
+            // routes for the addresses of a VRF's members, which it keeps
+            // in the VRF's table instead of local: the host's, as local's.
+            Event::Route {
+                table,
+                kind,
+                detail,
+                ..
+            } if *table != RT_TABLE_MAIN
+                && detail.protocol == libc::RTPROT_KERNEL
+                && matches!(
+                    *kind,
+                    libc::RTN_LOCAL | libc::RTN_BROADCAST | libc::RTN_ANYCAST | libc::RTN_MULTICAST
+                ) =>
+            {
+                false
+            }
             Event::Route {
                 add,
                 prefix,
@@ -215,9 +271,17 @@ impl KernelState {
                 }
                 match (add, prefix) {
                     (true, Cidr::V4(_)) => self.add_ipv4_route(key, route, detail.placement),
-                    (true, Cidr::V6(_)) => self.routes.insert(key, route.clone()) != Some(route),
+                    (true, Cidr::V6(_)) => {
+                        let mut list = self.alias_list(key);
+                        add_ipv6_route(&mut list, route);
+                        self.set_aliases(key, list)
+                    }
                     (false, Cidr::V4(_)) => self.remove_ipv4_route(key, &route),
-                    (false, Cidr::V6(_)) => self.routes.remove(&key).is_some(),
+                    (false, Cidr::V6(_)) => {
+                        let mut list = self.alias_list(key);
+                        remove_ipv6_route(&mut list, &route);
+                        self.set_aliases(key, list)
+                    }
                 }
             }
             Event::Nexthop {
@@ -300,29 +364,15 @@ impl KernelState {
 
     /// Everything in the kernel's routing state that could make it forward
     /// a transit packet other than fastfwd does, each named: policy rules
-    /// fastfwd cannot evaluate (see [`rule::unmodelled`]), VRF devices,
-    /// and routes fastfwd does not forward with in main or in a table a
-    /// rule looks up. Empty: fastfwd's decision is the kernel's.
+    /// fastfwd cannot evaluate (see [`rule::unmodelled`]) and routes
+    /// fastfwd does not forward with in main or in a table a rule (or a
+    /// VRF's `l3mdev` rule) looks up. Empty: fastfwd's decision is the
+    /// kernel's.
     pub fn unmodelled(&self) -> Vec<String> {
         let tables: BTreeSet<u32> = self.tables.keys().copied().collect();
-        let vrfs: Vec<&Link> = self.links.values().filter(|l| l.vrf).collect();
-        let mut out = rule::unmodelled(&self.rules, &tables, !vrfs.is_empty());
-        for v in vrfs {
-            let members: Vec<&str> = self
-                .links
-                .values()
-                .filter(|l| l.master == Some(v.ifindex))
-                .map(|l| l.name.as_str())
-                .collect();
-            if !members.is_empty() {
-                out.push(format!(
-                    "VRF {} with {}: its members' packets are routed by its own table",
-                    v.name,
-                    members.join(", ")
-                ));
-            }
-        }
-        let looked_up = rule::looked_up_tables(&self.rules);
+        let vrf_tables = self.vrf_tables();
+        let mut out = rule::unmodelled(&self.rules, &tables, &vrf_tables);
+        let looked_up = rule::looked_up_tables(&self.rules, &vrf_tables);
         out.extend(
             self.unmodelled_routes
                 .iter()
@@ -373,14 +423,14 @@ impl KernelState {
         let list = routes.entry(key).or_default();
         let before = list.clone();
         match (add, key.0) {
-            (true, Cidr::V6(_)) => *list = vec![route],
+            (true, Cidr::V6(_)) => add_ipv6_route(list, route),
             (true, Cidr::V4(_)) => match at {
                 Placement::Replace if !list.is_empty() => list[0] = route,
                 Placement::Prepend if !list.contains(&route) => list.insert(0, route),
                 _ if !list.contains(&route) => list.push(route),
                 _ => {}
             },
-            (false, Cidr::V6(_)) => list.clear(),
+            (false, Cidr::V6(_)) => remove_ipv6_route(list, &route),
             (false, Cidr::V4(_)) => {
                 if let Some(i) = list.iter().position(|r| *r == route) {
                     list.remove(i);
@@ -442,7 +492,12 @@ impl KernelState {
             hops.retain(|h| h.ifindex != ifindex);
             !hops.is_empty()
         };
-        let keys: Vec<(Cidr, u32)> = self.aliases.keys().copied().collect();
+        let keys: Vec<(Cidr, u32)> = self
+            .aliases
+            .keys()
+            .filter(|(p, _)| matches!(p, Cidr::V4(_)))
+            .copied()
+            .collect();
         for key in keys {
             let mut list = self.aliases.remove(&key).unwrap_or_default();
             list.retain_mut(keep);
@@ -512,6 +567,20 @@ impl KernelState {
     /// deliver to the host, never forward).
     pub fn is_loopback(&self, ifindex: u32) -> bool {
         self.links.get(&ifindex).is_some_and(|l| l.name == "lo")
+    }
+
+    /// The tables of the VRF devices that have members.
+    pub fn vrf_tables(&self) -> BTreeSet<u32> {
+        self.links
+            .values()
+            .filter_map(|l| self.vrf_of(l.ifindex))
+            .collect()
+    }
+
+    /// The table of the VRF device link `ifindex` is a member of.
+    pub fn vrf_of(&self, ifindex: u32) -> Option<u32> {
+        let master = self.links.get(&ifindex)?.master?;
+        self.links.get(&master)?.vrf
     }
 
     /// The index of the link called `name`.

@@ -8,7 +8,8 @@
 //! its ICMP errors), carries mark 0 (fastfwd runs no netfilter that could
 //! set one), has uid 0 and no tunnel key; a lookup of a table with no
 //! routes gives no result, and the next rule is tried; an `l3mdev` rule
-//! matches only while a VRF device exists.
+//! matches the packets that arrive on a member of a VRF device and looks
+//! up that VRF's table (no route there: the next rule).
 
 use crate::event::{RT_TABLE_DEFAULT, RT_TABLE_LOCAL, RT_TABLE_MAIN};
 use pipeline::Discard;
@@ -147,24 +148,27 @@ enum Matches {
 impl KernelRule {
     /// A selector that decides the kernel's rule match for every
     /// forwarded packet to false (`fib_rule_match`): an output interface,
-    /// a mark (forwarded packets carry 0), a uid range without 0, `iif lo`,
-    /// an `l3mdev` rule without a VRF (or with one: fastfwd has no VRFs).
+    /// a mark (forwarded packets carry 0), a uid range without 0, `iif lo`.
+    /// (An `l3mdev` rule matches by the input interface: see
+    /// [`KernelRule::l3mdev`].)
     pub fn never_for_transit(&self) -> bool {
         self.oif.is_some()
             || self.fwmark.is_some_and(|(mark, mask)| mark & mask != 0)
             || self.uid_range.is_some_and(|(start, _)| start > 0)
-            || self.l3mdev
     }
 
     /// The kernel's rule match for a forwarded packet, as far as it is
-    /// decided without the packet.
-    fn matches_transit(&self) -> Matches {
+    /// decided without the packet; `vrfs`: whether some VRF device has
+    /// members (else an `l3mdev` rule matches nothing).
+    fn matches_transit(&self, vrfs: bool) -> Matches {
         let never = self.never_for_transit()
             || self.iif.as_deref() == Some("lo")
+            || (self.l3mdev && !vrfs)
             || !self.unmodelled_selectors().is_empty();
         let depends = self.src.is_some_and(|p| p.prefix_len() > 0)
             || self.dst.is_some_and(|p| p.prefix_len() > 0)
-            || self.iif.is_some();
+            || self.iif.is_some()
+            || self.l3mdev;
         let selected = if never {
             Matches::Never
         } else if depends {
@@ -192,32 +196,42 @@ impl KernelRule {
 }
 
 /// The tables the rules of both families can send a transit packet to
-/// (besides main and local).
-pub fn looked_up_tables(rules: &BTreeSet<KernelRule>) -> BTreeSet<u32> {
-    rules
+/// (besides main and local); `vrf_tables`: the tables of the VRF devices
+/// with members (an `l3mdev` rule looks them up).
+pub fn looked_up_tables(rules: &BTreeSet<KernelRule>, vrf_tables: &BTreeSet<u32>) -> BTreeSet<u32> {
+    let vrfs = !vrf_tables.is_empty();
+    let mut out = BTreeSet::new();
+    for r in rules
         .iter()
-        .filter(|r| r.matches_transit() != Matches::Never)
-        .filter_map(|r| match r.verb {
-            RuleVerb::Lookup(t) if t != RT_TABLE_MAIN && t != RT_TABLE_LOCAL => Some(t),
-            _ => None,
-        })
-        .collect()
+        .filter(|r| r.matches_transit(vrfs) != Matches::Never)
+    {
+        match r.verb {
+            _ if r.l3mdev => out.extend(vrf_tables.iter().copied()),
+            RuleVerb::Lookup(t) if t != RT_TABLE_MAIN && t != RT_TABLE_LOCAL => {
+                out.insert(t);
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The rules (of both families) fastfwd cannot evaluate as the kernel
 /// does, each as `ip rule` prints it with the reason: selectors it does not
-/// evaluate, actions it does not know, VRF lookups, suppression by
-/// interface group, and any rule that acts before the local table is
-/// looked up (fastfwd hands the host's addresses to the kernel first).
-/// `tables_with_routes` holds the tables other than main and local that
-/// have at least one route; `vrf_exists` whether any VRF device does.
+/// evaluate, actions it does not know, an inverted `l3mdev` rule,
+/// suppression by interface group, and any rule that acts before the local
+/// table is looked up (fastfwd hands the host's addresses to the kernel
+/// first). `tables_with_routes` holds the tables other than main and local
+/// that have at least one route; `vrf_tables` the tables of the VRF devices
+/// with members.
 /// With no rules at all (a kernel that sent none, as in tests) the
 /// kernel's defaults are assumed.
 pub fn unmodelled(
     rules: &BTreeSet<KernelRule>,
     tables_with_routes: &BTreeSet<u32>,
-    vrf_exists: bool,
+    vrf_tables: &BTreeSet<u32>,
 ) -> Vec<String> {
+    let vrfs = !vrf_tables.is_empty();
     let mut out = Vec::new();
     for v6 in [false, true] {
         let family: Vec<&KernelRule> = rules.iter().filter(|r| r.v6 == v6).collect();
@@ -226,8 +240,10 @@ pub fn unmodelled(
         }
         let mut local_seen = false;
         for r in family {
-            if r.l3mdev && vrf_exists {
-                out.push(format!("ip rule {r} (looks up a VRF's table)"));
+            if r.l3mdev && r.invert && vrfs {
+                out.push(format!(
+                    "ip rule {r} (looks up a VRF's table for packets from outside it)"
+                ));
                 continue;
             }
             let selectors = r.unmodelled_selectors();
@@ -236,11 +252,12 @@ pub fn unmodelled(
                 out.push(format!("ip rule {r} (selects by {what})"));
                 continue;
             }
-            let m = r.matches_transit();
+            let m = r.matches_transit(vrfs);
             if m == Matches::Never {
                 continue;
             }
             let acts = match r.verb {
+                _ if r.l3mdev => vrf_tables.iter().any(|t| tables_with_routes.contains(t)),
                 RuleVerb::Nop => false,
                 RuleVerb::Lookup(RT_TABLE_LOCAL) => {
                     local_seen |= m == Matches::Always;
@@ -320,8 +337,8 @@ mod tests {
 
     #[test]
     fn rules_fastfwd_evaluates_are_not_named() {
-        assert!(unmodelled(&defaults(), &BTreeSet::new(), false).is_empty());
-        assert!(unmodelled(&BTreeSet::new(), &BTreeSet::new(), false).is_empty());
+        assert!(unmodelled(&defaults(), &BTreeSet::new(), &BTreeSet::new()).is_empty());
+        assert!(unmodelled(&BTreeSet::new(), &BTreeSet::new(), &BTreeSet::new()).is_empty());
         let mut rules = defaults();
         rules.insert(KernelRule {
             src: cidr("198.18.10.0/24"),
@@ -343,9 +360,9 @@ mod tests {
             ..rule(32765, RuleVerb::Lookup(RT_TABLE_MAIN))
         });
         let tables = BTreeSet::from([100, 51820, RT_TABLE_DEFAULT]);
-        assert!(unmodelled(&rules, &tables, false).is_empty());
+        assert!(unmodelled(&rules, &tables, &BTreeSet::new()).is_empty());
         assert_eq!(
-            looked_up_tables(&rules),
+            looked_up_tables(&rules, &BTreeSet::new()),
             BTreeSet::from([100, 51820, RT_TABLE_DEFAULT])
         );
     }
@@ -369,7 +386,7 @@ mod tests {
         });
         rules.insert(rule(13, RuleVerb::Other(9)));
         assert_eq!(
-            unmodelled(&rules, &tables, false),
+            unmodelled(&rules, &tables, &BTreeSet::new()),
             [
                 "ip rule 10: from all tos 0x10 lookup 200 (selects by tos)",
                 "ip rule 11: from 198.18.10.0/24 ipproto 17 lookup 200 (selects by ipproto 17)",
@@ -385,7 +402,7 @@ mod tests {
             oif: Some("d1".into()),
             ..rule(10, RuleVerb::Lookup(200))
         });
-        assert!(unmodelled(&rules, &tables, false).is_empty());
+        assert!(unmodelled(&rules, &tables, &BTreeSet::new()).is_empty());
     }
 
     #[test]
@@ -412,11 +429,24 @@ mod tests {
             l3mdev: true,
             ..rule(1000, RuleVerb::Lookup(0))
         });
-        assert!(unmodelled(&rules, &tables, false).is_empty());
-        // With a VRF device, the l3mdev rule matches its members' packets.
+        assert!(unmodelled(&rules, &tables, &BTreeSet::new()).is_empty());
+        // With a VRF device, the l3mdev rule looks up its table for its
+        // members' packets, as fastfwd does; inverted, for everyone
+        // else's, which fastfwd does not evaluate.
+        let vrf = BTreeSet::from([10]);
+        assert!(unmodelled(&rules, &tables, &vrf).is_empty());
+        assert!(looked_up_tables(&rules, &vrf).contains(&10));
+        assert!(!looked_up_tables(&rules, &BTreeSet::new()).contains(&10));
+        rules.insert(KernelRule {
+            l3mdev: true,
+            invert: true,
+            ..rule(1001, RuleVerb::Lookup(0))
+        });
         assert_eq!(
-            unmodelled(&rules, &tables, true),
-            ["ip rule 1000: from all lookup [l3mdev-table] (looks up a VRF's table)"]
+            unmodelled(&rules, &tables, &vrf),
+            [
+                "ip rule 1001: not from all lookup [l3mdev-table] (looks up a VRF's table for packets from outside it)"
+            ]
         );
     }
 
@@ -428,7 +458,7 @@ mod tests {
         rules.retain(|r| r.v6 || r.verb != RuleVerb::Lookup(RT_TABLE_LOCAL));
         rules.insert(rule(40000, RuleVerb::Lookup(RT_TABLE_LOCAL)));
         assert_eq!(
-            unmodelled(&rules, &BTreeSet::new(), false),
+            unmodelled(&rules, &BTreeSet::new(), &BTreeSet::new()),
             [
                 "ip rule 32766: from all lookup main (acts before the local table is looked up for every packet)"
             ]
@@ -437,10 +467,10 @@ mod tests {
         let mut rules = defaults();
         rules.retain(|r| r.v6 || r.verb != RuleVerb::Lookup(RT_TABLE_LOCAL));
         rules.insert(rule(1001, RuleVerb::Lookup(RT_TABLE_LOCAL)));
-        assert!(unmodelled(&rules, &BTreeSet::new(), false).is_empty());
+        assert!(unmodelled(&rules, &BTreeSet::new(), &BTreeSet::new()).is_empty());
         // No main rule at all is evaluated as the kernel does (no route).
         let mut rules = defaults();
         rules.retain(|r| !(r.v6 && r.verb == RuleVerb::Lookup(RT_TABLE_MAIN)));
-        assert!(unmodelled(&rules, &BTreeSet::new(), false).is_empty());
+        assert!(unmodelled(&rules, &BTreeSet::new(), &BTreeSet::new()).is_empty());
     }
 }

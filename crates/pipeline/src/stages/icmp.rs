@@ -138,7 +138,7 @@ pub(crate) fn error_v4<F4, F6, A>(
         w.counters.icmp_suppress(IcmpSuppressed::NoSourceAddress);
         return;
     };
-    let (out_if, mac) = match route_back_v4(w, tables, src) {
+    let (out_if, mac) = match route_back_v4(w, tables, src, in_if) {
         Ok(back) => back,
         Err(c) => {
             w.counters.icmp_suppress(c);
@@ -249,7 +249,7 @@ pub(crate) fn error_v6<F4, F6, A>(
         w.counters.icmp_suppress(IcmpSuppressed::NoSourceAddress);
         return;
     };
-    let (out_if, mac) = match route_back_v6(w, tables, src) {
+    let (out_if, mac) = match route_back_v6(w, tables, src, in_if) {
         Ok(back) => back,
         Err(c) => {
             w.counters.icmp_suppress(c);

@@ -295,6 +295,7 @@ pub(crate) fn route_by_rules<A, F, const W: usize>(
             src,
             dst: *dst.get(k)?,
             iif: Some(m.in_if),
+            vrf: Some(m.in_if),
         })
     };
     let main_at = policy.main_at();
@@ -372,7 +373,8 @@ impl SourceAddress<16> for u128 {
 }
 
 /// The way back to `src` for a packet the router generates about one it
-/// received (ICMP error, TCP reset): egress interface and next-hop MAC, or
+/// received on `in_if` (ICMP error, TCP reset; routed in `in_if`'s VRF, as
+/// the kernel routes its answers): egress interface and next-hop MAC, or
 /// why not (no route back, neighbour unresolved). An unknown
 /// neighbour is reported as a miss, so the host resolves it and the next
 /// error toward it can be sent.
@@ -380,13 +382,14 @@ pub(crate) fn route_back_v4<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u32,
+    in_if: InterfaceId,
 ) -> Result<(InterfaceId, MacAddr), IcmpSuppressed>
 where
     F4: fib::Lookup<u32>,
 {
     // Routed as the host's own packet (policy rules see no input
     // interface and no source yet).
-    let Some(nh) = tables.route4(None, src, None) else {
+    let Some(nh) = tables.route4(None, src, None, Some(in_if)) else {
         return Err(IcmpSuppressed::NoRouteBack);
     };
     let r = resolve(tables, nh, src, v4_key(src));
@@ -398,12 +401,13 @@ pub(crate) fn route_back_v6<F4, F6, A>(
     w: &mut Worker,
     tables: &Tables<F4, F6, A>,
     src: u128,
+    in_if: InterfaceId,
 ) -> Result<(InterfaceId, MacAddr), IcmpSuppressed>
 where
     F6: fib::Lookup<u128>,
 {
     let hash = src as u32 ^ (src >> 96) as u32;
-    let Some(nh) = tables.route6(None, src, None) else {
+    let Some(nh) = tables.route6(None, src, None, Some(in_if)) else {
         return Err(IcmpSuppressed::NoRouteBack);
     };
     let r = resolve(tables, nh, hash, src);

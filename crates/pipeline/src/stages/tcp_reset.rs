@@ -61,8 +61,12 @@ fn reset_header(seg: &[u8]) -> Option<[u8; 20]> {
 
 /// Sends a TCP RST in answer to `orig` (the offending IPv4 packet as
 /// received, validated, protocol TCP).
-pub(crate) fn reset_v4<F4, F6, A>(w: &mut Worker, tables: &Tables<F4, F6, A>, orig: &[u8])
-where
+pub(crate) fn reset_v4<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    in_if: InterfaceId,
+    orig: &[u8],
+) where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
@@ -82,7 +86,7 @@ where
         w.counters.tcp_resets_suppressed += 1;
         return;
     }
-    let Ok((out_if, mac)) = route_back_v4(w, tables, src) else {
+    let Ok((out_if, mac)) = route_back_v4(w, tables, src, in_if) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };
@@ -131,8 +135,12 @@ where
 
 /// Sends a TCP RST in answer to `orig` (the offending IPv6 packet as
 /// received, validated, upper layer TCP).
-pub(crate) fn reset_v6<F4, F6, A>(w: &mut Worker, tables: &Tables<F4, F6, A>, orig: &[u8])
-where
+pub(crate) fn reset_v6<F4, F6, A>(
+    w: &mut Worker,
+    tables: &Tables<F4, F6, A>,
+    in_if: InterfaceId,
+    orig: &[u8],
+) where
     F4: fib::Lookup<u32>,
     F6: fib::Lookup<u128>,
 {
@@ -149,7 +157,7 @@ where
         return;
     };
     let (src, dst) = (ipv6::be128(orig, 8), ipv6::be128(orig, 24));
-    let Ok((out_if, mac)) = route_back_v6(w, tables, src) else {
+    let Ok((out_if, mac)) = route_back_v6(w, tables, src, in_if) else {
         w.counters.tcp_resets_suppressed += 1;
         return;
     };

@@ -47,7 +47,7 @@ pub fn two_port_state() -> RouterState {
             mac: Some([2, 0, 0, 0, 0, mac]),
             mtu: Some(1500),
             up: true,
-            vrf: false,
+            vrf: None,
             master: None,
         });
     }
