@@ -60,6 +60,11 @@ pub enum Verdict {
     Consumed,
 }
 
+/// [`Worker::icmp_buckets`] index of the path MTU messages' bucket.
+pub(crate) const ICMP_PATH_MTU: usize = 0;
+/// [`Worker::icmp_buckets`] index of every other ICMP error's bucket.
+pub(crate) const ICMP_OTHER: usize = 1;
+
 /// Sizes and policies of a worker, fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -256,7 +261,11 @@ pub struct Worker {
     cfg: WorkerConfig,
     pub(crate) out: BatchOutput,
     pub(crate) counters: Counters,
-    pub(crate) icmp_bucket: TokenBucket,
+    /// ICMP error token buckets: [`ICMP_PATH_MTU`] for the path MTU
+    /// messages (IPv4 fragmentation needed, ICMPv6 packet too big), [`ICMP_OTHER`]
+    /// for every other error, so a flood that earns one kind cannot
+    /// starve the other (a TTL-1 flood does not stop path MTU discovery).
+    pub(crate) icmp_buckets: [TokenBucket; 2],
     /// IPv4 identification for generated ICMP errors.
     pub(crate) ip_id: u16,
     /// The ACL's per-worker state ([`Acl::State`]), created on first use.
@@ -289,7 +298,10 @@ impl Worker {
         Self {
             out: BatchOutput::new(&cfg),
             counters: Counters::new(0),
-            icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
+            icmp_buckets: [
+                TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
+                TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
+            ],
             ip_id: 0,
             acl_state: None,
             stage_clock: None,
@@ -392,7 +404,9 @@ impl Worker {
                 crate::counters::InterfaceCounters::default(),
             );
         }
-        self.icmp_bucket.refill(now_ns);
+        for b in &mut self.icmp_buckets {
+            b.refill(now_ns);
+        }
         let n = frames.len().min(self.cfg.max_batch);
         if frames.len() > n {
             let extra = (frames.len() - n) as u64;

@@ -919,6 +919,44 @@ fn icmp_errors_are_rate_limited_by_the_token_bucket() {
     assert_eq!(w.counters().drop_count(DropReason::TtlExpired), 5);
 }
 
+/// Path MTU messages have a bucket of their own: a TTL-1 flood that uses
+/// up the other one does not stop fragmentation needed / packet too big
+/// (path MTU discovery would black-hole the flows that need it).
+#[test]
+fn a_flood_of_one_icmp_error_does_not_starve_path_mtu_messages() {
+    let t = router();
+    let mut w = Worker::new(WorkerConfig {
+        icmp_rate_per_sec: 10,
+        icmp_burst: 2,
+        ..WorkerConfig::default()
+    });
+    let mut ttl1 = Ipv4Spec::udp("198.18.0.108", "198.19.1.1", 1, 2, 20);
+    ttl1.ttl = 1;
+    let ttl1 = eth4(MAC0, &ttl1.bytes());
+    let mut big = Ipv4Spec::udp("198.18.0.108", "192.0.2.7", 1, 2, 1400);
+    big.df = true;
+    let big = eth4(MAC0, &big.bytes());
+    let big6 = eth6(
+        MAC0,
+        &ipv6(
+            "2001:2::108",
+            "2001:db8:1280::1",
+            64,
+            17,
+            &udp_payload(1, 2, 1300),
+        ),
+    );
+    let sent = |w: &mut Worker, f: &[u8]| run_with(w, &t, 0, 0, f, HEADROOM).generated.len();
+    for _ in 0..10 {
+        sent(&mut w, &ttl1);
+    }
+    assert_eq!(sent(&mut w, &ttl1), 0, "time exceeded: its bucket is empty");
+    assert_eq!(sent(&mut w, &big), 1, "fragmentation needed still goes");
+    assert_eq!(sent(&mut w, &big6), 1, "packet too big still goes");
+    assert_eq!(sent(&mut w, &big), 0, "and has its own limit");
+    assert_eq!(w.counters().icmp_rate_limited, 10);
+}
+
 /// A chunk of both families whose routes are missing: the ICMP errors go
 /// out in arrival order, so with one token the first packet, here IPv6,
 /// gets it (the next-hop stage walks each family's results on its own).

@@ -15,7 +15,10 @@
 //! type cannot be seen (RFC 4443 §2.4 (e)); the caller
 //! never asks for multicast or broadcast destinations, which stop at local
 //! delivery. Sent at most at the token bucket's rate per worker (RFC 1812
-//! §4.3.2.8, RFC 4443 §2.4 (f)); excess is counted as `icmp_rate_limited`.
+//! §4.3.2.8, RFC 4443 §2.4 (f)), a bucket for the path MTU messages
+//! (fragmentation needed, packet too big: RFC 1191, RFC 8201) and one for
+//! the rest, so a flood earning one kind does not starve the other; excess
+//! is counted as `icmp_rate_limited`.
 
 use super::{ipv4::be32, ipv6, route_back_v4, route_back_v6, write_l2};
 use crate::counters::IcmpSuppressed;
@@ -145,7 +148,12 @@ pub(crate) fn error_v4<F4, F6, A>(
             return;
         }
     };
-    if !w.icmp_bucket.take() {
+    let bucket = if (icmp_type, code) == (V4_UNREACHABLE, V4_FRAG_NEEDED) {
+        crate::worker::ICMP_PATH_MTU
+    } else {
+        crate::worker::ICMP_OTHER
+    };
+    if !w.icmp_buckets[bucket].take() {
         w.counters.icmp_rate_limited += 1;
         return;
     }
@@ -256,7 +264,12 @@ pub(crate) fn error_v6<F4, F6, A>(
             return;
         }
     };
-    if !w.icmp_bucket.take() {
+    let bucket = if icmp_type == V6_PACKET_TOO_BIG {
+        crate::worker::ICMP_PATH_MTU
+    } else {
+        crate::worker::ICMP_OTHER
+    };
+    if !w.icmp_buckets[bucket].take() {
         w.counters.icmp_rate_limited += 1;
         return;
     }
