@@ -219,19 +219,45 @@ fn read_head(c: &mut Conn) -> HeadState {
             Ok(0) => return HeadState::Closed,
             Ok(n) => {
                 c.head.extend_from_slice(&buf[..n]);
-                if let Some(end) = find(&c.head, b"\r\n\r\n").or_else(|| find(&c.head, b"\n\n")) {
-                    let head = &c.head[..end];
-                    let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
-                    return HeadState::Complete(String::from_utf8_lossy(line).trim().to_string());
-                }
-                if c.head.len() > MAX_REQUEST_HEAD {
-                    return HeadState::TooLong;
+                match parse_head(&c.head) {
+                    Head::Incomplete => {}
+                    Head::TooLong => return HeadState::TooLong,
+                    Head::Complete(line) => return HeadState::Complete(line),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return HeadState::Waiting,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return HeadState::Closed,
         }
+    }
+}
+
+/// What the bytes of a request received so far hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    /// No end of head yet, and within [`MAX_REQUEST_HEAD`].
+    Incomplete,
+    /// Past [`MAX_REQUEST_HEAD`] with no end of head.
+    TooLong,
+    /// A head ended by an empty line: its request line, trimmed (a line
+    /// without line breaks).
+    Complete(String),
+}
+
+/// Reads the head of an HTTP request from the bytes received so far: a
+/// head ends at the first empty line (CRLF CRLF, or LF LF); only its first
+/// line is used. Bytes past [`MAX_REQUEST_HEAD`] are never looked at.
+pub fn parse_head(received: &[u8]) -> Head {
+    let seen = &received[..received.len().min(MAX_REQUEST_HEAD + 4)];
+    let end = find(seen, b"\r\n\r\n").or_else(|| find(seen, b"\n\n"));
+    match end {
+        Some(end) if end <= MAX_REQUEST_HEAD => {
+            let line = seen[..end].split(|&b| b == b'\n').next().unwrap_or(&[]);
+            let text = String::from_utf8_lossy(line);
+            Head::Complete(text.trim().replace(['\r', '\n'], ""))
+        }
+        _ if received.len() > MAX_REQUEST_HEAD => Head::TooLong,
+        _ => Head::Incomplete,
     }
 }
 
@@ -309,6 +335,27 @@ mod tests {
         let mut reply = String::new();
         let _ = s.read_to_string(&mut reply);
         reply.lines().next().unwrap_or("").to_string()
+    }
+
+    /// A head ends at its first empty line; only the request line is kept;
+    /// nothing past the size limit is looked at.
+    #[test]
+    fn request_heads_are_read_to_their_first_empty_line() {
+        let line = |s: &str| Head::Complete(s.into());
+        assert_eq!(parse_head(b"GET /metrics HTTP/1.1\r\n"), Head::Incomplete);
+        assert_eq!(
+            parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nrest"),
+            line("GET /metrics HTTP/1.1")
+        );
+        assert_eq!(parse_head(b"GET / HTTP/1.0\n\n"), line("GET / HTTP/1.0"));
+        assert_eq!(parse_head(b"\r\n\r\n"), line(""));
+        let mut long = vec![b'a'; MAX_REQUEST_HEAD];
+        assert_eq!(parse_head(&long), Head::Incomplete);
+        long.push(b'a');
+        assert_eq!(parse_head(&long), Head::TooLong);
+        // An end of head past the limit does not count.
+        long.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(parse_head(&long), Head::TooLong);
     }
 
     /// Requests are routed by method and path only.
