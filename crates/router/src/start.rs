@@ -483,3 +483,54 @@ pub fn run(args: RunOptions) -> Result<()> {
     info!("stopped");
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped systemd unit (`dist/fastfwd.service`) lets the daemon
+    /// start on its defaults: every capability it uses before dropping
+    /// them is in the bounding set, and the workers' default real-time
+    /// priority is neither restricted nor missing CAP_SYS_NICE. (Starting
+    /// it under systemd needs systemd as PID 1, which this machine's
+    /// container has not.)
+    #[test]
+    fn the_shipped_unit_allows_what_the_defaults_need() {
+        let unit = include_str!("../../../dist/fastfwd.service");
+        let value = |key: &str| {
+            unit.lines()
+                .filter(|l| !l.starts_with('#'))
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        };
+        let bounding: Vec<&str> = value("CapabilityBoundingSet")
+            .expect("a bounding set")
+            .split_whitespace()
+            .collect();
+        let mut needed = vec![
+            "CAP_NET_ADMIN",
+            "CAP_NET_RAW",
+            "CAP_BPF",
+            "CAP_PERFMON",
+            "CAP_IPC_LOCK",
+        ];
+        if DEFAULT_WORKER_RT_PRIORITY > 0 {
+            needed.push("CAP_SYS_NICE");
+            assert_ne!(
+                value("RestrictRealtime"),
+                Some("yes"),
+                "SCHED_FIFO workers under RestrictRealtime=yes: the daemon refuses to start"
+            );
+        }
+        for cap in needed {
+            assert!(
+                bounding.contains(&cap),
+                "{cap} is not in the unit's bounding set"
+            );
+        }
+        let exec = value("ExecStart").expect("ExecStart");
+        assert!(
+            exec.contains("fastfwd run") && !exec.contains("--worker-rt-priority"),
+            "{exec}"
+        );
+    }
+}
