@@ -68,6 +68,14 @@ pub struct KernelLink {
     drops_seen: u32,
     /// Re-reads started so far.
     resyncs: u64,
+    /// A re-read is owed (one could not start, or failed): tried again at
+    /// the next poll.
+    resync_owed: bool,
+    /// Socket and re-read errors survived so far, and the last one.
+    errors: u64,
+    last_error: Option<String>,
+    /// Broadcasts of a kind fastfwd follows that it could not decode.
+    rejected: u64,
     /// CPUs for background work (re-reads, audits): none of the workers'.
     background_cpus: Vec<usize>,
 }
@@ -269,6 +277,10 @@ impl KernelLink {
             resync: None,
             drops_seen,
             resyncs: 0,
+            resync_owed: false,
+            errors: 0,
+            last_error: None,
+            rejected: 0,
             background_cpus: Vec::new(),
         })
     }
@@ -330,35 +342,79 @@ impl KernelLink {
         state: &mut KernelState,
         delta: &mut Delta,
     ) -> Result<(), ControlError> {
-        let mut overran = false;
+        // Every error here is survived: counted, named (`last_error`), and
+        // answered with a full re-read (owed until one succeeds), since
+        // broadcasts may have been lost with it. Forwarding goes on with
+        // the tables as they are.
+        let mut lost = false;
         loop {
             match self.events.recv(&mut self.buf, true) {
                 Ok(None) => break,
                 Ok(Some(n)) => {
                     for (t, flags, _, body) in netlink::messages(&self.buf[..n]) {
-                        if let Some(ev) = netlink::parse(t, flags, body) {
-                            record(state, delta, &ev);
-                            if let Some(r) = self.resync.as_mut() {
-                                r.since.push(ev);
+                        match netlink::parse(t, flags, body) {
+                            Some(ev) => {
+                                record(state, delta, &ev);
+                                if let Some(r) = self.resync.as_mut() {
+                                    r.since.push(ev);
+                                }
                             }
+                            None if netlink::undecodable(t, body) => self.rejected += 1,
+                            None => {}
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => overran = true,
-                Err(e) => return Err(nl_err("netlink events", e)),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => lost = true,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.error(nl_err("netlink events", e));
+                    lost = true;
+                    break;
+                }
             }
         }
-        let drops = self
-            .events
-            .drops()
-            .map_err(|e| nl_err("netlink event socket drop counter", e))?;
-        if overran || drops != self.drops_seen {
-            self.drops_seen = drops;
-            self.start_resync()?;
+        match self.events.drops() {
+            Ok(drops) if drops != self.drops_seen => {
+                self.drops_seen = drops;
+                lost = true;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.error(nl_err("netlink event socket drop counter", e));
+                lost = true;
+            }
         }
-        self.finish_resync(state, delta)?;
+        if lost || (self.resync_owed && self.resync.is_none()) {
+            match self.start_resync() {
+                Ok(()) => self.resync_owed = false,
+                Err(e) => {
+                    self.error(e);
+                    self.resync_owed = true;
+                }
+            }
+        }
+        if let Err(e) = self.finish_resync(state, delta) {
+            self.error(e);
+            self.resync_owed = true;
+        }
         self.drain_acks();
         Ok(())
+    }
+
+    fn error(&mut self, e: ControlError) {
+        self.errors += 1;
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Netlink errors survived so far (socket reads, the drop counter,
+    /// re-reads that could not start or failed), and the last one.
+    pub fn errors(&self) -> (u64, Option<&str>) {
+        (self.errors, self.last_error.as_deref())
+    }
+
+    /// Broadcasts of a kind fastfwd follows that it could not decode.
+    pub fn rejected(&self) -> u64 {
+        self.rejected
     }
 
     /// Starts a full re-read on a thread of its own (or restarts the one

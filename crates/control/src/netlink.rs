@@ -126,6 +126,26 @@ pub fn parse(ty: u16, flags: u16, body: &[u8]) -> Option<Event> {
     }
 }
 
+/// Whether a message of a kind fastfwd follows (links, addresses, routes,
+/// rules, neighbours, nexthop objects) is one it cannot decode at all, as
+/// opposed to one it decodes and does not use (another family, a cached
+/// route). Asked only of messages [`parse`] gave no event for.
+pub fn undecodable(ty: u16, body: &[u8]) -> bool {
+    use msg::*;
+    match ty {
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => {
+            body.len() < 8 || NlasIterator::new(&body[8..]).any(|nla| nla.is_err())
+        }
+        RTM_NEWLINK | RTM_DELLINK | RTM_NEWADDR | RTM_DELADDR | RTM_NEWROUTE | RTM_DELROUTE
+        | RTM_NEWRULE | RTM_DELRULE | RTM_NEWNEIGH | RTM_DELNEIGH => {
+            let mut header = NetlinkHeader::default();
+            header.message_type = ty;
+            RouteNetlinkMessage::deserialize(&header, body).is_err()
+        }
+        _ => false,
+    }
+}
+
 fn link(add: bool, m: LinkMessage) -> Event {
     let (mut name, mut mac, mut mtu) = (String::new(), None, None);
     let (mut vrf, mut master) = (None, None);
@@ -839,6 +859,30 @@ mod tests {
             let _ = parse(msg::RTM_NEWADDR, 0, &body[..cut]);
         }
         assert!(parse(msg::RTM_NEWROUTE, 0, &body[..11]).is_none());
+    }
+
+    /// A broadcast fastfwd cannot decode is told apart (and counted) from
+    /// one it decodes and does not use.
+    #[test]
+    fn undecodable_broadcasts_are_told_from_unused_ones() {
+        let mut body = vec![AF_INET, 16, 0, 0, 254, 4, 0, RTN_UNICAST, 0, 0, 0, 0];
+        body.extend(attr(1, &[10, 1, 0, 0]));
+        assert!(parse(msg::RTM_NEWROUTE, 0, &body).is_some());
+        assert!(!undecodable(msg::RTM_NEWROUTE, &body));
+        // A header cut short: nothing to decode.
+        assert!(parse(msg::RTM_NEWROUTE, 0, &body[..5]).is_none());
+        assert!(undecodable(msg::RTM_NEWROUTE, &body[..5]));
+        // A cached route (RTM_F_CLONED) decodes and is not used.
+        let mut flagged = body.clone();
+        flagged[8..12].copy_from_slice(&0x200u32.to_ne_bytes());
+        assert!(parse(msg::RTM_NEWROUTE, 0, &flagged).is_none());
+        assert!(!undecodable(msg::RTM_NEWROUTE, &flagged));
+        // Types fastfwd does not follow are never counted.
+        assert!(!undecodable(30, &[0xff; 3]));
+        // A nexthop object with a broken attribute.
+        let mut nh = vec![AF_INET, 0, 0, 0, 0, 0, 0, 0];
+        nh.extend_from_slice(&[8, 0, 1, 0, 7]);
+        assert!(undecodable(msg::RTM_NEWNEXTHOP, &nh));
     }
 
     #[test]

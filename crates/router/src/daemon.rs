@@ -436,8 +436,14 @@ impl Daemon {
                 .map_or(25, |w| w.as_millis().min(25) as i32 + 1);
             os::poll_readable(&fds, timeout)?;
             let (resyncs, resyncing) = (self.kernel.resyncs(), self.kernel.resyncing());
+            let (errors, _) = self.kernel.errors();
             self.kernel
                 .poll_events(&mut self.router.state.kernel, &mut delta)?;
+            if let (n, Some(last)) = self.kernel.errors()
+                && n != errors
+            {
+                warn!(errors = n, error = %last, "netlink error survived; re-reading the kernel's tables");
+            }
             if self.kernel.resyncs() != resyncs {
                 warn!(
                     resyncs = self.kernel.resyncs(),
@@ -1489,6 +1495,18 @@ impl Daemon {
             "Full re-reads of the kernel's tables after lost netlink broadcasts.",
             &[],
             self.kernel.resyncs(),
+        );
+        m.counter(
+            "kernel_netlink_errors",
+            "Netlink errors the daemon survived (event socket reads, its drop counter, re-reads that could not start or failed), each answered with a re-read of the kernel's tables.",
+            &[],
+            self.kernel.errors().0,
+        );
+        m.counter(
+            "kernel_netlink_rejected",
+            "Netlink broadcasts of a kind fastfwd follows that it could not decode (dropped).",
+            &[],
+            self.kernel.rejected(),
         );
         m.counter(
             "neighbour_requests",
