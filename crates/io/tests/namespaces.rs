@@ -409,3 +409,19 @@ fn xdp_program_is_detached_on_drop_and_refuses_to_replace_another() {
     assert_eq!(after, None);
     assert!(missing.unwrap().contains("nosuchdev0: not found"));
 }
+
+/// The XDP engine waits for an RCU grace period before it writes a half of
+/// its tables the program may have read. `membarrier(GLOBAL)` is refused
+/// on kernels with `nohz_full` CPUs; the fallback, an update of a map of
+/// maps the kernel answers after `synchronize_rcu()`, works here, again
+/// and again (its maps are made once).
+#[test]
+fn an_rcu_grace_period_is_waited_for_without_membarrier_too() {
+    if !netio::root_or_skip("the RCU grace-period fallback (BPF maps)") {
+        return;
+    }
+    netio::sys::bpf::synchronize_rcu().expect("membarrier or its fallback");
+    for _ in 0..3 {
+        netio::sys::bpf::synchronize_rcu_by_map().expect("the map-of-maps update");
+    }
+}

@@ -237,15 +237,118 @@ unsafe fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<()> {
 }
 
 /// Waits for an RCU grace period: every XDP program run that started
-/// before this call has finished when it returns.
+/// before this call has finished when it returns. `membarrier(GLOBAL)`
+/// where the kernel offers it; where it refuses (EINVAL: it does whenever
+/// CPUs run `nohz_full`), an update of a map-of-maps element, which the
+/// kernel answers only after `synchronize_rcu()` so that no program still
+/// runs with the old inner map ([`synchronize_rcu_by_map`]).
 pub fn synchronize_rcu() -> io::Result<()> {
     // SAFETY: membarrier takes two integer arguments and touches no memory
     // of this process.
     let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0) };
     if r < 0 {
-        return Err(io::Error::last_os_error());
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            return synchronize_rcu_by_map();
+        }
+        return Err(e);
     }
     Ok(())
+}
+
+/// `BPF_MAP_CREATE` and `BPF_MAP_UPDATE_ELEM` from `linux/bpf.h`.
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+/// `BPF_MAP_TYPE_ARRAY`, `BPF_MAP_TYPE_ARRAY_OF_MAPS`.
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
+
+/// The `BPF_MAP_CREATE` member of `union bpf_attr`, up to `inner_map_fd`
+/// (the kernel takes the rest as zero).
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+}
+
+/// The `BPF_MAP_*_ELEM` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// A one-element array of maps and the array it holds, made once per
+/// process for [`synchronize_rcu_by_map`].
+static RCU_MAPS: std::sync::OnceLock<io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>> =
+    std::sync::OnceLock::new();
+
+fn map_create(attr: &MapCreateAttr) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `attr` is a valid prefix of `union bpf_attr` for
+    // BPF_MAP_CREATE, passed with its size; it points to nothing.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_CREATE,
+            attr as *const MapCreateAttr,
+            std::mem::size_of::<MapCreateAttr>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor this process now owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as libc::c_int) })
+}
+
+/// Waits for an RCU grace period by putting a map into a map of maps: the
+/// kernel returns from that update only after `synchronize_rcu()`, so that
+/// no BPF program still runs with the element it replaced. Needs CAP_BPF
+/// (or CAP_SYS_ADMIN) the first time, to make the two maps.
+pub fn synchronize_rcu_by_map() -> io::Result<()> {
+    let maps = RCU_MAPS.get_or_init(|| {
+        let inner = map_create(&MapCreateAttr {
+            map_type: BPF_MAP_TYPE_ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            ..MapCreateAttr::default()
+        })?;
+        let outer = map_create(&MapCreateAttr {
+            map_type: BPF_MAP_TYPE_ARRAY_OF_MAPS,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            inner_map_fd: inner.as_raw_fd() as u32,
+            ..MapCreateAttr::default()
+        })?;
+        Ok((outer, inner))
+    });
+    let (outer, inner) = match maps {
+        Ok(m) => m,
+        Err(e) => return Err(io::Error::new(e.kind(), e.to_string())),
+    };
+    let key = 0u32;
+    let value = inner.as_raw_fd() as u32;
+    let mut attr = MapElemAttr {
+        map_fd: outer.as_raw_fd() as u32,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `attr` is the BPF_MAP_UPDATE_ELEM member; `key` and `value`
+    // are 4-byte values (the map's sizes) alive for the call, only read.
+    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
 }
 
 /// Where tracefs is (the tracepoints' ids and formats, under `events/`),

@@ -444,14 +444,23 @@ impl Engine {
                 .map_err(|e| bpf_err("waiting for an RCU grace period", &e))?;
             self.needs_grace = false;
         }
+        // A half written only in part has no shadow: the next publish
+        // writes it whole.
         let old = self.shadow[target as usize].take();
         self.write_half(target, &image, old.as_ref())?;
+        let before = (self.active, self.generation, self.forced_except_all);
         self.active = target;
         self.generation += 1;
         self.forced_except_all = false;
         let except_all = image.except_all();
         self.shadow[target as usize] = Some(image);
-        self.write_config(except_all)?;
+        if let Err(e) = self.write_config(except_all) {
+            // The program still reads the other half: it stays the active
+            // one (the next publish must not write over it), and the half
+            // just written keeps its shadow.
+            (self.active, self.generation, self.forced_except_all) = before;
+            return Err(e);
+        }
         self.needs_grace = true;
         Ok(())
     }
