@@ -197,6 +197,16 @@ pub fn run(args: RunOptions) -> Result<()> {
             "--metrics {a}: not a loopback address; the metrics would be readable from the network (add --metrics-public if that is meant)"
         );
     }
+    // Before anything is registered: UMEM opened after the privilege drop
+    // (an interface re-created) counts against it.
+    match os::raise_memlock_limit() {
+        Ok(Some(limit)) => warn!(
+            limit,
+            "RLIMIT_MEMLOCK could not be raised to unlimited: an interface re-created while running may fail to get its AF_XDP memory"
+        ),
+        Ok(None) => {}
+        Err(e) => warn!(error = %e, "RLIMIT_MEMLOCK could not be raised"),
+    }
     let mut kernel = KernelLink::open().context("opening netlink")?;
     // Re-reads and audits run on the CPUs no worker uses, where there are.
     kernel.set_background_cpus(

@@ -37,6 +37,31 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// Raises the process's locked-memory limit (`RLIMIT_MEMLOCK`) to
+/// unlimited, or where it may not (no CAP_SYS_RESOURCE) its soft limit to
+/// its hard one; returns the soft limit in force (`None`: unlimited).
+/// AF_XDP UMEM registered by a thread without CAP_IPC_LOCK (an interface
+/// re-created after the privilege drop), and BPF maps on kernels before
+/// 5.11, count against it.
+pub fn raise_memlock_limit() -> io::Result<Option<u64>> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let unlimited = Rlimit {
+        current: None,
+        maximum: None,
+    };
+    if setrlimit(Resource::Memlock, unlimited).is_err() {
+        let now = getrlimit(Resource::Memlock);
+        setrlimit(
+            Resource::Memlock,
+            Rlimit {
+                current: now.maximum,
+                maximum: now.maximum,
+            },
+        )?;
+    }
+    Ok(getrlimit(Resource::Memlock).current)
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     pin_thread(0, cpu)
@@ -465,6 +490,38 @@ impl LoadNote {
 #[cfg(test)]
 mod load_tests {
     use super::*;
+
+    /// The locked-memory limit ends unlimited with CAP_SYS_RESOURCE, else
+    /// at its hard limit.
+    #[test]
+    fn the_memlock_limit_is_raised_as_far_as_allowed() {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        // A soft limit below the hard one, as a login may set it.
+        let before = getrlimit(Resource::Memlock);
+        if before.maximum.is_none_or(|m| m > 1 << 20) {
+            setrlimit(
+                Resource::Memlock,
+                Rlimit {
+                    current: Some(1 << 20),
+                    maximum: before.maximum,
+                },
+            )
+            .expect("lowering the soft limit");
+        }
+        let soft = raise_memlock_limit().expect("raising RLIMIT_MEMLOCK");
+        let now = getrlimit(Resource::Memlock);
+        assert_eq!(soft, now.current);
+        assert_eq!(now.current, now.maximum, "soft raised to hard");
+        let may = caps::has_cap(
+            None,
+            caps::CapSet::Effective,
+            caps::Capability::CAP_SYS_RESOURCE,
+        )
+        .unwrap_or(false);
+        if may {
+            assert_eq!(now.current, None, "unlimited with CAP_SYS_RESOURCE");
+        }
+    }
 
     #[test]
     fn parses_proc_loadavg() {
