@@ -212,6 +212,25 @@ fn source_prefix(fam: Family, r: &mut Rng) -> &'static str {
     set[r.below(set.len() as u64) as usize]
 }
 
+/// A prefix near the scenario's (`own`, of family `fam`): one of them, one
+/// inside one, or one anywhere in the family's space.
+fn near_prefix(r: &mut Rng, fam: Family, own: &[(u128, u8)]) -> (u128, u8) {
+    let (base, base_len, bits) = fam.space();
+    let noise = u128::from(r.next()) | (u128::from(r.next()) << 64);
+    let (v, len) = match own.get(r.below(own.len() as u64 * 3 / 2 + 1) as usize) {
+        Some(&(v, l)) if r.chance(50) => (v, l),
+        Some(&(v, l)) if l < bits => (
+            v | (noise & !mask(bits, l)),
+            l + 1 + r.below(u64::from(bits - l).min(16)) as u8,
+        ),
+        _ => (
+            base | (noise & !mask(bits, base_len)),
+            base_len + r.below(u64::from(bits - base_len) + 1) as u8,
+        ),
+    };
+    (v & mask(bits, len), len)
+}
+
 fn scenario(seed: u64) -> Scenario {
     let mut r = Rng(seed);
     let mut batch = String::new();
@@ -330,29 +349,12 @@ fn scenario(seed: u64) -> Scenario {
         if !r.chance(50) {
             continue;
         }
-        let (base, base_len, bits) = fam.space();
         let own: Vec<(u128, u8)> = prefixes
             .iter()
             .filter(|p| p.2 == fam)
             .map(|p| (p.0, p.1))
             .collect();
-        // A prefix near the scenario's: one of them, one inside one, or
-        // one anywhere in the space.
-        let near = |r: &mut Rng| -> (u128, u8) {
-            let noise = u128::from(r.next()) | (u128::from(r.next()) << 64);
-            let (v, len) = match own.get(r.below(own.len() as u64 * 3 / 2 + 1) as usize) {
-                Some(&(v, l)) if r.chance(50) => (v, l),
-                Some(&(v, l)) if l < bits => (
-                    v | (noise & !mask(bits, l)),
-                    l + 1 + r.below(u64::from(bits - l).min(16)) as u8,
-                ),
-                _ => (
-                    base | (noise & !mask(bits, base_len)),
-                    base_len + r.below(u64::from(bits - base_len) + 1) as u8,
-                ),
-            };
-            (v & mask(bits, len), len)
-        };
+        let near = |r: &mut Rng| near_prefix(r, fam, &own);
         for t in POLICY_TABLES {
             let mut used = BTreeSet::new();
             for _ in 0..r.below(5) {
@@ -422,7 +424,6 @@ fn scenario(seed: u64) -> Scenario {
         let _ = writeln!(vrf, "link set ffblue up");
         let _ = writeln!(vrf, "link set d0 master ffblue");
         for fam in [Family::V4, Family::V6] {
-            let (base, base_len, bits) = fam.space();
             let own: Vec<(u128, u8)> = prefixes
                 .iter()
                 .filter(|p| p.2 == fam)
@@ -430,19 +431,7 @@ fn scenario(seed: u64) -> Scenario {
                 .collect();
             let mut used = BTreeSet::new();
             for _ in 0..r.below(6) {
-                let noise = u128::from(r.next()) | (u128::from(r.next()) << 64);
-                let (v, len) = match own.get(r.below(own.len() as u64 * 3 / 2 + 1) as usize) {
-                    Some(&(v, l)) if r.chance(50) => (v, l),
-                    Some(&(v, l)) if l < bits => (
-                        v | (noise & !mask(bits, l)),
-                        l + 1 + r.below(u64::from(bits - l).min(16)) as u8,
-                    ),
-                    _ => (
-                        base | (noise & !mask(bits, base_len)),
-                        base_len + r.below(u64::from(bits - base_len) + 1) as u8,
-                    ),
-                };
-                let v = v & mask(bits, len);
+                let (v, len) = near_prefix(&mut r, fam, &own);
                 if !used.insert((v, len)) {
                     continue;
                 }
