@@ -1504,7 +1504,7 @@ impl Daemon {
         );
         m.counter(
             "kernel_netlink_rejected",
-            "Netlink broadcasts of a kind fastfwd follows that it could not decode (dropped).",
+            "Netlink messages dropped: broadcasts of a kind fastfwd follows that it could not decode, and datagrams not sent by the kernel.",
             &[],
             self.kernel.rejected(),
         );

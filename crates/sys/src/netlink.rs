@@ -14,10 +14,16 @@ const NETLINK_EXT_ACK: libc::c_int = 11;
 /// The kernel's address: port id 0, no groups.
 const KERNEL: SocketAddrNetlink = SocketAddrNetlink::new(0, 0);
 
-/// A bound NETLINK_ROUTE or NETLINK_GENERIC socket.
+/// A bound NETLINK_ROUTE or NETLINK_GENERIC socket, connected to the
+/// kernel: the kernel refuses (ECONNREFUSED) a unicast to it from any
+/// other socket, so no local process can forge routing messages to
+/// fastfwd. Multicasts from user space (CAP_NET_ADMIN only) still arrive;
+/// `recv` discards every datagram not sent by the kernel and counts it.
 #[derive(Debug)]
 pub struct NetlinkSocket {
     fd: OwnedFd,
+    /// Datagrams received from a sender other than the kernel, discarded.
+    foreign: std::sync::atomic::AtomicU64,
 }
 
 impl NetlinkSocket {
@@ -55,11 +61,16 @@ impl NetlinkSocket {
         }
         // Port id 0: the kernel picks one.
         rustix::net::bind(&fd, &SocketAddrNetlink::new(0, mask))?;
+        // Connected to the kernel: unicasts from other sockets are refused.
+        rustix::net::connect(&fd, &KERNEL)?;
         // Extended acks name the failing attribute; optional.
         let _ = setsockopt(fd.as_raw_fd(), SOL_NETLINK, NETLINK_EXT_ACK, &1i32);
         // Large receive buffer: a full-table dump arrives faster than it is parsed.
         let _ = sockopt::set_socket_recv_buffer_size_force(&fd, 32 << 20);
-        Ok(NetlinkSocket { fd })
+        Ok(NetlinkSocket {
+            fd,
+            foreign: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// Sets the receive buffer to `bytes` (SO_RCVBUFFORCE, above the
@@ -107,8 +118,21 @@ impl NetlinkSocket {
         Ok(())
     }
 
-    /// Receives one datagram of messages into `buf`; `Ok(None)` when
-    /// `nonblocking` and nothing is queued.
+    /// The port id the kernel gave this socket.
+    pub fn port_id(&self) -> io::Result<u32> {
+        let addr = rustix::net::getsockname(&self.fd)?;
+        Ok(SocketAddrNetlink::try_from(addr)?.pid())
+    }
+
+    /// Datagrams received so far from a sender other than the kernel (a
+    /// user-space multicast), discarded unread.
+    pub fn foreign(&self) -> u64 {
+        self.foreign.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Receives one datagram of messages from the kernel into `buf`;
+    /// `Ok(None)` when `nonblocking` and nothing is queued. A datagram from
+    /// any other sender is discarded and counted ([`Self::foreign`]).
     pub fn recv(&self, buf: &mut [u8], nonblocking: bool) -> io::Result<Option<usize>> {
         let flags = if nonblocking {
             RecvFlags::DONTWAIT
@@ -116,12 +140,70 @@ impl NetlinkSocket {
             RecvFlags::empty()
         };
         loop {
-            match rustix::net::recv(&self.fd, &mut *buf, flags) {
-                Ok((n, _)) => return Ok(Some(n)),
+            match rustix::net::recvfrom(&self.fd, &mut *buf, flags) {
+                Ok((n, _, from)) => {
+                    let from_kernel = from
+                        .and_then(|a| SocketAddrNetlink::try_from(a).ok())
+                        .is_some_and(|a| a.pid() == 0);
+                    if from_kernel {
+                        return Ok(Some(n));
+                    }
+                    self.foreign
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An RTM_GETLINK dump request (a netlink header and an ifinfomsg).
+    fn getlink_dump(seq: u32) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&32u32.to_ne_bytes());
+        m.extend_from_slice(&18u16.to_ne_bytes()); // RTM_GETLINK
+        m.extend_from_slice(&0x301u16.to_ne_bytes()); // REQUEST | DUMP
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 16]);
+        m
+    }
+
+    #[test]
+    fn only_the_kernel_can_send_to_a_socket() {
+        let sock = NetlinkSocket::new(&[]).unwrap();
+        let port = sock.port_id().unwrap();
+        assert_ne!(port, 0);
+        // Another process's socket, not connected: its unicast to ours is
+        // refused by the kernel, so nothing forged is ever queued.
+        let other = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let forged = getlink_dump(7);
+        let sent = rustix::net::sendto(
+            &other,
+            &forged,
+            SendFlags::empty(),
+            &SocketAddrNetlink::new(port, 0),
+        );
+        assert_eq!(sent.err(), Some(Errno::CONNREFUSED));
+        let mut buf = vec![0u8; 1 << 16];
+        assert_eq!(sock.recv(&mut buf, true).unwrap(), None);
+        // The kernel's answers still arrive.
+        sock.send(&getlink_dump(8)).unwrap();
+        let n = sock.recv(&mut buf, false).unwrap().unwrap();
+        assert!(n >= 16);
+        assert_eq!(u32::from_ne_bytes(buf[8..12].try_into().unwrap()), 8);
+        assert_eq!(sock.foreign(), 0);
     }
 }
