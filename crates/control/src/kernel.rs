@@ -78,6 +78,28 @@ pub struct KernelLink {
     rejected: u64,
     /// CPUs for background work (re-reads, audits): none of the workers'.
     background_cpus: Vec<usize>,
+    /// Failures a unit test injects at the socket boundary.
+    #[cfg(test)]
+    faults: Faults,
+}
+
+/// How many of the next operations of each kind fail (unit tests only):
+/// the error paths run exactly as they would after a real failure.
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct Faults {
+    events_read: u32,
+    drop_counter: u32,
+    resync_start: u32,
+    resync_dump: u32,
+}
+
+/// Takes one injected failure from `n`, if any is left.
+#[cfg(test)]
+fn injected(n: &mut u32) -> bool {
+    let hit = *n > 0;
+    *n = n.saturating_sub(1);
+    hit
 }
 
 /// Keeps the calling thread, a background job's, on `cpus` (if any): its
@@ -282,6 +304,8 @@ impl KernelLink {
             last_error: None,
             rejected: 0,
             background_cpus: Vec::new(),
+            #[cfg(test)]
+            faults: Faults::default(),
         })
     }
 
@@ -348,7 +372,7 @@ impl KernelLink {
         // the tables as they are.
         let mut lost = false;
         loop {
-            match self.events.recv(&mut self.buf, true) {
+            match self.read_events() {
                 Ok(None) => break,
                 Ok(Some(n)) => {
                     for (t, flags, _, body) in netlink::messages(&self.buf[..n]) {
@@ -373,7 +397,7 @@ impl KernelLink {
                 }
             }
         }
-        match self.events.drops() {
+        match self.event_drops() {
             Ok(drops) if drops != self.drops_seen => {
                 self.drops_seen = drops;
                 lost = true;
@@ -401,6 +425,24 @@ impl KernelLink {
         Ok(())
     }
 
+    /// One datagram of broadcasts into `buf`, None when none is queued.
+    fn read_events(&mut self) -> std::io::Result<Option<usize>> {
+        #[cfg(test)]
+        if injected(&mut self.faults.events_read) {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.events.recv(&mut self.buf, true)
+    }
+
+    /// The event socket's drop counter.
+    fn event_drops(&mut self) -> std::io::Result<u32> {
+        #[cfg(test)]
+        if injected(&mut self.faults.drop_counter) {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.events.drops()
+    }
+
     fn error(&mut self, e: ControlError) {
         self.errors += 1;
         self.last_error = Some(e.to_string());
@@ -412,9 +454,11 @@ impl KernelLink {
         (self.errors, self.last_error.as_deref())
     }
 
-    /// Broadcasts of a kind fastfwd follows that it could not decode.
+    /// Netlink messages dropped: broadcasts of a kind fastfwd follows that
+    /// it could not decode, and datagrams a sender other than the kernel
+    /// multicast to the event socket (unicasts are refused by the kernel).
     pub fn rejected(&self) -> u64 {
-        self.rejected
+        self.rejected + self.events.foreign()
     }
 
     /// Starts a full re-read on a thread of its own (or restarts the one
@@ -423,6 +467,17 @@ impl KernelLink {
     /// lost so far.
     fn start_resync(&mut self) -> Result<(), ControlError> {
         self.resyncs += 1;
+        #[cfg(test)]
+        if injected(&mut self.faults.resync_start) {
+            return Err(nl_err(
+                "netlink resync socket",
+                std::io::Error::from_raw_os_error(libc::EMFILE),
+            ));
+        }
+        #[cfg(test)]
+        let dump_fails = injected(&mut self.faults.resync_dump);
+        #[cfg(not(test))]
+        let dump_fails = false;
         let sock = NetlinkSocket::new(&[]).map_err(|e| nl_err("netlink resync socket", e))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let cpus = self.background_cpus.clone();
@@ -436,6 +491,12 @@ impl KernelLink {
                 // events go on meanwhile) rather than fail the daemon.
                 let mut attempts = 0usize;
                 let result = loop {
+                    if dump_fails {
+                        break Err(nl_err(
+                            "netlink dump",
+                            std::io::Error::from_raw_os_error(libc::EIO),
+                        ));
+                    }
                     match dump_once(&sock, &mut seq, &mut buf) {
                         Ok(Some(state)) => break Ok(state),
                         Ok(None) => {
@@ -543,5 +604,72 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(stayed, before);
+    }
+
+    /// Polls until no re-read is running (at most 10 s), returning what
+    /// the polls changed.
+    fn settle(link: &mut KernelLink, state: &mut KernelState) -> Delta {
+        let mut delta = Delta::default();
+        let t = std::time::Instant::now();
+        loop {
+            link.poll_events(state, &mut delta).unwrap();
+            if !link.resyncing() && !link.resync_owed {
+                return delta;
+            }
+            assert!(t.elapsed().as_secs() < 10, "a re-read never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Every netlink failure the control thread can meet (a read of the
+    /// event socket, its drop counter, a re-read that cannot start, one
+    /// that fails) is survived: counted and named, and answered with a
+    /// full re-read, owed until one succeeds, that puts the kernel's
+    /// state back.
+    #[test]
+    fn netlink_failures_are_counted_and_answered_with_a_re_read() {
+        let mut link = KernelLink::open().unwrap();
+        let mut truth = KernelState::default();
+        link.dump(&mut truth).unwrap();
+        assert!(!truth.links.is_empty());
+        let mut state = KernelState::default();
+        type Inject = fn(&mut Faults);
+        let faults: [(Inject, &str, u64); 4] = [
+            (|f| f.events_read = 1, "netlink events", 1),
+            (|f| f.drop_counter = 1, "drop counter", 1),
+            // One re-read that cannot start, then one started at the next poll.
+            (|f| f.resync_start = 1, "resync socket", 2),
+            // One that fails, then one that succeeds.
+            (|f| f.resync_dump = 1, "netlink dump", 2),
+        ];
+        for (k, (inject, named, reads)) in faults.into_iter().enumerate() {
+            // Lose the state: only a re-read brings it back.
+            state.links.clear();
+            let (errors0, resyncs0) = (link.errors().0, link.resyncs());
+            if k >= 2 {
+                // These fail a re-read: make one happen.
+                link.faults.events_read = 1;
+            }
+            inject(&mut link.faults);
+            let delta = settle(&mut link, &mut state);
+            let extra = u64::from(k >= 2);
+            assert_eq!(link.errors().0, errors0 + 1 + extra, "case {k}");
+            assert!(
+                link.errors().1.unwrap().contains(named),
+                "case {k}: {:?}",
+                link.errors().1
+            );
+            assert_eq!(link.resyncs(), resyncs0 + reads, "case {k}");
+            assert!(delta.other && delta.policy, "case {k}");
+            assert_eq!(
+                state.links.keys().collect::<Vec<_>>(),
+                truth.links.keys().collect::<Vec<_>>(),
+                "case {k}"
+            );
+        }
+        // Nothing injected: nothing counted, nothing re-read.
+        let (errors0, resyncs0) = (link.errors().0, link.resyncs());
+        settle(&mut link, &mut state);
+        assert_eq!((link.errors().0, link.resyncs()), (errors0, resyncs0));
     }
 }
