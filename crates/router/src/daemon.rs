@@ -156,6 +156,8 @@ pub(crate) struct XdpEngine {
     pub(crate) engine: xdp_engine::Engine,
     /// (snapshot, IPv4 FIB, IPv6 FIB) generations last compiled.
     pub(crate) synced: Option<(u64, u64, u64)>,
+    /// After a failed publish: when to try again.
+    pub(crate) retry_at: Option<Instant>,
     /// The fast path's flow table, swept of dead flows every
     /// [`FLOW_SWEEP`], and when that last happened.
     pub(crate) sweeper: Option<(xdp_engine::FlowTable, Instant)>,
@@ -176,6 +178,10 @@ pub(crate) struct XdpEngine {
 /// program ignores them; sweeping frees their room).
 const FLOW_SWEEP: Duration = Duration::from_secs(10);
 
+/// How long after a failed publish (a map write refused) the tables are
+/// compiled and written again; meanwhile the pipeline takes every packet.
+const PUBLISH_RETRY: Duration = Duration::from_secs(1);
+
 impl XdpEngine {
     /// Compiles the current tables into the program's maps if they changed
     /// since the last time. Tables that do not fit (or a failed map write)
@@ -185,7 +191,7 @@ impl XdpEngine {
         let tables = snapshot.load();
         let (s4, s6) = (tables.fib4.snapshot(), tables.fib6.snapshot());
         let key = (snapshot.generation(), s4.generation(), s6.generation());
-        if self.synced == Some(key) {
+        if self.synced == Some(key) || self.retry_at.is_some_and(|t| Instant::now() < t) {
             return;
         }
         self.synced = Some(key);
@@ -216,8 +222,15 @@ impl XdpEngine {
             }
             self.except_reason = reason;
         }
+        self.retry_at = None;
         if let Err(e) = r {
-            warn!(error = %e, "the XDP program hands every transit packet to the pipeline until the tables fit");
+            warn!(error = %e, "the XDP program hands every transit packet to the pipeline until its tables are written");
+            // A map write may fail once (memory) and not again: tried anew
+            // (tables that do not fit wait for the next change).
+            if matches!(e, xdp_engine::EngineError::Bpf { .. }) {
+                self.synced = None;
+                self.retry_at = Some(Instant::now() + PUBLISH_RETRY);
+            }
             if let Err(e) = self.engine.force_except_all() {
                 error!(error = %e, "cannot make the XDP program hand on every packet");
             }

@@ -303,6 +303,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         let mut x = XdpEngine {
             engine,
             synced: None,
+            retry_at: None,
             except_reason: None,
             sweeper: None,
             egress: crate::egress::EgressWatch::new(args.xdp_mode != XdpAttach::Generic),

@@ -171,6 +171,28 @@ impl EngineCounters {
     }
 }
 
+/// What one half of the maps holds, as far as the engine knows: each
+/// element holds its value in `image` (zeros when None: never written) or
+/// in one of the images whose writes into the half failed part way since.
+#[derive(Default)]
+struct Half {
+    image: Option<Image>,
+    partial: Vec<Image>,
+}
+
+/// Failed writes into one half (each leaves it holding a mix) before the
+/// engine stops writing it: every publish is then refused, and the daemon
+/// hands every transit packet to the pipeline. Bounds the images kept.
+const MAX_PARTIAL_WRITES: usize = 4;
+
+impl Half {
+    /// The image the half holds, if it was written whole since its last
+    /// failed write.
+    fn whole(&self) -> Option<&Image> {
+        self.image.as_ref().filter(|_| self.partial.is_empty())
+    }
+}
+
 /// The loaded program and its maps.
 pub struct Engine {
     ebpf: Ebpf,
@@ -179,7 +201,7 @@ pub struct Engine {
     active: u32,
     generation: u64,
     /// What each half holds now.
-    shadow: [Option<Image>; 2],
+    shadow: [Half; 2],
     /// A flip happened since the last grace period.
     needs_grace: bool,
     /// Forward everything to the pipeline (set when tables do not fit).
@@ -190,6 +212,9 @@ pub struct Engine {
     traced: layout::TracedMaps,
     /// The kernel's id of the map `xsks`.
     xsks_id: u32,
+    /// Maps whose next write a unit test makes fail, once per entry.
+    #[cfg(test)]
+    fail_writes: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -277,13 +302,15 @@ impl Engine {
             cap,
             active: 0,
             generation: 0,
-            shadow: [None, None],
+            shadow: [Half::default(), Half::default()],
             needs_grace: false,
             forced_except_all: false,
             xsks,
             links: Vec::new(),
             traced: layout::TracedMaps::default(),
             xsks_id,
+            #[cfg(test)]
+            fail_writes: Vec::new(),
         };
         engine.write_config(false)?;
         Ok(engine)
@@ -383,7 +410,7 @@ impl Engine {
     pub fn except_all(&self) -> bool {
         self.forced_except_all
             || self.shadow[self.active as usize]
-                .as_ref()
+                .whole()
                 .is_some_and(|i| i.except_all())
     }
 
@@ -395,7 +422,7 @@ impl Engine {
         if except_all || self.forced_except_all {
             flags |= layout::CFG_EXCEPT_ALL;
         }
-        let img = self.shadow[self.active as usize].as_ref();
+        let img = self.shadow[self.active as usize].whole();
         if img.is_some_and(|i| i.firewall.is_some()) {
             flags |= layout::CFG_FIREWALL;
         }
@@ -416,7 +443,24 @@ impl Engine {
             .map_err(|e| bpf_err("writing map config", &e))
     }
 
+    /// Fails, once, a write to a map a unit test named.
+    #[cfg(test)]
+    fn injected_failure(&mut self, name: &str) -> Result<(), EngineError> {
+        match self.fail_writes.iter().position(|&m| m == name) {
+            Some(i) => {
+                self.fail_writes.remove(i);
+                Err(EngineError::Bpf {
+                    what: format!("writing map {name}"),
+                    detail: "injected failure".into(),
+                })
+            }
+            None => Ok(()),
+        }
+    }
+
     fn array<V: aya::Pod>(&mut self, name: &str) -> Result<Array<&mut MapData, V>, EngineError> {
+        #[cfg(test)]
+        self.injected_failure(name)?;
         let m = self.ebpf.map_mut(name).ok_or_else(|| EngineError::Bpf {
             what: format!("map {name}"),
             detail: "not in fastfwd_xdp.o".into(),
@@ -428,6 +472,8 @@ impl Engine {
         &mut self,
         name: &str,
     ) -> Result<HashMap<&mut MapData, K, V>, EngineError> {
+        #[cfg(test)]
+        self.injected_failure(name)?;
         let m = self.ebpf.map_mut(name).ok_or_else(|| EngineError::Bpf {
             what: format!("map {name}"),
             detail: "not in fastfwd_xdp.o".into(),
@@ -444,20 +490,46 @@ impl Engine {
                 .map_err(|e| bpf_err("waiting for an RCU grace period", &e))?;
             self.needs_grace = false;
         }
-        // A half written only in part has no shadow: the next publish
-        // writes it whole.
-        let old = self.shadow[target as usize].take();
-        self.write_half(target, &image, old.as_ref())?;
+        let t = target as usize;
+        if self.shadow[t].partial.len() >= MAX_PARTIAL_WRITES {
+            return Err(EngineError::Bpf {
+                what: format!("writing half {target} of the maps"),
+                detail: format!(
+                    "{MAX_PARTIAL_WRITES} writes into it failed part way; it is no longer written"
+                ),
+            });
+        }
+        // The diff against every content the half may hold element by
+        // element: once against the image last written whole, once against
+        // each written in part since (an element skipped as unchanged in
+        // one pass is written in another if it may hold something else).
+        let half = std::mem::take(&mut self.shadow[t]);
+        let mut written = Ok(());
+        for old in std::iter::once(half.image.as_ref()).chain(half.partial.iter().map(Some)) {
+            written = self.write_half(target, &image, old);
+            if written.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = written {
+            let mut half = half;
+            half.partial.push(image);
+            self.shadow[t] = half;
+            return Err(e);
+        }
         let before = (self.active, self.generation, self.forced_except_all);
         self.active = target;
         self.generation += 1;
         self.forced_except_all = false;
         let except_all = image.except_all();
-        self.shadow[target as usize] = Some(image);
+        self.shadow[t] = Half {
+            image: Some(image),
+            partial: Vec::new(),
+        };
         if let Err(e) = self.write_config(except_all) {
             // The program still reads the other half: it stays the active
             // one (the next publish must not write over it), and the half
-            // just written keeps its shadow.
+            // just written is known whole.
             (self.active, self.generation, self.forced_except_all) = before;
             return Err(e);
         }
@@ -677,7 +749,7 @@ impl Engine {
         let halves: Vec<u32> = (0..2u32)
             .filter(|&h| {
                 self.shadow[h as usize]
-                    .as_ref()
+                    .whole()
                     .and_then(|i| i.firewall.as_ref())
                     .is_some_and(|f| std::sync::Arc::ptr_eq(&f.rules, rules))
             })
@@ -826,7 +898,7 @@ impl Engine {
     /// A reader of the FIB the program reads, for `fib audit` on a thread
     /// of its own; `None` before the first publish.
     pub fn map_reader(&self) -> Result<Option<crate::audit::MapReader>, EngineError> {
-        let Some(img) = self.shadow[self.active as usize].as_ref() else {
+        let Some(img) = self.shadow[self.active as usize].whole() else {
             return Ok(None);
         };
         let cap = self.cap;
@@ -1170,4 +1242,142 @@ fn diff_hash<K: Ord, V: PartialEq, MK: aya::Pod, MV: aya::Pod>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fib::RouteTable;
+    use fib::poptrie::Poptrie;
+    use pipeline::{Discard, Interface, Ipv4IfAddr, MacAddr, NextHop, RouteTarget, TablesBuilder};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const PEER_A: [u8; 6] = [2, 0, 0, 0, 1, 0xa];
+    const PEER_B: [u8; 6] = [2, 0, 0, 0, 1, 0xb];
+    const PEER_C: [u8; 6] = [2, 0, 0, 0, 1, 0xc];
+
+    /// Which way 10.0.0.0/8 goes.
+    #[derive(Clone, Copy)]
+    enum Via {
+        A,
+        B,
+        Blackhole,
+    }
+
+    /// Two ports, two neighbours on the second (198.51.100.2 at `mac2`),
+    /// and 10.0.0.0/8 sent `via`.
+    fn image(engine: &Engine, via: Via, mac2: [u8; 6]) -> Image {
+        let mut b = TablesBuilder::new();
+        let iface = |name: &str, port, mac, a: [u8; 4]| Interface {
+            name: name.into(),
+            port,
+            vlan: pipeline::Vlan::Untagged,
+            mac: MacAddr(mac),
+            ipv4: vec![Ipv4IfAddr {
+                addr: Ipv4Addr::from(a),
+                prefix_len: 24,
+            }],
+            ipv6: vec![],
+            mtu: 1500,
+        };
+        b.add_interface(iface("d0", 0, MAC0, [192, 0, 2, 1]))
+            .unwrap();
+        let d1 = b
+            .add_interface(iface("d1", 1, [2, 0, 0, 0, 1, 1], [198, 51, 100, 1]))
+            .unwrap();
+        let peer = |last| IpAddr::V4(Ipv4Addr::new(198, 51, 100, last));
+        b.add_neighbour(d1, peer(2), MacAddr(mac2)).unwrap();
+        b.add_neighbour(d1, peer(3), MacAddr(PEER_B)).unwrap();
+        let hop = |last| {
+            RouteTarget::Forward(vec![NextHop {
+                interface: d1,
+                gateway: Some(peer(last)),
+            }])
+        };
+        let ids = [
+            b.add_target(&hop(2)).unwrap(),
+            b.add_target(&hop(3)).unwrap(),
+            b.add_target(&RouteTarget::Discard(Discard::Blackhole))
+                .unwrap(),
+        ];
+        let mut f4 = Poptrie::<u32>::new();
+        let mut f6 = Poptrie::<u128>::new();
+        b.install_connected_routes(&mut f4, &mut f6);
+        f4.insert(
+            wire::Ipv4Cidr::new(0x0a00_0000, 8).unwrap(),
+            ids[via as usize],
+        );
+        let t = b.build(f4, f6);
+        Image::compile(&t.datapath(), &t.fib4, &t.fib6, None, &engine.capacity()).unwrap()
+    }
+
+    /// Where the program sends a UDP datagram from d0's subnet to
+    /// 10.1.2.3: the destination MAC it is forwarded to, or None.
+    fn answer(engine: &mut Engine) -> Option<[u8; 6]> {
+        let mut f = MAC0.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 2, 0x08, 0x00]);
+        let mut ip = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0];
+        ip.extend_from_slice(&[192, 0, 2, 2, 10, 1, 2, 3]);
+        let sum = wire::checksum::checksum(&ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 8, 0, 0]);
+        match engine.test_run(0, &f).unwrap() {
+            Outcome::Forward { port: 1, frame } => Some(frame[..6].try_into().unwrap()),
+            _ => None,
+        }
+    }
+
+    /// A publish whose map writes fail part way leaves the program on the
+    /// tables it had (nothing flips, the generation stays); the half
+    /// written in part is written whole by the next publish, not diffed
+    /// against what it held before; a failed flip (the config write) is
+    /// no flip either.
+    #[test]
+    fn a_failed_publish_changes_nothing_the_program_reads() {
+        if !netio::root_or_skip("the XDP engine publish test") {
+            return;
+        }
+        let mut e = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
+        e.publish(image(&e, Via::A, PEER_A)).unwrap();
+        let img = image(&e, Via::B, PEER_A);
+        e.publish(img).unwrap();
+        assert_eq!(answer(&mut e), Some(PEER_B));
+        // Into the half that holds A: the FIB is written, the neighbours
+        // (.2 moved to another MAC) fail.
+        let generation = e.generation();
+        e.fail_writes.push("neighbours");
+        let img = image(&e, Via::Blackhole, PEER_C);
+        assert!(e.publish(img).is_err());
+        assert_eq!(e.generation(), generation);
+        assert_eq!(answer(&mut e), Some(PEER_B));
+        // The same half again: B's FIB is written, then the neighbours
+        // fail again.
+        e.fail_writes.push("neighbours");
+        let img = image(&e, Via::B, PEER_A);
+        assert!(e.publish(img).is_err());
+        assert_eq!(e.generation(), generation);
+        assert_eq!(answer(&mut e), Some(PEER_B));
+        // The same half, holding parts of three images: A is written so
+        // that it holds A alone (a diff against the A it held before would
+        // write nothing, and B's FIB would answer).
+        let img = image(&e, Via::A, PEER_A);
+        e.publish(img).unwrap();
+        assert_eq!(answer(&mut e), Some(PEER_A));
+        // The flip itself fails: the program stays on A, and the half
+        // written meanwhile is not the active one.
+        let generation = e.generation();
+        e.fail_writes.push("config");
+        let img = image(&e, Via::B, PEER_A);
+        assert!(e.publish(img).is_err());
+        assert_eq!(e.generation(), generation);
+        assert_eq!(answer(&mut e), Some(PEER_A));
+        let img = image(&e, Via::Blackhole, PEER_C);
+        e.publish(img).unwrap();
+        assert_eq!(answer(&mut e), None);
+        let img = image(&e, Via::B, PEER_A);
+        e.publish(img).unwrap();
+        assert_eq!(answer(&mut e), Some(PEER_B));
+    }
 }
