@@ -1,4 +1,4 @@
-//! Hostile clients against a forwarding router (docs/router.md, "Limits"):
+//! Hostile clients against a forwarding router (docs/router.md, "Faults"):
 //! every one gets an error or is cut off, and forwarding, the control
 //! socket and the daemon's memory are unaffected. Needs root; skips
 //! otherwise (fails under CI).

@@ -3051,17 +3051,108 @@ pub fn raw_request(d: &Daemon, line: &str) -> (serde_json::Value, Duration) {
     )
 }
 
-/// Clients with control access trying to stop the router: a filter
-/// nested 200,000 deep, files that are no regular files or too large or
-/// outside the config's directory, a client that pipelines requests and
-/// never reads, an audit abandoned half way. Each gets an error or is cut
-/// off; meanwhile a flow through the router loses nothing, `show
-/// interfaces` answers within 100 ms (p99), the daemon's RSS stays within
-/// 64 MiB of its start, and it is running at the end.
+/// The netlink port ids of process `pid`'s NETLINK_ROUTE sockets (from
+/// its descriptors and its namespace's /proc/net/netlink).
+pub fn netlink_ports(pid: u32) -> Vec<u32> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    std::fs::read_to_string(format!("/proc/{pid}/net/netlink"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 10 && f[1] == "0" && inodes.iter().any(|i| i == f[9]))
+                .then(|| f[2].parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Forges an RTM_NEWROUTE (a blackhole for 198.19.0.108/32, sink's own
+/// address, in main) as if from the kernel: unicast to each of `ports`,
+/// then multicast to RTNLGRP_IPV4_ROUTE (allowed to root), addressed to
+/// the forger's own port so the kernel itself never gets it. Prints how
+/// many unicasts were refused.
+fn netlink_forger(ports: &[u32]) -> String {
+    let ports: Vec<String> = ports.iter().map(u32::to_string).collect();
+    format!(
+        r#"
+import socket, struct
+ports = [{ports}]
+rt = struct.pack('=BBBBBBBBI', 2, 32, 0, 0, 254, 4, 0, 6, 0)
+body = rt + struct.pack('=HH', 8, 1) + socket.inet_aton('198.19.0.108')
+msg = struct.pack('=IHHII', 16 + len(body), 24, 0x600, 1, 0) + body
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+s.bind((0, 0))
+refused = 0
+for _ in range(100):
+    for p in ports:
+        try:
+            s.sendto(msg, (p, 0))
+        except ConnectionRefusedError:
+            refused += 1
+s.sendto(msg, (s.getsockname()[0], 1 << 6))
+print(refused)
+"#,
+        ports = ports.join(", ")
+    )
+}
+
+/// A local user on the metrics port: 100 idle connections, ten endless
+/// request heads, a client trickling a head a byte at a time and one
+/// asking for metrics with a 1 KiB receive buffer it never reads, for 3 s.
+const METRICS_ATTACKER: &str = r#"
+import socket, time
+addr = ('127.0.0.1', 9469)
+def conn():
+    try:
+        return socket.create_connection(addr, timeout=1)
+    except OSError:
+        return None
+idle = [conn() for _ in range(100)]
+heads = []
+for _ in range(10):
+    s = conn()
+    try:
+        s.sendall(b'GET /metrics HTTP/1.1\r\nX: ' + b'a' * 65536)
+    except (OSError, AttributeError):
+        pass
+    heads.append(s)
+stuck = socket.socket()
+stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+stuck.connect(addr)
+stuck.sendall(b'GET /metrics HTTP/1.1\r\n\r\n')
+slow, t0 = conn(), time.time()
+while time.time() - t0 < 3:
+    try:
+        slow.send(b'G')
+    except (OSError, AttributeError):
+        slow = conn()
+    time.sleep(0.02)
+print('done')
+"#;
+
+/// Clients with control access and local users trying to stop the
+/// router: a filter nested 200,000 deep, files that are no regular files
+/// or too large or outside the config's directory, a rules file of nested
+/// defines, a config of 20,000 routes, a client that pipelines requests
+/// and never reads, the metrics port held, flooded and trickled, netlink
+/// messages forged to the daemon's sockets, an audit abandoned half way.
+/// Each gets an error or is cut off; meanwhile a flow through the router
+/// loses nothing, `show interfaces` answers within 100 ms (p99), the
+/// daemon's RSS stays within 64 MiB of its start, and it is running at
+/// the end.
 pub fn hostile_clients_scenario(backend: &str, tag: &str) {
     use std::io::Write;
     let Some(lab) = Lab::new(tag) else { return };
-    let d = lab.start(backend);
+    let d = lab.start_with_args(backend, "", &["--metrics", METRICS_ADDR]);
     lab.ping(&lab.generator, SINK4, 2)
         .expect("forwarding before");
     let pid = d.pid();
@@ -3122,6 +3213,50 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
         let e = check(&sneaky);
         assert!(e.contains("outside") && !e.contains("root:"), "{e}");
         probe(&mut latencies);
+        // Ten levels of ten references (10^10 elements): refused.
+        let mut rules = String::from("define l0 = { ");
+        rules.push_str(
+            &(1..=10)
+                .map(|k| format!("10.0.0.{k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        rules.push_str(" }\n");
+        for level in 1..10 {
+            let refs = vec![format!("$l{}", level - 1); 10].join(", ");
+            rules.push_str(&format!("define l{level} = {{ {refs} }}\n"));
+        }
+        rules.push_str("chain forward {\n  policy accept\n  ip saddr $l9 drop\n}\n");
+        std::fs::write(lab.dir.join("nested.rules"), rules).unwrap();
+        let nested = lab.dir.join("nested.toml");
+        let mut text = std::fs::read_to_string(lab.write_config()).unwrap();
+        text.push_str(&format!(
+            "\n[firewall]\nfile = \"{}\"\n",
+            lab.dir.join("nested.rules").display()
+        ));
+        std::fs::write(&nested, text).unwrap();
+        let e = check(&nested);
+        assert!(e.contains("more than"), "{e}");
+        probe(&mut latencies);
+        // A config of 20,000 routes: checked in linear time.
+        let many = lab.dir.join("many.toml");
+        let mut text = std::fs::read_to_string(lab.write_config()).unwrap();
+        for k in 0..20_000u32 {
+            text.push_str(&format!(
+                "\n[[routes]]\nprefix = \"10.{}.{}.0/24\"\nvia = \"{SINK4}\"\n",
+                k >> 8,
+                k & 255
+            ));
+        }
+        std::fs::write(&many, text).unwrap();
+        let req = serde_json::json!({"op": "config_check", "path": many});
+        let (v, took) = raw_request(&d, &req.to_string());
+        assert_eq!(v["ok"], true, "{v}");
+        assert!(
+            took < Duration::from_secs(2),
+            "20,000 routes checked in {took:?}"
+        );
+        probe(&mut latencies);
         // A client that pipelines requests and never reads the replies.
         let mut greedy = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
         greedy.set_nonblocking(true).unwrap();
@@ -3135,6 +3270,56 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
             probe(&mut latencies);
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The metrics port held, flooded and trickled: a scrape meanwhile
+        // and after is answered.
+        let attacker = {
+            let dut = lab.dut.clone();
+            std::thread::spawn(move || {
+                ok(&[
+                    "ip",
+                    "netns",
+                    "exec",
+                    &dut,
+                    "python3",
+                    "-c",
+                    METRICS_ATTACKER,
+                ])
+            })
+        };
+        while !attacker.is_finished() {
+            probe(&mut latencies);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(attacker.join().unwrap().trim(), "done");
+        assert!(
+            within(Duration::from_secs(3), || lab.metrics_text().is_some()).is_some(),
+            "no scrape answered after the metrics port was attacked"
+        );
+        // Routes forged to the daemon's netlink sockets: every unicast is
+        // refused by the kernel, the multicast is counted and dropped, and
+        // sink's address stays routed (the flow would lose the rest).
+        let ports = netlink_ports(pid);
+        assert!(ports.len() >= 2, "netlink sockets of the daemon: {ports:?}");
+        let rejected0 = lab
+            .metric("fastfwd_kernel_netlink_rejected_total{}")
+            .unwrap();
+        let refused = ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.dut,
+            "python3",
+            "-c",
+            &netlink_forger(&ports),
+        ]);
+        assert_eq!(refused.trim(), (100 * ports.len()).to_string());
+        let counted = within(Duration::from_secs(3), || {
+            lab.metric("fastfwd_kernel_netlink_rejected_total{}") > Some(rejected0)
+        });
+        assert!(counted.is_some(), "the forged multicast was not counted");
+        let routes = String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout).into_owned();
+        assert!(!routes.contains("198.19.0.108/32"), "{routes}");
+        probe(&mut latencies);
         // An audit abandoned after its head line: another may start.
         {
             use std::io::BufRead;
@@ -3165,6 +3350,10 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
     assert!(grown < 64 << 10, "RSS grew {grown} KiB");
     latencies.sort();
     let p99 = latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)];
+    eprintln!(
+        "{backend}: show interfaces p99 {p99:?} over {} probes, RSS +{grown} KiB",
+        latencies.len()
+    );
     assert!(
         p99 < Duration::from_millis(100),
         "show interfaces p99 {p99:?} over {} probes",
