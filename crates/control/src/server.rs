@@ -157,7 +157,7 @@ impl Access {
 }
 
 /// A process's supplementary groups (`Groups:` of /proc/PID/status).
-fn supplementary_groups(pid: i32) -> Vec<u32> {
+fn supplementary_groups(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -248,13 +248,15 @@ impl ControlServer {
         self.refused
     }
 
-    /// Whether the peer on `stream` may use the socket.
+    /// Whether the peer on `stream` may use the socket. A peer in another
+    /// PID namespace (the kernel gives no pid: the daemon runs in a
+    /// container, its client outside) is judged by its user and group
+    /// alone, since its supplementary groups cannot be read.
     fn admits(&self, stream: &UnixStream) -> bool {
-        match rustix::net::sockopt::socket_peercred(stream) {
+        match netio::sys::os::peer_credentials(stream.as_raw_fd()) {
             Ok(c) => {
-                let pid = c.pid.as_raw_nonzero().get();
-                self.access
-                    .allows(c.uid.as_raw(), c.gid.as_raw(), &supplementary_groups(pid))
+                let groups = c.pid.map(supplementary_groups).unwrap_or_default();
+                self.access.allows(c.uid, c.gid, &groups)
             }
             Err(_) => false,
         }
@@ -567,11 +569,11 @@ mod tests {
 
     #[test]
     fn supplementary_groups_are_read_for_a_live_process() {
-        let mine = supplementary_groups(std::process::id() as i32);
+        let mine = supplementary_groups(std::process::id());
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let line = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
         assert_eq!(mine.len(), line.split_whitespace().count() - 1);
-        assert!(supplementary_groups(i32::MAX).is_empty());
+        assert!(supplementary_groups(i32::MAX as u32).is_empty());
     }
     use std::os::unix::fs::PermissionsExt;
 

@@ -187,6 +187,47 @@ pub fn take_socket_error(fd: libc::c_int) -> io::Result<Option<io::Error>> {
     Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
 }
 
+/// The credentials of the peer of Unix socket `fd` (`SO_PEERCRED`), as
+/// seen from this process's namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCredentials {
+    /// Its process id, None when the process is outside this PID
+    /// namespace (the kernel reports 0).
+    pub pid: Option<u32>,
+    /// Its user and group ids.
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Reads the peer's credentials of connected Unix socket `fd`.
+pub fn peer_credentials(fd: libc::c_int) -> io::Result<PeerCredentials> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the
+    // kernel writes at most `len` bytes of a `struct ucred`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCredentials {
+        pid: u32::try_from(cred.pid).ok().filter(|&p| p > 0),
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 /// Makes SIGINT and SIGTERM set the flag read by [`stop_requested`] instead
