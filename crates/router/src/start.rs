@@ -501,10 +501,11 @@ mod tests {
 
     /// The shipped systemd unit (`dist/fastfwd.service`) lets the daemon
     /// start on its defaults: every capability it uses before dropping
-    /// them is in the bounding set, and the workers' default real-time
-    /// priority is neither restricted nor missing CAP_SYS_NICE. (Starting
-    /// it under systemd needs systemd as PID 1, which this machine's
-    /// container has not.)
+    /// them (and CAP_SETPCAP, to drop them from the bounding set) is in
+    /// the bounding set, and the workers' default real-time priority is
+    /// neither restricted nor missing CAP_SYS_NICE. The daemon is started
+    /// under the unit by a real systemd in
+    /// `crates/fastfwd/tests/router_systemd.rs`.
     #[test]
     fn the_shipped_unit_allows_what_the_defaults_need() {
         let unit = include_str!("../../../dist/fastfwd.service");
@@ -523,6 +524,7 @@ mod tests {
             "CAP_BPF",
             "CAP_PERFMON",
             "CAP_IPC_LOCK",
+            "CAP_SETPCAP",
         ];
         if DEFAULT_WORKER_RT_PRIORITY > 0 {
             needed.push("CAP_SYS_NICE");
