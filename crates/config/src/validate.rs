@@ -21,8 +21,10 @@ use wire::Cidr;
 pub const MIN_MTU: u32 = 68;
 /// Smallest MTU an IPv6 interface may have (RFC 8200 §5).
 pub const MIN_MTU_V6: u32 = 1280;
-/// Largest MTU accepted (jumbo frames).
-pub const MAX_MTU: u32 = 9216;
+/// Largest MTU accepted: the engines' frame buffers hold frames of 1,984
+/// bytes (`netio::MAX_FRAME`), which is this MTU with an Ethernet header
+/// and two VLAN tags. Jumbo frames are not carried, so not configurable.
+pub const MAX_MTU: u32 = 1962;
 /// MTU when none is given.
 pub const DEFAULT_MTU: u16 = 1500;
 /// Most equal-cost next hops one route may have.

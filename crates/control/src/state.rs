@@ -682,6 +682,22 @@ pub fn missing_ports(state: &RouterState) -> Vec<String> {
         .collect()
 }
 
+/// The ports whose kernel MTU lets a frame larger than `max_frame` bytes
+/// arrive (the MTU, an Ethernet header and one VLAN tag, which Linux takes
+/// beyond the MTU), with that MTU.
+pub fn oversized_ports(state: &RouterState, max_frame: usize) -> Vec<(String, u32)> {
+    state
+        .config
+        .ports()
+        .into_iter()
+        .filter_map(|p| {
+            let link = state.kernel.links.values().find(|l| l.name == p)?;
+            let mtu = link.mtu?;
+            (mtu as usize + 18 > max_frame).then(|| (p.to_owned(), mtu))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

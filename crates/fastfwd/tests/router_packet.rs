@@ -39,7 +39,7 @@ fn packet_follows_link_down_up_and_a_recreated_interface() {
 }
 
 #[test]
-fn packet_counts_frames_larger_than_its_buffers() {
+fn packet_refuses_ports_taking_larger_frames_and_counts_them() {
     router_common::oversize_scenario("packet", "po");
 }
 

@@ -119,6 +119,9 @@ pub(crate) struct Daemon {
     /// The links that kernel routes fastfwd leaves out leave through, as
     /// last named (`Router::foreign_links`).
     pub(crate) foreign_links: std::collections::BTreeSet<u32>,
+    /// Ports whose MTU lets larger frames in than the engines carry, as
+    /// last named (`control::state::oversized_ports`).
+    pub(crate) oversized: Vec<(String, u32)>,
 }
 
 /// The readings `show_runtime` subtracts.
@@ -540,6 +543,7 @@ impl Daemon {
         }
         if !delta.links.is_empty() || delta.other {
             self.follow_ports();
+            self.name_oversized_ports();
         }
         // A link or address change elsewhere in the namespace (another
         // veth, a VPN) leaves the tables alone.
@@ -558,6 +562,26 @@ impl Daemon {
             self.router.refresh_policy(&self.shared.snapshot);
         }
         self.name_foreign_links();
+    }
+
+    /// Says, at error level, each port whose MTU was raised past what the
+    /// engines carry (start refuses it; a running router goes on, dropping
+    /// and counting the larger frames as `rx_oversize`), and each back
+    /// within it.
+    fn name_oversized_ports(&mut self) {
+        let now = control::state::oversized_ports(&self.router.state, netio::MAX_FRAME);
+        for (port, mtu) in now.iter().filter(|p| !self.oversized.contains(p)) {
+            error!(
+                port = %port,
+                mtu,
+                max_frame = netio::MAX_FRAME,
+                "the kernel now takes larger frames on this port than fastfwd carries: they are dropped and counted as rx_oversize"
+            );
+        }
+        for (port, _) in self.oversized.iter().filter(|p| !now.contains(p)) {
+            info!(port = %port, "the port's MTU is within what fastfwd carries again");
+        }
+        self.oversized = now;
     }
 
     /// Says, at warn level, each link that kernel routes now leave through
@@ -1817,6 +1841,7 @@ mod tests {
             runtime_base: RuntimeBase::default(),
             unmodelled: Vec::new(),
             foreign_links: Default::default(),
+            oversized: Vec::new(),
         }
     }
 

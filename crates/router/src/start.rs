@@ -239,6 +239,19 @@ pub fn run(args: RunOptions) -> Result<()> {
             missing.join(", ")
         );
     }
+    let oversized = control::state::oversized_ports(&state, netio::MAX_FRAME);
+    if !oversized.is_empty() {
+        let list: Vec<String> = oversized
+            .iter()
+            .map(|(p, mtu)| format!("{p} (MTU {mtu})"))
+            .collect();
+        bail!(
+            "interface(s) {}: the kernel takes frames of up to the MTU + 18 bytes there, and fastfwd's engines carry frames of at most {} bytes (an MTU of at most {}): it would drop the larger ones; lower the MTU (ip link set DEV mtu 1500)",
+            list.join(", "),
+            netio::MAX_FRAME,
+            netio::MAX_FRAME - 18
+        );
+    }
     let (router, first_tables) = Router::new(state)?;
     let foreign_links = router.foreign_links();
     for w in router.warnings() {
@@ -450,6 +463,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         runtime_base: Default::default(),
         unmodelled,
         foreign_links,
+        oversized: Vec::new(),
     };
     // Started after the privilege drop, like every thread but this one.
     let metrics_stop = Arc::new(AtomicBool::new(false));
@@ -506,6 +520,13 @@ mod tests {
     /// neither restricted nor missing CAP_SYS_NICE. The daemon is started
     /// under the unit by a real systemd in
     /// `crates/fastfwd/tests/router_systemd.rs`.
+    /// The largest MTU a config may give is what a frame buffer holds,
+    /// with an Ethernet header and two VLAN tags.
+    #[test]
+    fn the_largest_mtu_fills_a_frame_buffer() {
+        assert_eq!(config::MAX_MTU as usize + 14 + 8, netio::MAX_FRAME);
+    }
+
     #[test]
     fn the_shipped_unit_allows_what_the_defaults_need() {
         let unit = include_str!("../../../dist/fastfwd.service");

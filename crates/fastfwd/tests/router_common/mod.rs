@@ -1673,15 +1673,34 @@ pub fn link_changes_scenario(backend: &str, tag: &str) {
     assert!(!lab.dut_has_xdp(), "XDP left attached after SIGTERM");
 }
 
-/// Frames larger than a frame buffer (here: 3,000-byte datagrams over a
-/// 4,000-byte MTU link) are dropped on receive and counted, not lost
-/// silently.
+/// A port whose MTU lets in frames larger than a frame buffer (1,984
+/// bytes: MTU 1,966 with one tag) is refused at start; raised to 4,000
+/// while running, the larger frames (3,000-byte datagrams) are dropped on
+/// receive and counted, not lost silently.
 pub fn oversize_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
-    for (ns, dev) in [(&lab.generator, "g0"), (&lab.dut, "d0")] {
-        ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "4000"]);
-    }
+    let mtu = |size: &str| {
+        for (ns, dev) in [(&lab.generator, "g0"), (&lab.dut, "d0")] {
+            ok(&["ip", "-n", ns, "link", "set", dev, "mtu", size]);
+        }
+    };
+    // A port that takes larger frames than fastfwd carries: refused at
+    // start, naming it and the limit.
+    mtu("1967");
+    let refused = lab
+        .run_command(&lab.write_config(), backend, &lab.dir.join("refused.sock"))
+        .output()
+        .expect("run fastfwd");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "started with MTU 1967: {err}");
+    assert!(
+        err.contains("d0 (MTU 1967)") && err.contains("1984"),
+        "{err}"
+    );
+    mtu("1966");
     let d = lab.start(backend);
+    // Raised while running: the larger frames are dropped and counted.
+    mtu("4000");
     assert!(
         within(Duration::from_secs(3), || lab
             .ping(&lab.generator, SINK4, 1)
