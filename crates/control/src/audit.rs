@@ -653,6 +653,7 @@ via = "198.18.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             });
             state.kernel.apply(&Event::Addr {
                 add: true,
@@ -683,6 +684,7 @@ via = "198.18.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             });
         }
         let rule = |priority, verb, src: &str| KernelRule {

@@ -19,7 +19,8 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoKind, InfoVlan, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    VlanProtocol,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
@@ -32,8 +33,8 @@ use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessa
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use pipeline::Discard;
 pub use rib::event::{
-    Event, KernelHop, KernelNexthop, Placement, RT_TABLE_DEFAULT, RT_TABLE_LOCAL, RT_TABLE_MAIN,
-    RouteDetail, nud,
+    Event, KernelHop, KernelNexthop, KernelVlan, Placement, RT_TABLE_DEFAULT, RT_TABLE_LOCAL,
+    RT_TABLE_MAIN, RouteDetail, nud,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::{Cidr, Ipv4Cidr, Ipv6Cidr};
@@ -148,13 +149,30 @@ pub fn undecodable(ty: u16, body: &[u8]) -> bool {
 
 fn link(add: bool, m: LinkMessage) -> Event {
     let (mut name, mut mac, mut mtu) = (String::new(), None, None);
-    let (mut vrf, mut master) = (None, None);
+    let (mut vrf, mut master, mut parent) = (None, None, None);
+    let mut tag: Option<(u16, bool)> = None;
     for a in m.attributes {
         match a {
             LinkAttribute::IfName(n) => name = n,
             LinkAttribute::Address(a) => mac = a.try_into().ok(),
             LinkAttribute::Mtu(v) => mtu = Some(v),
             LinkAttribute::Controller(i) => master = Some(i),
+            LinkAttribute::Link(i) => parent = Some(i),
+            LinkAttribute::LinkInfo(infos) if infos.contains(&LinkInfo::Kind(InfoKind::Vlan)) => {
+                let (mut id, mut ad) = (None, false);
+                for i in &infos {
+                    if let LinkInfo::Data(InfoData::Vlan(data)) = i {
+                        for d in data {
+                            match d {
+                                InfoVlan::Id(v) => id = Some(*v),
+                                InfoVlan::Protocol(p) => ad = *p == VlanProtocol::Ieee8021Ad,
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+                tag = id.map(|id| (id, ad));
+            }
             LinkAttribute::LinkInfo(infos) if infos.contains(&LinkInfo::Kind(InfoKind::Vrf)) => {
                 // A VRF device always reports its table; 0 (none) if not.
                 vrf = Some(0);
@@ -180,6 +198,13 @@ fn link(add: bool, m: LinkMessage) -> Event {
         up: m.header.flags.contains(LinkFlags::Up),
         vrf,
         master,
+        vlan: tag.and_then(|(id, ad)| {
+            Some(KernelVlan {
+                parent: parent?,
+                id,
+                ad,
+            })
+        }),
     }
 }
 
@@ -825,6 +850,7 @@ mod tests {
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             })
         );
         let mut addr = vec![AF_INET6, 64, 0, 0];

@@ -15,9 +15,7 @@ use crate::ControlError;
 use crate::snapshot::Snapshot;
 use crate::state::{Origin, RouteEntry, RouteView, RouterState};
 use fib::shared::{FibReader, FibWriter};
-use pipeline::{
-    Interface, InterfaceId, NextHopId, Policy, RouteTarget, Tables, TablesBuilder, Vlan,
-};
+use pipeline::{Interface, InterfaceId, NextHopId, Policy, RouteTarget, Tables, TablesBuilder};
 use rib::event::RT_TABLE_MAIN;
 use rib::{Decision, Statics};
 use std::collections::{BTreeMap, HashMap};
@@ -114,21 +112,7 @@ impl Router {
             .collect();
         let (fib4, reader4) = FibWriter::from_trie(std::mem::take(&mut tables.fib4));
         let (fib6, reader6) = FibWriter::from_trie(std::mem::take(&mut tables.fib6));
-        let by_ifindex = self
-            .state
-            .kernel
-            .links
-            .values()
-            .filter_map(|l| {
-                ifaces
-                    .iter()
-                    .position(|i| {
-                        i.vlan == Vlan::Untagged
-                            && built.ports.get(usize::from(i.port)) == Some(&l.name)
-                    })
-                    .map(|id| (l.ifindex, id as InterfaceId))
-            })
-            .collect();
+        let by_ifindex = crate::state::link_interfaces(&self.state.kernel, &ifaces, &built.ports);
         let mut set_ids = HashMap::new();
         for (id, s) in sets.iter().enumerate() {
             set_ids.entry(s.clone()).or_insert(id as NextHopId);
@@ -418,15 +402,24 @@ impl Router {
 
     /// Whether a change to kernel link `ifindex` concerns these tables: it
     /// is one of the interfaces they forward on, or a link (perhaps new)
-    /// whose name the config uses.
+    /// whose name the config uses, or a VLAN device on such a link.
     pub fn concerns_link(&self, ifindex: u32) -> bool {
         self.by_ifindex.contains_key(&ifindex)
-            || self
-                .state
-                .kernel
-                .links
-                .get(&ifindex)
-                .is_some_and(|l| self.ports.contains(&l.name))
+            || self.state.kernel.links.get(&ifindex).is_some_and(|l| {
+                self.ports.contains(&l.name)
+                    || l.vlan
+                        .is_some_and(|v| v.parent != ifindex && self.concerns_link(v.parent))
+            })
+    }
+
+    /// The kernel link of interface `id`: its port's link, or the kernel
+    /// VLAN device mapped to it (`state::link_interfaces`); None for a
+    /// VLAN interface the kernel has no device for.
+    pub fn link_of_interface(&self, id: InterfaceId) -> Option<u32> {
+        self.by_ifindex
+            .iter()
+            .find(|&(_, &i)| i == id)
+            .map(|(&ifindex, _)| ifindex)
     }
 
     /// Port names by port id.
@@ -675,6 +668,7 @@ addresses = ["198.19.0.10/24"]
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             });
         }
         let (r, t) = Router::new(s).unwrap();
@@ -1000,6 +994,7 @@ addresses = ["198.19.0.10/24"]
             up: true,
             vrf: None,
             master: None,
+            vlan: None,
         };
         r.state.kernel.apply(&link(9, "veth9"));
         assert!(!r.concerns_link(9), "an unrelated interface");
@@ -1014,6 +1009,7 @@ addresses = ["198.19.0.10/24"]
             up: false,
             vrf: None,
             master: None,
+            vlan: None,
         });
         r.state.kernel.apply(&link(12, "d1"));
         assert!(r.concerns_link(6), "the old index is still in the tables");
@@ -1101,6 +1097,7 @@ addresses = ["198.19.0.10/24"]
                     up: true,
                     vrf: None,
                     master: None,
+                    vlan: None,
                 });
             }
             for c in changes {

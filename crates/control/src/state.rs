@@ -219,6 +219,52 @@ fn mac_string(m: &[u8; 6]) -> String {
     )
 }
 
+/// Kernel link index -> the interface fastfwd forwards for on it: the
+/// untagged interface of a port's link; for a kernel VLAN device on a
+/// port (802.1Q, `ip link add link PORT type vlan id N`), the config's
+/// VLAN N on that port; for an 802.1Q device on an 802.1ad device on a
+/// port (QinQ), the config's VLAN with that outer and inner id. The
+/// kernel's routes, neighbours and rules through such a device are then
+/// fastfwd's through its interface.
+pub(crate) fn link_interfaces(
+    kernel: &KernelState,
+    ifaces: &[pipeline::Interface],
+    ports: &[String],
+) -> HashMap<u32, InterfaceId> {
+    let port_of = |ifindex: u32| {
+        let name = &kernel.links.get(&ifindex)?.name;
+        ports.iter().position(|p| p == name)
+    };
+    let on = |port: usize, vlan: Vlan| {
+        ifaces
+            .iter()
+            .position(|i| usize::from(i.port) == port && i.vlan == vlan)
+            .map(|i| i as InterfaceId)
+    };
+    kernel
+        .links
+        .values()
+        .filter_map(|l| {
+            let id = match l.vlan {
+                None => on(ports.iter().position(|p| *p == l.name)?, Vlan::Untagged)?,
+                Some(v) if v.ad => return None,
+                Some(v) => match port_of(v.parent) {
+                    Some(port) => on(port, Vlan::Single(v.id))?,
+                    None => {
+                        let outer = kernel.links.get(&v.parent)?.vlan.filter(|o| o.ad)?;
+                        let vlan = Vlan::Double {
+                            outer: outer.id,
+                            inner: v.id,
+                        };
+                        on(port_of(outer.parent)?, vlan)?
+                    }
+                },
+            };
+            Some((l.ifindex, id))
+        })
+        .collect()
+}
+
 /// The untagged interface on the kernel link called `name` (the one a
 /// packet received there belongs to).
 pub(crate) fn untagged_interface_on(
@@ -377,20 +423,7 @@ impl RouterState {
             .map_err(|e| crate::ControlError::Build(format!("interface {}: {e}", ci.name)))?;
         }
         let ifaces: Vec<pipeline::Interface> = b.interfaces().to_vec();
-        // Kernel link index -> the untagged interface on that link.
-        let by_ifindex: HashMap<u32, InterfaceId> = self
-            .kernel
-            .links
-            .values()
-            .filter_map(|l| {
-                ifaces
-                    .iter()
-                    .position(|i| {
-                        i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)) == Some(&l.name)
-                    })
-                    .map(|id| (l.ifindex, id as InterfaceId))
-            })
-            .collect();
+        let by_ifindex = link_interfaces(&self.kernel, &ifaces, &ports);
 
         // What the sources other than the kernel hold, per prefix.
         let mut statics: BTreeMap<Cidr, Statics<'_>> = BTreeMap::new();
@@ -735,6 +768,7 @@ via = "198.19.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             });
         }
         s.kernel.apply(&Event::Addr {
@@ -775,6 +809,109 @@ via = "198.19.0.108"
             route(&b, "2001:2:0:8000::/64").unwrap().origin,
             Origin::Connected
         );
+    }
+
+    /// A kernel VLAN device on a port is the config's VLAN of that id
+    /// there: routes and neighbours through it are the VLAN interface's.
+    /// One of another id, of 802.1ad, or on a link fastfwd does not own
+    /// stays foreign; QinQ maps an 802.1Q device on an 802.1ad one.
+    #[test]
+    fn kernel_vlan_devices_are_the_configs_vlan_interfaces() {
+        let text =
+            format!("{CONFIG}\n[[interfaces.vlans]]\nid = 100\naddresses = [\"203.0.113.1/24\"]\n");
+        let mut s = RouterState::new(Config::parse("router.toml", &text).unwrap());
+        let link = |ifindex, name: &str, vlan| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: Some([2, 0, 0, 0, 1, ifindex as u8]),
+            mtu: Some(1500),
+            up: true,
+            vrf: None,
+            master: None,
+            vlan,
+        };
+        let tag = |parent, id, ad| Some(crate::netlink::KernelVlan { parent, id, ad });
+        for ev in [
+            link(5, "d0", None),
+            link(6, "d1", None),
+            link(7, "eth9", None),
+            link(10, "d1.100", tag(6, 100, false)),
+            link(11, "d1.200", tag(6, 200, false)),
+            link(12, "d1.ad100", tag(6, 100, true)),
+            link(13, "eth9.100", tag(7, 100, false)),
+        ] {
+            s.kernel.apply(&ev);
+        }
+        let via = |p: &str, ifindex, gw: &str| Event::Route {
+            add: true,
+            prefix: p.parse().unwrap(),
+            table: crate::netlink::RT_TABLE_MAIN,
+            kind: 1,
+            metric: 0,
+            hops: vec![KernelHop {
+                ifindex,
+                gateway: Some(gw.parse().unwrap()),
+            }],
+            nh_id: None,
+            detail: Default::default(),
+        };
+        for (p, i) in [
+            ("172.16.0.0/16", 10),
+            ("172.17.0.0/16", 11),
+            ("172.18.0.0/16", 12),
+            ("172.19.0.0/16", 13),
+        ] {
+            s.kernel.apply(&via(p, i, "203.0.113.2"));
+        }
+        s.kernel.apply(&Event::Neigh {
+            add: true,
+            ifindex: 10,
+            ip: "203.0.113.2".parse().unwrap(),
+            mac: Some([2, 0, 0, 0, 0xaa, 2]),
+            state: nud::REACHABLE,
+        });
+        let b = s.build().unwrap();
+        let r = route(&b, "172.16.0.0/16").unwrap();
+        assert_eq!(
+            r.next_hops,
+            vec!["via 203.0.113.2 dev d1.100".to_string()],
+            "{r:?}"
+        );
+        for p in ["172.17.0.0/16", "172.18.0.0/16", "172.19.0.0/16"] {
+            assert!(route(&b, p).is_none(), "{p}: {:?}", route(&b, p));
+        }
+        assert!(
+            b.neighbours.iter().any(
+                |n| n.interface == "d1.100" && n.ip == "203.0.113.2".parse::<IpAddr>().unwrap()
+            ),
+            "{:?}",
+            b.neighbours
+        );
+        // QinQ: an 802.1Q device on an 802.1ad one on a port.
+        let ifaces: Vec<pipeline::Interface> = [
+            Vlan::Untagged,
+            Vlan::Double {
+                outer: 100,
+                inner: 20,
+            },
+        ]
+        .into_iter()
+        .map(|vlan| pipeline::Interface {
+            name: String::new(),
+            port: 1,
+            vlan,
+            mac: pipeline::MacAddr([2, 0, 0, 0, 0, 1]),
+            ipv4: vec![],
+            ipv6: vec![],
+            mtu: 1500,
+        })
+        .collect();
+        s.kernel.apply(&link(14, "d1.ad100.20", tag(12, 20, false)));
+        let ports = ["d0".to_string(), "d1".to_string()];
+        let m = link_interfaces(&s.kernel, &ifaces, &ports);
+        assert_eq!((m.get(&6), m.get(&14)), (Some(&0), Some(&1)), "{m:?}");
+        assert_eq!(m.len(), 2, "{m:?}");
     }
 
     #[test]
@@ -953,6 +1090,7 @@ via = "198.19.0.108"
             up: false,
             vrf: None,
             master: None,
+            vlan: None,
         });
         assert!(
             s.kernel
@@ -1186,6 +1324,7 @@ via = "198.19.0.108"
             up: true,
             vrf,
             master,
+            vlan: None,
         };
         // blue (table 10) with d0 as its member.
         s.kernel.apply(&link(9, "blue", Some(10), None));

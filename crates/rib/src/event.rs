@@ -95,6 +95,18 @@ pub struct RouteDetail {
     pub placement: Placement,
 }
 
+/// A kernel VLAN device: the device it is on and its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct KernelVlan {
+    /// IFLA_LINK: the device the tag is pushed onto (a port, or the outer
+    /// VLAN device of a QinQ pair).
+    pub parent: u32,
+    /// The VLAN id.
+    pub id: u16,
+    /// An 802.1ad (S-tag, 0x88a8) device rather than 802.1Q (0x8100).
+    pub ad: bool,
+}
+
 /// What a parsed message says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -118,6 +130,8 @@ pub enum Event {
         /// IFLA_MASTER: the device this one is enslaved to (a VRF, a bond,
         /// a bridge).
         master: Option<u32>,
+        /// A VLAN device (`ip link add link P name N type vlan id I`).
+        vlan: Option<KernelVlan>,
     },
     /// An address appeared or went away.
     Addr {

@@ -32,6 +32,8 @@ pub struct Link {
     pub vrf: Option<u32>,
     /// The device it is enslaved to, if any.
     pub master: Option<u32>,
+    /// A VLAN device: where its tag goes.
+    pub vlan: Option<crate::event::KernelVlan>,
 }
 
 /// What a kernel route does.
@@ -177,6 +179,7 @@ impl KernelState {
                 up,
                 vrf,
                 master,
+                vlan,
             } => {
                 let link = Link {
                     ifindex: *ifindex,
@@ -186,6 +189,7 @@ impl KernelState {
                     up: *up,
                     vrf: *vrf,
                     master: *master,
+                    vlan: *vlan,
                 };
                 if !*up {
                     self.withdraw_ipv4_routes_via(*ifindex);

@@ -518,6 +518,11 @@ impl Daemon {
     }
 
     fn iface_ifindex(&self, iface: u16) -> Option<u32> {
+        // A VLAN interface with a kernel device resolves through it (the
+        // kernel tags its ARP and ND); others through their port's link.
+        if let Some(ifindex) = self.router.link_of_interface(iface) {
+            return Some(ifindex);
+        }
         let tables = self.shared.snapshot.load();
         let port = tables.interfaces().get(usize::from(iface))?.port;
         let name = self.router.ports().get(usize::from(port))?;

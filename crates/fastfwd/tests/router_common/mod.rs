@@ -3381,3 +3381,72 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
     lab.ping(&lab.generator, SINK4, 2)
         .expect("forwarding after");
 }
+
+/// Routes learned over a kernel VLAN device (`d1.100`, 802.1Q on port d1,
+/// as a BGP session on a transit VLAN has them): the config's VLAN 100 on
+/// d1 is that device's interface, so a kernel route via a gateway on
+/// d1.100 is installed through it, its neighbour is resolved by the
+/// kernel on the VLAN, and gen's datagrams reach an address behind sink's
+/// s0.100 tagged. Needs 802.1Q devices (CONFIG_VLAN_8021Q).
+pub fn kernel_vlan_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let (dut, sink) = (lab.dut.as_str(), lab.sink.as_str());
+    for (ns, parent, dev, addr) in [
+        (dut, "d1", "d1.100", "203.0.113.1/24"),
+        (sink, "s0", "s0.100", "203.0.113.2/24"),
+    ] {
+        ok(&[
+            "ip", "-n", ns, "link", "add", "link", parent, "name", dev, "type", "vlan", "id", "100",
+        ]);
+        ok(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+        ok(&["ip", "-n", ns, "link", "set", dev, "up"]);
+    }
+    ok(&[
+        "ip",
+        "-n",
+        sink,
+        "addr",
+        "add",
+        "192.0.2.99/32",
+        "dev",
+        "lo",
+    ]);
+    let d = lab.start_with(
+        backend,
+        "[[interfaces.vlans]]\nid = 100\naddresses = [\"203.0.113.1/24\"]\n",
+    );
+    // Learned after the start, as from a routing daemon.
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "route",
+        "add",
+        "192.0.2.0/24",
+        "via",
+        "203.0.113.2",
+        "dev",
+        "d1.100",
+    ]);
+    let installed = within(Duration::from_secs(3), || {
+        let out = String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout).into_owned();
+        out.lines()
+            .any(|l| l.contains("192.0.2.0/24") && l.contains("via 203.0.113.2 dev d1.100"))
+    });
+    assert!(
+        installed.is_some(),
+        "{}",
+        String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout)
+    );
+    let got = udp_count(&lab, "192.0.2.99", 7300, 200);
+    assert_eq!(got, 200, "{}", d.json(&["show", "drops"]));
+    let neighbours = d.json(&["show", "neighbors"]);
+    assert!(
+        neighbours
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["interface"] == "d1.100" && n["ip"] == "203.0.113.2"),
+        "{neighbours}"
+    );
+}

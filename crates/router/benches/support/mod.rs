@@ -49,6 +49,7 @@ pub fn two_port_state() -> RouterState {
             up: true,
             vrf: None,
             master: None,
+            vlan: None,
         });
     }
     for (ifindex, addr, len) in [
