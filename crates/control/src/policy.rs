@@ -27,8 +27,9 @@ use wire::Cidr;
 ///   handed over before routing) or of a table with no route of the family,
 ///   and a `goto` to a priority no rule has, always pass to the next rule
 ///   and are left out;
-/// - `iif NAME` selects the untagged interface on the kernel link NAME
-///   (`iif_of`), else no packet fastfwd receives;
+/// - `iif NAME` selects the interface of the kernel link NAME (a port's
+///   untagged one, or a kernel VLAN device's VLAN: `iif_of`), else no
+///   packet fastfwd receives;
 /// - `goto P` jumps to the first rule of priority P;
 /// - `unreachable` ends with no route, `blackhole` and `prohibit` with
 ///   their discard (the ICMP errors the kernel sends for each);

@@ -198,14 +198,13 @@ impl Router {
         let Router {
             state,
             ifaces,
-            ports,
             by_ifindex,
             sets,
             set_ids,
             set_text,
             ..
         } = self;
-        let iif_of = |name: &str| crate::state::untagged_interface_on(ifaces, ports, name);
+        let iif_of = |name: &str| crate::state::interface_on_link(&state.kernel, by_ifindex, name);
         let mut intern = |t: &RouteTarget| -> Result<NextHopId, pipeline::TableError> {
             if let Some(&id) = set_ids.get(t) {
                 return Ok(id);

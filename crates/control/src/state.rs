@@ -265,19 +265,16 @@ pub(crate) fn link_interfaces(
         .collect()
 }
 
-/// The untagged interface on the kernel link called `name` (the one a
-/// packet received there belongs to).
-pub(crate) fn untagged_interface_on(
-    ifaces: &[pipeline::Interface],
-    ports: &[String],
+/// The interface a packet the kernel receives on its link called `name`
+/// belongs to (`iif NAME` of a rule): a port's untagged interface, or the
+/// VLAN interface of a kernel VLAN device (`link_interfaces`).
+pub(crate) fn interface_on_link(
+    kernel: &KernelState,
+    by_ifindex: &HashMap<u32, InterfaceId>,
     name: &str,
 ) -> Option<InterfaceId> {
-    ifaces
-        .iter()
-        .position(|i| {
-            i.vlan == Vlan::Untagged && ports.get(usize::from(i.port)).is_some_and(|p| p == name)
-        })
-        .map(|i| i as InterfaceId)
+    let link = kernel.links.values().find(|l| l.name == name)?;
+    by_ifindex.get(&link.ifindex).copied()
 }
 
 /// A route target as `show route` prints it: one string per next hop, or
@@ -589,7 +586,7 @@ impl RouterState {
         }
         entries.sort_unstable_by_key(|e| e.prefix);
 
-        let iif_of = |name: &str| untagged_interface_on(&ifaces, &ports, name);
+        let iif_of = |name: &str| interface_on_link(&self.kernel, &by_ifindex, name);
         let mut intern_target = |t: &RouteTarget| match t {
             RouteTarget::Forward(h) => intern(&mut b, &mut hop_sets, h).map(|v| v.0),
             RouteTarget::Discard(d) => intern_discard(&mut b, &mut hop_sets, *d).map(|v| v.0),
@@ -887,6 +884,33 @@ via = "198.19.0.108"
             ),
             "{:?}",
             b.neighbours
+        );
+        // `iif d1.100` is the VLAN interface's input: its packets are
+        // blackholed, d1's untagged ones not.
+        let vlan_id = b
+            .tables
+            .interfaces()
+            .iter()
+            .position(|i| i.name == "d1.100")
+            .unwrap() as InterfaceId;
+        s.kernel.apply(&Event::Rule {
+            add: true,
+            rule: KernelRule {
+                iif: Some("d1.100".into()),
+                ..rib::rule::testing::rule(
+                    100,
+                    crate::policy::RuleVerb::Discard(Discard::Blackhole),
+                )
+            },
+        });
+        let b = s.build().unwrap();
+        assert_eq!(
+            route_in(&b, vlan_id, "203.0.113.2", "198.18.0.1"),
+            Some(vec!["blackhole".to_string()])
+        );
+        assert_ne!(
+            route_in(&b, 1, "198.19.0.108", "198.18.0.1"),
+            Some(vec!["blackhole".to_string()])
         );
         // QinQ: an 802.1Q device on an 802.1ad one on a port.
         let ifaces: Vec<pipeline::Interface> = [
