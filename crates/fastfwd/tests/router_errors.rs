@@ -159,8 +159,12 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
     );
     assert!(!lab.dut_has_xdp(), "nothing left attached");
 
-    // XDP attach failure: another program holds the interface.
-    let d = lab.start("xdp");
+    // XDP attach failure: another program holds the interface (the
+    // steering program, attached by iproute2).
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/../io/bpf/xdp_steer.o");
+    router_common::ok(&[
+        "ip", "-n", &lab.dut, "link", "set", "dev", "d0", "xdp", "obj", obj, "sec", "xdp",
+    ]);
     let (okay, err) = run_in(
         &lab.dut,
         &[
@@ -175,7 +179,11 @@ fn startup_errors_are_clear_and_leave_nothing_behind() {
         err.contains("XDP attach failed") && err.contains("--backend packet"),
         "{err}"
     );
-    drop(d);
+    let d1 = router_common::ok(&["ip", "-n", &lab.dut, "link", "show", "d1"]);
+    assert!(!d1.contains("xdp"), "left attached on d1: {d1}");
+    router_common::ok(&[
+        "ip", "-n", &lab.dut, "link", "set", "dev", "d0", "xdp", "off",
+    ]);
     assert!(!lab.dut_has_xdp(), "nothing left attached");
 
     // Even a killed daemon leaves nothing attached: the programs hang on
@@ -251,4 +259,29 @@ fn the_cli_ends_quietly_on_a_closed_pipe() {
             "{err}"
         );
     }
+}
+
+/// A second daemon on the ports of a running one is refused, naming the
+/// port and the running daemon's pid (over AF_PACKET it would forward
+/// every frame a second time); once the first has stopped, one starts.
+#[test]
+fn a_second_daemon_on_the_same_ports_is_refused() {
+    let Some(lab) = Lab::new("2d") else { return };
+    let mut first = lab.start("packet");
+    let second = lab
+        .run_command(&lab.write_config(), "packet", &lab.dir.join("second.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second daemon started: {err}");
+    assert!(
+        err.contains("port d0 is already forwarded by another fastfwd")
+            && err.contains(&format!("pid {}", first.pid())),
+        "{err}"
+    );
+    assert!(lab.ping(&lab.generator, router_common::SINK4, 2).is_some());
+    let (clean, log) = first.stop();
+    assert!(clean, "{log}");
+    let _again = lab.start("packet");
+    assert!(lab.ping(&lab.generator, router_common::SINK4, 2).is_some());
 }

@@ -239,6 +239,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             missing.join(", ")
         );
     }
+    let _claims = claim_ports(&state.config.ports())?;
     let oversized = control::state::oversized_ports(&state, netio::MAX_FRAME);
     if !oversized.is_empty() {
         let list: Vec<String> = oversized
@@ -507,6 +508,58 @@ pub fn run(args: RunOptions) -> Result<()> {
     drop(server);
     info!("stopped");
     result
+}
+
+/// Where each running daemon locks the ports it forwards on (systemd's
+/// `RuntimeDirectory=fastfwd` under the shipped unit).
+const PORT_LOCKS: &str = "/run/fastfwd/ports";
+
+/// Locks each of `ports` in this network namespace for this process
+/// (`flock` on `PORT_LOCKS/<netns>-<port>.lock`, a root-only directory,
+/// released however the process ends), so a second fastfwd on the same
+/// ports is refused, naming the one running, instead of forwarding every
+/// frame a second time (AF_PACKET) or failing half attached. The files
+/// must stay open while forwarding. Where the directory cannot be made,
+/// says so and goes on unguarded.
+fn claim_ports(ports: &[&str]) -> Result<Vec<std::fs::File>> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = std::path::Path::new(PORT_LOCKS);
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        warn!(dir = %dir.display(), error = %e, "no port locks: a second fastfwd on the same ports would not be refused");
+        return Ok(Vec::new());
+    }
+    let netns = os::netns_id().context("reading this network namespace's identity")?;
+    let mut held = Vec::new();
+    for port in ports {
+        let path = dir.join(format!("{netns}-{port}.lock"));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if !os::try_lock_exclusive(&f).with_context(|| format!("locking {}", path.display()))? {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            bail!(
+                "port {port} is already forwarded by another fastfwd in this network namespace (pid {}, {}): stop it first",
+                holder.trim(),
+                path.display()
+            );
+        }
+        f.set_len(0)?;
+        f.rewind()?;
+        writeln!(f, "{}", std::process::id())?;
+        held.push(f);
+    }
+    Ok(held)
 }
 
 #[cfg(test)]

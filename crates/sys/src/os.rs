@@ -425,6 +425,24 @@ pub fn enter_netns(name: &str) -> io::Result<()> {
     )?)
 }
 
+/// Takes an exclusive advisory lock on `file` without waiting (`flock`):
+/// false when another open file description holds it. Released when every
+/// descriptor of this one is closed, so when the process ends, however.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The identity of this process's network namespace (the inode of
+/// /proc/self/ns/net): equal for two processes exactly when they share it.
+pub fn netns_id() -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata("/proc/self/ns/net")?.ino())
+}
+
 /// The 1-minute load average below which the machine counts as quiet enough
 /// to take a benchmark figure for the record.
 pub const QUIET_LOAD: f64 = 0.5;
