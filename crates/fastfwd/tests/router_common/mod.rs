@@ -3450,3 +3450,85 @@ pub fn kernel_vlan_scenario(backend: &str, tag: &str) {
         "{neighbours}"
     );
 }
+
+/// A flood that earns ICMP errors (UDP with TTL 1, far over the 1,000 a
+/// second the rate limit allows) does not starve path MTU discovery: a
+/// sender of 1,450-byte datagrams with DF set toward sink behind d1 (MTU
+/// 1,400) learns the path MTU from fastfwd's Fragmentation Needed while
+/// the flood runs, and the flood's Time Exceeded are rate limited.
+pub fn icmp_flood_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    for (ns, dev) in [(&lab.dut, "d1"), (&lab.sink, "s0")] {
+        ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "1400"]);
+    }
+    let d = lab.start_with(backend, "mtu = 1400\n");
+    assert!(
+        within(Duration::from_secs(3), || lab
+            .ping(&lab.generator, SINK4, 1)
+            .is_some())
+        .is_some()
+    );
+    let script = format!(
+        r#"
+import socket, threading, time
+stop = time.time() + 4
+def flood():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 1)
+    n = 0
+    while time.time() < stop:
+        for _ in range(100):
+            try:
+                s.sendto(b'x' * 18, ('{SINK4}', 9))
+                n += 1
+            except OSError:
+                pass
+    print('flood', n, flush=True)
+t = threading.Thread(target=flood)
+t.start()
+time.sleep(1)
+p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+p.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER: IP_PMTUDISC_DO
+p.connect(('{SINK4}', 9))
+mtu, t0 = 1500, time.time()
+while time.time() < stop and mtu == 1500:
+    try:
+        p.send(b'y' * 1450)
+    except OSError:
+        pass
+    time.sleep(0.05)
+    mtu = p.getsockopt(socket.IPPROTO_IP, 14)  # IP_MTU
+print('mtu', mtu, round(time.time() - t0, 2), flush=True)
+t.join()
+"#
+    );
+    let before = d.json(&["show", "drops"]);
+    let out = ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let field = |k: &str| -> Vec<String> {
+        out.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .unwrap_or_else(|| panic!("{k}: {out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let flood: u64 = field("flood ")[0].parse().unwrap();
+    assert_eq!(field("mtu ")[0], "1400", "path MTU not learned: {out}");
+    let after = d.json(&["show", "drops"]);
+    let limited = after["icmp_rate_limited"].as_u64().unwrap()
+        - before["icmp_rate_limited"].as_u64().unwrap();
+    eprintln!("{backend}: {out} rate-limited {limited}");
+    assert!(flood > 20_000, "the flood was too small to matter: {out}");
+    assert!(
+        limited > 5_000,
+        "the flood's errors were not limited: {limited}\n{after}"
+    );
+}
