@@ -113,6 +113,7 @@ fn base_state() -> &'static RouterState {
                 up: true,
                 vrf: None,
                 master: None,
+                vlan: None,
             });
         }
         s
