@@ -20,7 +20,7 @@ use libc::{
 use rustix::time::{ClockId, clock_gettime};
 const TPACKET_V3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
 
-use super::{bind_packet, cvt, setsockopt};
+use super::{bind_packet, getsockopt, setsockopt};
 
 fn clock_ns(clock: ClockId) -> u64 {
     let ts = clock_gettime(clock);
@@ -352,17 +352,7 @@ impl PacketRxRing {
             tp_drops: 0,
             tp_freeze_q_cnt: 0,
         };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: the pointer and length describe `st`, alive for the call.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                SOL_PACKET,
-                PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats_v3).cast(),
-                &mut len,
-            )
-        })?;
+        getsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS, &mut st)?;
         Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
     }
 }

@@ -26,6 +26,24 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// Reads a socket option into `value`, a plain-data type (integers, or a
+/// C struct or array of them: every byte pattern is a valid value);
+/// returns the number of bytes the kernel wrote.
+fn getsockopt<T: Copy>(
+    fd: libc::c_int,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &mut T,
+) -> io::Result<usize> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a live, exclusive reference to a `T` of exactly
+    // `len` bytes; the kernel writes at most `len` bytes of plain data into
+    // it (any bytes are a valid `T`, as documented) and stores the length
+    // it wrote.
+    let ret = unsafe { libc::getsockopt(fd, level, name, (value as *mut T).cast(), &mut len) };
+    cvt(ret).map(|_| len as usize)
+}
+
 /// Sets a socket option from a plain value.
 fn setsockopt<T>(
     fd: libc::c_int,

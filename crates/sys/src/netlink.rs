@@ -1,7 +1,7 @@
 //! A raw NETLINK_ROUTE (or NETLINK_GENERIC) socket: bytes in, bytes out.
 //! Messages are built and parsed in safe code by the control plane.
 
-use super::{cvt, setsockopt};
+use super::{getsockopt, setsockopt};
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::net::netlink::SocketAddrNetlink;
@@ -88,20 +88,14 @@ impl NetlinkSocket {
     /// has been read empty, so only this counter tells whether any was lost.
     pub fn drops(&self) -> io::Result<u32> {
         let mut info = [0u32; 9];
-        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: `info` is a live, writable buffer of `len` bytes; the kernel
-        // writes at most `len` bytes and stores the length it wrote.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_MEMINFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        })?;
+        let len = getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            &mut info,
+        )?;
         let i = libc::SK_MEMINFO_DROPS as usize;
-        if (len as usize) < (i + 1) * 4 {
+        if len < (i + 1) * 4 {
             return Err(io::Error::other("SO_MEMINFO: no drop counter"));
         }
         Ok(info[i])

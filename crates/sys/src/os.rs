@@ -169,21 +169,7 @@ pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> 
 /// Reads (and so clears) socket `fd`'s pending error (`SO_ERROR`).
 pub fn take_socket_error(fd: libc::c_int) -> io::Result<Option<io::Error>> {
     let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `err` and `len` are valid for writes of the sizes given; the
-    // kernel writes at most `len` bytes.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    super::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err)?;
     Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
 }
 
@@ -206,21 +192,7 @@ pub fn peer_credentials(fd: libc::c_int) -> io::Result<PeerCredentials> {
         uid: 0,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the
-    // kernel writes at most `len` bytes of a `struct ucred`.
-    let ret = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    super::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred)?;
     Ok(PeerCredentials {
         pid: u32::try_from(cred.pid).ok().filter(|&p| p > 0),
         uid: cred.uid,
