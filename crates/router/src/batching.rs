@@ -7,7 +7,7 @@
 //! loop turns (every few hundred microseconds), and in the FIB benchmark
 //! IPv4 lookups kept 0.55-0.75 of their idle rate under 100,000 changes a
 //! second published every millisecond, 0.78-0.96 every 10 ms and 0.98-1.00
-//! every 50 ms (BENCHMARKS.md). So a burst is applied when the netlink
+//! every 50 ms (docs/notebook/2026-11-30-to-12-07-summary-rows.md). So a burst is applied when the netlink
 //! socket is quiet, or after [`MAX_BURST`] while it lasts, and never sooner
 //! than a spacing after the previous application: [`MIN_INTERVAL`] at
 //! first, doubled each time the next change was already waiting when the
