@@ -3,7 +3,7 @@
 use super::*;
 use std::net::IpAddr;
 
-/// The lab's router (docs/lab-methods.md). Lines are numbered in comments so
+/// The lab's router (docs/lab.md). Lines are numbered in comments so
 /// tests that append to it can name lines.
 #[path = "../testdata/edits.rs"]
 mod edits;

@@ -177,7 +177,7 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// The placement lab-methods.md calls fair on two cores: generator and
+    /// The fair placement on two cores (docs/lab.md): generator and
     /// receiver on core 0, d0's NAPI thread (the forwarding) on core 1.
     pub fn two_core_default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -205,7 +205,7 @@ fn run_demo(dir: &Path, json: bool, fib: FibKind) -> anyhow::Result<()> {
     }
 }
 
-/// The demo: the lab router of docs/lab-methods.md and a handful of frames
+/// The demo: the lab router of docs/lab.md and a handful of frames
 /// arriving from the generator side (d0).
 mod demo {
     pub const CONFIG: &str = include_str!("../../../../examples/router.toml");

@@ -1,4 +1,4 @@
-//! The gen → dut → sink lab of docs/lab-methods.md in namespaces created
+//! The gen → dut → sink lab of docs/lab.md in namespaces created
 //! per test (unique names, deleted on drop), and a `fastfwd run` daemon in
 //! dut. Tests that need root skip with a message otherwise.
 #![allow(dead_code)]
