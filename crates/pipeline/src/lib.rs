@@ -47,7 +47,7 @@ pub mod worker;
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
 pub use frame::{BATCH_SLOT_STRIDE, Frame, HEADROOM};
-pub use policy::{FamilyPolicy, InputSelector, Policy, PolicyRule, RuleAction, RuleKey};
+pub use policy::{FamilyPolicy, FastPath, InputSelector, Policy, PolicyRule, RuleAction, RuleKey};
 pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{
     Datapath, DatapathHop, DatapathInterface, DatapathPort, Discard, Interface, InterfaceId,

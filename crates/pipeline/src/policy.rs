@@ -142,8 +142,27 @@ struct Prefilter<A: TrieKey> {
     vrfs: [u64; 4],
 }
 
-impl<A: TrieKey> Prefilter<A> {
-    fn new(rules: &[PolicyRule<A>]) -> Option<Self> {
+/// The selectors of the rules before the first one that matches every
+/// packet, when each of those selects without `not`: what a packet must
+/// avoid to be decided from that rule on ([`Prefilter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Selective<A> {
+    /// The first rule that matches every packet.
+    start: usize,
+    /// The `from` prefixes of the rules before it.
+    src: Vec<(A, u8)>,
+    /// The `to` prefixes of those without `from`.
+    dst: Vec<(A, u8)>,
+    /// The `iif` interfaces of those with neither.
+    iifs: [u64; 4],
+    /// One of those selects `iif lo`.
+    loopback: bool,
+    /// The interfaces whose VRF one of those selects.
+    vrfs: [u64; 4],
+}
+
+impl<A: TrieKey> Selective<A> {
+    fn of(rules: &[PolicyRule<A>]) -> Option<Self> {
         let start = rules
             .iter()
             .position(|r| {
@@ -154,32 +173,52 @@ impl<A: TrieKey> Prefilter<A> {
         if start == 0 || before.iter().any(|r| r.invert) {
             return None;
         }
-        let (mut src, mut dst) = (Vec::new(), Vec::new());
-        let (mut iifs, mut loopback, mut vrfs) = ([0u64; 4], false, [0u64; 4]);
+        let mut sel = Self {
+            start,
+            src: Vec::new(),
+            dst: Vec::new(),
+            iifs: [0; 4],
+            loopback: false,
+            vrfs: [0; 4],
+        };
         for r in before {
             match (r.src, r.dst, r.iif) {
-                (Some((a, l)), _, _) => src.push((A::prefix(a, l), 0)),
-                (None, Some((a, l)), _) => dst.push((A::prefix(a, l), 0)),
+                (Some(p), _, _) => sel.src.push(p),
+                (None, Some(p), _) => sel.dst.push(p),
                 (None, None, InputSelector::Interface(i)) => {
-                    iifs[usize::from(i / 64) % 4] |= 1 << (i % 64);
+                    sel.iifs[usize::from(i / 64) % 4] |= 1 << (i % 64);
                 }
-                (None, None, InputSelector::Loopback) => loopback = true,
+                (None, None, InputSelector::Loopback) => sel.loopback = true,
                 (None, None, InputSelector::Vrf(i)) => {
-                    vrfs[usize::from(i / 64) % 4] |= 1 << (i % 64);
+                    sel.vrfs[usize::from(i / 64) % 4] |= 1 << (i % 64);
                 }
                 (None, None, InputSelector::Elsewhere) => {}
                 (None, None, InputSelector::Any) => return None,
             }
         }
-        let trie =
-            |v: Vec<(A::Prefix, NextHopId)>| (!v.is_empty()).then(|| Poptrie::from_routes(v));
+        Some(sel)
+    }
+}
+
+impl<A: TrieKey> Prefilter<A> {
+    fn new(rules: &[PolicyRule<A>]) -> Option<Self> {
+        let sel = Selective::of(rules)?;
+        let trie = |v: &[(A, u8)]| {
+            (!v.is_empty()).then(|| {
+                Poptrie::from_routes(v.iter().map(|&(a, l)| (A::prefix(a, l), 0)).collect::<Vec<(
+                    A::Prefix,
+                    NextHopId,
+                )>>(
+                ))
+            })
+        };
         Some(Self {
-            start,
-            src: trie(src),
-            dst: trie(dst),
-            iifs,
-            loopback,
-            vrfs,
+            start: sel.start,
+            src: trie(&sel.src),
+            dst: trie(&sel.dst),
+            iifs: sel.iifs,
+            loopback: sel.loopback,
+            vrfs: sel.vrfs,
         })
     }
 
@@ -294,6 +333,33 @@ impl<A: TrieKey> FamilyPolicy<A> {
         (r.action == RuleAction::Main && r.suppress_prefixlen.is_none()).then_some(p.start)
     }
 
+    /// Which transit packets main alone decides, for a forwarding path
+    /// that holds main and no other table (the XDP program): see
+    /// [`FastPath`].
+    pub fn fast_path(&self) -> FastPath<A> {
+        if self.main_only {
+            return FastPath::MainOnly;
+        }
+        let Some(sel) = Selective::of(&self.rules) else {
+            return FastPath::Rules;
+        };
+        if self.main_at() != Some(sel.start) {
+            return FastPath::Rules;
+        }
+        let mut ifaces = Vec::new();
+        for i in 0u16..256 {
+            let bit = |m: &[u64; 4]| m[usize::from(i / 64)] & (1 << (i % 64)) != 0;
+            if bit(&sel.iifs) || bit(&sel.vrfs) {
+                ifaces.push(i);
+            }
+        }
+        FastPath::Filtered {
+            src: sel.src,
+            dst: sel.dst,
+            ifaces,
+        }
+    }
+
     /// Whether next-hop id `id` is a `throw` route (the next rule decides).
     #[inline]
     pub fn is_throw(adjacencies: &[(u32, u32)], id: NextHopId) -> bool {
@@ -399,6 +465,31 @@ impl<A: TrieKey> PolicyRule<A> {
                 InputSelector::Elsewhere => false,
             }
     }
+}
+
+/// Which transit packets the main table alone decides
+/// ([`FamilyPolicy::fast_path`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FastPath<A> {
+    /// Every packet (the kernel's default rules).
+    MainOnly,
+    /// A packet whose source is in none of `src`, whose destination is in
+    /// none of `dst`, and that came in on none of `ifaces` (an `iif` rule
+    /// or the VRF of an `l3mdev` one) is routed by the main table; where
+    /// main has no route or a `throw` route, the rules after main's
+    /// decide. Every other packet is decided by the rules from the first.
+    Filtered {
+        /// Source prefixes (address, length).
+        src: Vec<(A, u8)>,
+        /// Destination prefixes.
+        dst: Vec<(A, u8)>,
+        /// Input interfaces.
+        ifaces: Vec<InterfaceId>,
+    },
+    /// No such set: every packet is decided by the rules (a rule with
+    /// `not`, or a first rule matching every packet that is not a plain
+    /// lookup of main).
+    Rules,
 }
 
 /// Both families' rules.
@@ -765,6 +856,43 @@ mod tests {
             }
         }
 
+        /// What a forwarding path holding main alone (the XDP program)
+        /// does with [`FamilyPolicy::fast_path`]: a received packet the
+        /// filter does not select, whose main route is not `throw`, is
+        /// routed by that route; the kernel must agree.
+        #[test]
+        fn packets_the_fast_path_leaves_to_main_route_as_the_kernel_does(
+            m in prop_oneof![source_routing_model(), model()],
+            packets in prop::collection::vec((addr(), addr(), 0u16..3), 1..32),
+        ) {
+            let (policy, main) = m.compile();
+            let fast = policy.fast_path();
+            if policy.main_at().is_some() {
+                let filtered = !matches!(fast, FastPath::Rules);
+                prop_assert!(filtered, "main is reached unconditionally: {:?}", fast);
+            }
+            for (src, dst, iif) in packets {
+                let selected = match &fast {
+                    FastPath::Rules => true,
+                    FastPath::MainOnly => false,
+                    FastPath::Filtered { src: s, dst: d, ifaces } => {
+                        s.iter().any(|&(a, l)| src.masked(l) == a)
+                            || d.iter().any(|&(a, l)| dst.masked(l) == a)
+                            || ifaces.contains(&iif)
+                    }
+                };
+                let Some(id) = main.lookup(dst) else { continue };
+                if selected || FamilyPolicy::<u32>::is_throw(&ADJ, id) {
+                    continue;
+                }
+                prop_assert_eq!(
+                    Some(id),
+                    m.route(Some(src), dst, Some(iif), iif),
+                    "from {:#x} to {:#x} iif {}: {:?}", src, dst, iif, fast
+                );
+            }
+        }
+
         #[test]
         fn rules_route_as_the_kernels_rule_lookup(
             m in model(),
@@ -780,6 +908,102 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_fast_path_names_what_rules_before_main_select() {
+        let rule = |src: Option<(u32, u8)>, dst, iif, invert, action| PolicyRule {
+            src,
+            dst,
+            iif,
+            invert,
+            action,
+            suppress_prefixlen: None,
+        };
+        let main = rule(None, None, InputSelector::Any, false, RuleAction::Main);
+        let from = |a, l| {
+            rule(
+                Some((a, l)),
+                None,
+                InputSelector::Any,
+                false,
+                RuleAction::Table(0),
+            )
+        };
+        let t = || vec![Poptrie::from_routes([(u32::prefix(0x0a00_0000, 8), 3)])];
+        assert_eq!(Policy::default().v4.fast_path(), FastPath::MainOnly);
+        // Source rules, a destination rule, an iif rule and a VRF, then main.
+        let p = FamilyPolicy::new(
+            vec![
+                from(0xc612_0a00, 24),
+                rule(
+                    None,
+                    Some((0x0a00_0000, 8)),
+                    InputSelector::Vrf(2),
+                    false,
+                    RuleAction::End(None),
+                ),
+                rule(
+                    None,
+                    None,
+                    InputSelector::Interface(1),
+                    false,
+                    RuleAction::Table(0),
+                ),
+                rule(
+                    None,
+                    None,
+                    InputSelector::Vrf(3),
+                    false,
+                    RuleAction::Table(0),
+                ),
+                rule(
+                    Some((0x0b00_0000, 8)),
+                    Some((0x0c00_0000, 8)),
+                    InputSelector::Any,
+                    false,
+                    RuleAction::Table(0),
+                ),
+                main,
+                from(0x0d00_0000, 8),
+            ],
+            t(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.fast_path(),
+            FastPath::Filtered {
+                src: vec![(0xc612_0a00, 24), (0x0b00_0000, 8)],
+                dst: vec![(0x0a00_0000, 8)],
+                ifaces: vec![1, 3],
+            },
+            "a rule with a source is filtered by its source alone; rules after main are not"
+        );
+        // A rule with `not` before main: no filter.
+        let p = FamilyPolicy::new(
+            vec![
+                rule(
+                    Some((0xc612_0a00, 24)),
+                    None,
+                    InputSelector::Any,
+                    true,
+                    RuleAction::Table(0),
+                ),
+                main,
+            ],
+            t(),
+        )
+        .unwrap();
+        assert_eq!(p.fast_path(), FastPath::Rules);
+        // The first rule matching every packet looks up another table.
+        let any_table = rule(None, None, InputSelector::Any, false, RuleAction::Table(0));
+        let p = FamilyPolicy::new(vec![from(0xc612_0a00, 24), any_table, main], t()).unwrap();
+        assert_eq!(p.fast_path(), FastPath::Rules);
+        // Main with suppress_prefixlength: no filter.
+        let mut suppressed = main;
+        suppressed.suppress_prefixlen = Some(0);
+        let p = FamilyPolicy::new(vec![from(0xc612_0a00, 24), suppressed], t()).unwrap();
+        assert_eq!(p.fast_path(), FastPath::Rules);
     }
 
     #[test]

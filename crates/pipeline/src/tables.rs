@@ -799,8 +799,11 @@ pub struct Datapath {
     /// Neighbours of on-link destinations: (interface, address as u128 with
     /// IPv4 as `::ffff:a.b.c.d`, MAC).
     pub neighbours: Vec<(InterfaceId, u128, MacAddr)>,
-    /// Policy rules send some packets to tables other than main.
-    pub policy_rules: bool,
+    /// Which IPv4 packets the main table alone decides under the policy
+    /// rules.
+    pub fast_path4: crate::FastPath<u32>,
+    /// The same for IPv6.
+    pub fast_path6: crate::FastPath<u128>,
 }
 
 /// One logical interface as the per-packet path sees it.
@@ -1025,7 +1028,8 @@ impl<F4, F6, A> Tables<F4, F6, A> {
                 .iter()
                 .map(|(k, &m)| (k.interface, k.addr, m))
                 .collect(),
-            policy_rules: !self.policy.main_only(),
+            fast_path4: self.policy.v4.fast_path(),
+            fast_path6: self.policy.v6.fast_path(),
         }
     }
 

@@ -15,7 +15,11 @@
 //!   cache lines warm): the program's cost with its tables cached;
 //! - `pipeline`: the same frames through `pipeline::Worker::process` in
 //!   batches of 32 over the same poptries (wall time of the benchmark
-//!   thread), including the per-batch refill of the frames.
+//!   thread), including the per-batch refill of the frames;
+//! - `rules100`: the program again (a second instance, rounds
+//!   alternated) with 100 policy rules a family: 99 source rules that no
+//!   frame matches (10.200.N.0/24, 2001:db8:c8:N::/64), then main; the
+//!   program filters them (`ff_rules_select`) and routes by main.
 //!
 //! Needs root (CAP_BPF). Run on a quiet machine:
 //! `cargo bench -p fastfwd-xdp --bench program`.
@@ -26,8 +30,8 @@ mod support;
 use fib::RouteTable;
 use fib::poptrie::Poptrie;
 use pipeline::{
-    Frame, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, RouteTarget, TablesBuilder, Vlan,
-    Worker, WorkerConfig,
+    FamilyPolicy, Frame, InputSelector, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop,
+    PolicyRule, RouteTarget, RuleAction, TablesBuilder, Vlan, Worker, WorkerConfig,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
@@ -61,6 +65,38 @@ fn frame6(dst: u128) -> Vec<u8> {
     f.extend_from_slice(&h);
     f.extend_from_slice(&[0x07, 0xd0, 0x0b, 0xb8, 0, 8, 0, 0]);
     f
+}
+
+/// `n` rules a family: `n - 1` source rules looking up a table, for
+/// sources no frame of the benchmark has, then main.
+fn source_rules(n: u32) -> (FamilyPolicy<u32>, FamilyPolicy<u128>) {
+    fn rule<A>(src: Option<(A, u8)>, action: RuleAction) -> PolicyRule<A> {
+        PolicyRule {
+            src,
+            dst: None,
+            iif: InputSelector::Any,
+            invert: false,
+            action,
+            suppress_prefixlen: None,
+        }
+    }
+    let mut r4: Vec<PolicyRule<u32>> = (0..n - 1)
+        .map(|i| rule(Some((0x0ac8_0000 | (i << 8), 24)), RuleAction::Table(0)))
+        .collect();
+    r4.push(rule(None, RuleAction::Main));
+    let mut r6: Vec<PolicyRule<u128>> = (0..u128::from(n) - 1)
+        .map(|i| {
+            rule(
+                Some(((0x2001_0db8_00c8u128 << 80) | (i << 64), 64)),
+                RuleAction::Table(0),
+            )
+        })
+        .collect();
+    r6.push(rule(None, RuleAction::Main));
+    (
+        FamilyPolicy::new(r4, vec![Poptrie::new()]).expect("valid rules"),
+        FamilyPolicy::new(r6, vec![Poptrie::new()]).expect("valid rules"),
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -184,11 +220,22 @@ fn main() {
     engine
         .publish(Image::compile(&t.datapath(), &t.fib4, &t.fib6, None, &cap).unwrap())
         .unwrap();
-    // The program forwards these frames itself (no exception).
-    for f in spread4.iter().take(64).chain(spread6.iter().take(64)) {
-        match engine.test_run(0, f).unwrap() {
-            xdp_engine::Outcome::Forward { .. } => {}
-            o => panic!("expected the program to forward, got {o:?}"),
+    // The same tables under 100 rules a family, in a second instance.
+    let (p4, p6) = source_rules(100);
+    let mut dp = t.datapath();
+    dp.fast_path4 = p4.fast_path();
+    dp.fast_path6 = p6.fast_path();
+    let with_rules = Image::compile(&dp, &t.fib4, &t.fib6, None, &cap).unwrap();
+    assert!(!with_rules.except_all(), "the program filters the rules");
+    let mut ruled = Engine::load(Mode::Test, cap).expect("load the program");
+    ruled.publish(with_rules).unwrap();
+    // Both forward these frames themselves (no exception).
+    for e in [&mut engine, &mut ruled] {
+        for f in spread4.iter().take(64).chain(spread6.iter().take(64)) {
+            match e.test_run(0, f).unwrap() {
+                xdp_engine::Outcome::Forward { .. } => {}
+                o => panic!("expected the program to forward, got {o:?}"),
+            }
         }
     }
 
@@ -201,25 +248,32 @@ fn main() {
     for (name, frames) in [("ipv4", &spread4), ("ipv6", &spread6)] {
         let mut spread = Vec::new();
         let mut warm = Vec::new();
+        let mut spread_rules = Vec::new();
+        let mut warm_rules = Vec::new();
         let mut user = Vec::new();
         for round in 0..3 {
             let t0 = Instant::now();
             // Each BPF_PROG_TEST_RUN call costs about a millisecond outside
             // the timed loop (the kernel swaps its XDP dispatcher), so the
             // program runs over a sample of the frames.
-            let ns: u64 = frames
-                .iter()
-                .take(SAMPLE)
-                .map(|f| u64::from(engine.time_run(0, f, 1).unwrap()))
-                .sum();
-            spread.push(ns as f64 / SAMPLE as f64);
-            let ns: u64 = frames
-                .iter()
-                .skip(SAMPLE)
-                .take(SAMPLE / 4)
-                .map(|f| u64::from(engine.time_run(0, f, 64).unwrap()))
-                .sum();
-            warm.push(ns as f64 / (SAMPLE / 4) as f64);
+            for (e, spread, warm) in [
+                (&mut engine, &mut spread, &mut warm),
+                (&mut ruled, &mut spread_rules, &mut warm_rules),
+            ] {
+                let ns: u64 = frames
+                    .iter()
+                    .take(SAMPLE)
+                    .map(|f| u64::from(e.time_run(0, f, 1).unwrap()))
+                    .sum();
+                spread.push(ns as f64 / SAMPLE as f64);
+                let ns: u64 = frames
+                    .iter()
+                    .skip(SAMPLE)
+                    .take(SAMPLE / 4)
+                    .map(|f| u64::from(e.time_run(0, f, 64).unwrap()))
+                    .sum();
+                warm.push(ns as f64 / (SAMPLE / 4) as f64);
+            }
             let mut w = Worker::new(WorkerConfig {
                 max_batch: 32,
                 ..WorkerConfig::default()
@@ -249,6 +303,12 @@ fn main() {
             "{name}: xdp program, spread destinations {s:.1} ns/packet (harness included); repeat 64 {wm:.1} ns ({:.2} Mpps/core); pipeline (user space, batch 32) {u:.1} ns; program (repeat 64) / pipeline {:.2}x",
             1000.0 / wm,
             wm / u
+        );
+        let (sr, wr) = (median(spread_rules), median(warm_rules));
+        println!(
+            "{name}: xdp program with 100 rules (99 not matching, then main): spread {sr:.1} ns ({:.2}x the default rules), repeat 64 {wr:.1} ns ({:.2}x)",
+            sr / s,
+            wr / wm
         );
     }
 }

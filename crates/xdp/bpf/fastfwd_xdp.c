@@ -71,6 +71,8 @@ HASH(ct_flows, FF_CT_MAX, struct ff_ct_key, struct ff_ct_value);
 ARRAY(fw_meta, 4, struct ff_fw_meta);
 ARRAY(fw_data, 2 * 4096, __u64);
 ARRAY(fw_actions, 2 * FF_FW_MAX_SLOTS, __u32);
+ARRAY(rule_filters, 8, struct ff_rule_filter);
+HASH(rule_prefixes, 2 * FF_MAX_RULE_PREFIXES, struct ff_rule_key, __u8);
 
 /* A forwarding decision waiting for the firewall: the program's entry
  * calls the classifier and then ff_forward itself, so the chain of global
@@ -1262,6 +1264,70 @@ static __always_inline __u8 *ip_input(struct xdp_md *xdp, __u32 meta, struct ctx
 	return h;
 }
 
+/* Whether one of the prefixes of rule filter `kind` (v6 * 2 + dst) of half
+ * `set` holds the address (hi, lo): host order, IPv4 in the top 32 bits of
+ * hi. A clear signature bit answers for most addresses; else each of the
+ * filter's lengths is one hash lookup. */
+static __always_inline int rule_filter_holds(__u32 set, __u32 kind, __u64 hi, __u64 lo)
+{
+	__u32 k = set * 4 + kind;
+	struct ff_rule_filter *f = bpf_map_lookup_elem(&rule_filters, &k);
+	if (!f)
+		return 1;
+	__u32 sig = (kind & 2) ? (__u32)(((hi >> 48) ^ (hi >> 32)) & 0xffff) : (__u32)(hi >> 48);
+	if (!((f->sig[(sig >> 6) & (FF_RULE_SIG_WORDS - 1)] >> (sig & 63)) & 1))
+		return 0;
+	struct ff_rule_key key = {.set = (__u16)set, .kind = (__u8)kind};
+	__u32 n = f->n_lens;
+	for (int i = 0; i < FF_RULE_LENS; i++) {
+		if (i >= n)
+			break;
+		__u32 len = f->lens[i];
+		__u64 mh = hi, ml = lo;
+		if (len == 0) {
+			mh = 0;
+			ml = 0;
+		} else if (len < 64) {
+			mh = hi & (~0ULL << ((64 - len) & 63));
+			ml = 0;
+		} else if (len == 64) {
+			ml = 0;
+		} else if (len < 128) {
+			ml = lo & (~0ULL << ((128 - len) & 63));
+		}
+		__u64 bh = bpf_cpu_to_be64(mh), bl = bpf_cpu_to_be64(ml);
+		__builtin_memcpy(key.addr, &bh, 8);
+		__builtin_memcpy(key.addr + 8, &bl, 8);
+		key.len = (__u8)len;
+		if (bpf_map_lookup_elem(&rule_prefixes, &key))
+			return 1;
+	}
+	return 0;
+}
+
+/* Policy rules (see ff_rule_filter): 1 when a rule before main's may
+ * select the packet (it goes to the pipeline), 0 when main decides it
+ * here. `packed`: the half (bit 0), IPv6 (bit 1), the input interface
+ * (bits 16-31); the addresses as rule_filter_holds takes them. */
+__noinline int ff_rules_select(__u32 packed, __u64 s_hi, __u64 s_lo, __u64 d_hi, __u64 d_lo)
+{
+	__u32 set = packed & 1, v6 = (packed >> 1) & 1, in_if = packed >> 16;
+	__u32 k = (set * 2 + v6) * 2;
+	struct ff_rule_filter *f = bpf_map_lookup_elem(&rule_filters, &k);
+	if (!f)
+		return 1;
+	if (!f->enabled)
+		return 0;
+	if (in_if >= FF_MAX_IFACES)
+		return 1;
+	__u32 ik = set * FF_MAX_IFACES + in_if;
+	struct ff_iface *in = bpf_map_lookup_elem(&ifaces, &ik);
+	if (!in || (in->flags & (v6 ? FF_IFACE_RULES6 : FF_IFACE_RULES4)))
+		return 1;
+	return rule_filter_holds(set, v6 * 2, s_hi, s_lo) ||
+	       rule_filter_holds(set, v6 * 2 + 1, d_hi, d_lo);
+}
+
 /* IPv4 input, route, forward (stages/ipv4.rs, then choose_hop, forward). */
 __noinline int ff_ipv4(struct xdp_md *xdp, __u32 meta)
 {
@@ -1319,6 +1385,8 @@ __noinline int ff_ipv4(struct xdp_md *xdp, __u32 meta)
 		return exception(xdp, c, FF_EXC_TTL);
 	if (c->cfg->flags & FF_CFG_EXCEPT_ALL)
 		return exception(xdp, c, FF_EXC_ALL);
+	if (ff_rules_select(c->set | (c->in_if << 16), (__u64)src << 32, 0, (__u64)dst << 32, 0))
+		return exception(xdp, c, FF_EXC_RULES);
 
 	__u32 nh = ff_fib4(c->set, dst, c->cfg->nodes4_half, c->cfg->leaves4_half);
 	if (nh == FF_FIB_ERROR)
@@ -1372,6 +1440,8 @@ __noinline int ff_ipv6(struct xdp_md *xdp, __u32 meta)
 		return exception(xdp, c, FF_EXC_TTL);
 	if (c->cfg->flags & FF_CFG_EXCEPT_ALL)
 		return exception(xdp, c, FF_EXC_ALL);
+	if (ff_rules_select(c->set | 2 | (c->in_if << 16), s_hi, s_lo, d_hi, d_lo))
+		return exception(xdp, c, FF_EXC_RULES);
 
 	__u32 nh = ff_fib6(c->set, d_hi, d_lo, c->cfg->nodes6_half, c->cfg->leaves6_half);
 	if (nh == FF_FIB_ERROR)

@@ -130,6 +130,10 @@ struct ff_iface {
  * NAPI): packets forwarded to it go to the user-space pipeline, which
  * transmits them through its socket on the port. */
 #define FF_IFACE_PUNT_TX 1
+/* A policy rule before main's selects packets received on this interface
+ * (`iif`, or the interface's VRF), IPv4 / IPv6: see ff_rule_filter. */
+#define FF_IFACE_RULES4 2
+#define FF_IFACE_RULES6 4
 
 /* Next-hop sets, by next-hop id: hops [start, start+count) in `hops`;
  * count 0 is a discarding route whose code is `start`. */
@@ -220,7 +224,42 @@ struct ff_local6_key {
 #define FF_EXC_REJECT 7        /* a firewall reject: ICMP error or TCP reset */
 #define FF_EXC_CONNTRACK 8     /* a flow ct_flows does not hold (yet) */
 #define FF_EXC_EGRESS 9        /* the egress port takes no XDP frames (FF_IFACE_PUNT_TX) */
+#define FF_EXC_RULES 10        /* a policy rule before main's may select it */
 #define FF_EXC_SLOTS 16
+
+/* Policy rules (`ip rule`). The program holds the main table only. Where
+ * the rules before the first rule that matches every packet (a plain
+ * lookup of main) select by source, destination and input interface alone,
+ * without `not`, a packet none of them can select is routed by main here,
+ * and every other packet goes to the pipeline (FF_EXC_RULES), which holds
+ * every table; main's misses and throw routes go there already
+ * (FF_EXC_NO_ROUTE). Per half and family, one ff_rule_filter for the
+ * rules' source prefixes and one for their destination prefixes
+ * (`rule_filters`, index (half * 2 + v6) * 2 + dst); the interfaces are
+ * flagged in ff_iface (FF_IFACE_RULES4/6). A filter's signature bitmap
+ * has a bit for every 16-bit signature of the addresses its prefixes hold
+ * (IPv4: the address's first 16 bits; IPv6: its first 16 bits XOR the
+ * next 16); a packet whose signature bit is clear is in none of them. Else
+ * each of its prefix lengths is tried in `rule_prefixes` (the address
+ * masked to the length). Families whose rules are beyond such a filter
+ * have every transit packet handed over (FF_CFG_EXCEPT_ALL). */
+#define FF_RULE_LENS 16
+#define FF_RULE_SIG_WORDS 1024 /* 65,536 bits */
+#define FF_MAX_RULE_PREFIXES 4096 /* per half, both families */
+struct ff_rule_filter {
+	__u32 enabled;            /* 1: the family's rules select by this field */
+	__u32 n_lens;             /* lengths in `lens` */
+	__u8 lens[FF_RULE_LENS];  /* the prefixes' lengths, each once */
+	__u64 sig[FF_RULE_SIG_WORDS];
+};
+/* A prefix of a filter: the address masked to `len` bits, network order
+ * (IPv4 in the first 4 bytes). */
+struct ff_rule_key {
+	__u8 addr[16];
+	__u16 set;
+	__u8 kind; /* v6 * 2 + dst */
+	__u8 len;
+};
 
 /* Connection tracking's fast path (FF_CFG_CONNTRACK): the established
  * flows of the pipeline's connection tables (crates/firewall/src/

@@ -8,7 +8,7 @@
 
 use crate::layout::{self, FibCapacity};
 use fib::poptrie::{Poptrie, TrieLayout, leaf_value};
-use pipeline::{Datapath, Vlan};
+use pipeline::{Datapath, FastPath, Vlan};
 use std::collections::BTreeMap;
 
 /// Why tables cannot be compiled into the maps.
@@ -57,9 +57,146 @@ pub struct Image {
     pub except_reason: Option<&'static str>,
     /// The firewall's forward chain, when the program evaluates it.
     pub firewall: Option<FwImage>,
+    /// The policy rules' filters (`rule_filters`, `rule_prefixes`).
+    pub rules: RuleImage,
     /// The rules use connection tracking: its fast path is on, for the
     /// connection tables of this epoch.
     pub conntrack_epoch: Option<u32>,
+}
+
+/// The policy rules' filters as map content (`struct ff_rule_filter`):
+/// which packets a rule before main's may select, per family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleImage {
+    /// `rule_filters` of one half: IPv4 source, IPv4 destination, IPv6
+    /// source, IPv6 destination.
+    pub filters: Vec<layout::RuleFilterValue>,
+    /// `rule_prefixes` of one half: (kind, length, address with IPv4 in
+    /// the top 32 bits) -> 1.
+    pub prefixes: BTreeMap<(u8, u8, u128), u8>,
+    /// The interfaces a rule before main's selects, per family (IPv4,
+    /// IPv6).
+    pub ifaces: [Vec<u16>; 2],
+}
+
+impl RuleImage {
+    /// The filters of both families' [`FastPath`]s; the reason the program
+    /// cannot route by them when it cannot.
+    pub fn compile(v4: &FastPath<u32>, v6: &FastPath<u128>) -> Result<RuleImage, &'static str> {
+        let top4 = |f: &FastPath<u32>| match f {
+            FastPath::MainOnly => FastPath::MainOnly,
+            FastPath::Rules => FastPath::Rules,
+            FastPath::Filtered { src, dst, ifaces } => {
+                let up =
+                    |v: &[(u32, u8)]| v.iter().map(|&(a, l)| (u128::from(a) << 96, l)).collect();
+                FastPath::Filtered {
+                    src: up(src),
+                    dst: up(dst),
+                    ifaces: ifaces.clone(),
+                }
+            }
+        };
+        let mut img = RuleImage {
+            filters: Vec::with_capacity(4),
+            prefixes: BTreeMap::new(),
+            ifaces: [Vec::new(), Vec::new()],
+        };
+        for (v6, fast) in [(false, top4(v4)), (true, v6.clone())] {
+            let (src, dst, ifaces) = match fast {
+                FastPath::MainOnly => {
+                    for _ in 0..2 {
+                        img.filters.push(layout::rule_filter(false, &[], &[]));
+                    }
+                    continue;
+                }
+                FastPath::Rules => {
+                    return Err(
+                        "policy rules the program cannot filter (a rule with `not`, or the first rule matching every packet is not a plain lookup of main)",
+                    );
+                }
+                FastPath::Filtered { src, dst, ifaces } => (src, dst, ifaces),
+            };
+            for (dir, prefixes) in [src, dst].into_iter().enumerate() {
+                let kind = u8::from(v6) * 2 + dir as u8;
+                let mut lens: Vec<u8> = prefixes.iter().map(|&(_, l)| l).collect();
+                lens.sort_unstable();
+                lens.dedup();
+                if lens.len() > layout::RULE_LENS {
+                    return Err("policy rules with prefixes of more than 16 lengths in one field");
+                }
+                let mut sig = vec![0u64; layout::RULE_SIG_WORDS];
+                for &(a, l) in &prefixes {
+                    for s in signatures(v6, a, l) {
+                        sig[usize::from(s >> 6)] |= 1 << (s & 63);
+                    }
+                    img.prefixes.insert((kind, l, a), 1);
+                }
+                img.filters.push(layout::rule_filter(true, &lens, &sig));
+            }
+            img.ifaces[usize::from(v6)] = ifaces;
+        }
+        if img.prefixes.len() > layout::MAX_RULE_PREFIXES as usize {
+            return Err("policy rules with more prefixes than the program's filters hold");
+        }
+        Ok(img)
+    }
+
+    /// The kernel's default rules: main decides every packet.
+    pub fn main_only() -> RuleImage {
+        RuleImage {
+            filters: vec![layout::rule_filter(false, &[], &[]); 4],
+            prefixes: BTreeMap::new(),
+            ifaces: [Vec::new(), Vec::new()],
+        }
+    }
+
+    /// Whether the program hands a packet to the pipeline for the rules:
+    /// as `ff_rules_select` decides (a test's model of it).
+    pub fn selects(&self, v6: bool, in_if: u16, src: u128, dst: u128) -> bool {
+        let f = &self.filters[usize::from(v6) * 2];
+        if f[0..4] == [0; 4] {
+            return false;
+        }
+        if self.ifaces[usize::from(v6)].contains(&in_if) {
+            return true;
+        }
+        [(0u8, src), (1, dst)].into_iter().any(|(dir, a)| {
+            let kind = u8::from(v6) * 2 + dir;
+            self.prefixes
+                .keys()
+                .any(|&(k, l, p)| k == kind && mask(a, l) == p)
+        })
+    }
+}
+
+/// `a` (IPv4 in the top 32 bits) with all but its first `len` bits
+/// cleared.
+fn mask(a: u128, len: u8) -> u128 {
+    match len {
+        0 => 0,
+        l if l >= 128 => a,
+        l => a & !(u128::MAX >> l),
+    }
+}
+
+/// The signatures ([`layout::rule_signature`]) of every address in the
+/// prefix `a`/`len` (IPv4 in the top 32 bits).
+fn signatures(v6: bool, a: u128, len: u8) -> Vec<u16> {
+    // The signature's bits are the address's first 16, or (IPv6) those
+    // XOR the next 16: a prefix fixes the first `len` of them.
+    let fixed = if v6 { 32 } else { 16 };
+    if len >= fixed {
+        return vec![layout::rule_signature(v6, a)];
+    }
+    if v6 && len < 16 {
+        return (0..=u16::MAX).collect();
+    }
+    // The free low bits of the (second, for IPv6) 16-bit group.
+    let free = u32::from(fixed - len);
+    let base = mask(a, len);
+    (0..1u128 << free)
+        .map(|i| layout::rule_signature(v6, base | (i << (128 - u32::from(fixed)))))
+        .collect()
 }
 
 /// The firewall's forward chain as map content.
@@ -369,10 +506,29 @@ impl Image {
             })
             .collect();
         fit("VLAN interfaces", vlans.len(), layout::MAX_VLANS)?;
+        let rules = RuleImage::compile(&dp.fast_path4, &dp.fast_path6);
+        let selected = |id: usize, v6: usize| {
+            rules
+                .as_ref()
+                .is_ok_and(|r| r.ifaces[v6].contains(&(id as u16)))
+        };
         let ifaces = dp
             .interfaces
             .iter()
-            .map(|i| layout::iface(i.mac.0, i.mtu, i.port, &i.l2_template, i.l2_template_len))
+            .enumerate()
+            .map(|(id, i)| {
+                let mut v =
+                    layout::iface(i.mac.0, i.mtu, i.port, &i.l2_template, i.l2_template_len);
+                let mut flags = 0;
+                if selected(id, 0) {
+                    flags |= layout::IFACE_RULES4;
+                }
+                if selected(id, 1) {
+                    flags |= layout::IFACE_RULES6;
+                }
+                layout::set_iface_flags(&mut v, flags);
+                v
+            })
             .collect();
         let adjacencies = dp
             .adjacencies
@@ -432,13 +588,15 @@ impl Image {
             local6,
             fib4: FibImage::from_layout(fib4.layout(), cap.nodes4, cap.leaves4)?,
             fib6: FibImage::from_layout(fib6.layout(), cap.nodes6, cap.leaves6)?,
-            // Policy rules are evaluated by the pipeline alone.
-            except_reason: if dp.policy_rules {
-                Some("policy rules send some packets to tables other than main")
-            } else {
-                fw_image.as_ref().and_then(|r| r.as_ref().err().copied())
+            // Packets the rules may send to another table go to the
+            // pipeline (`ff_rules_select`); where the rules cannot be
+            // filtered so, every transit packet does.
+            except_reason: match &rules {
+                Err(why) => Some(*why),
+                Ok(_) => fw_image.as_ref().and_then(|r| r.as_ref().err().copied()),
             },
             firewall: fw_image.and_then(Result::ok),
+            rules: rules.unwrap_or_else(|_| RuleImage::main_only()),
             conntrack_epoch,
         })
     }
@@ -476,6 +634,73 @@ pub(crate) mod tests {
     use fib::{Lookup, RouteTable};
     use proptest::prelude::*;
     use wire::{Ipv4Cidr, Ipv6Cidr};
+
+    /// Whether the signature bit of `a` is set in rule filter `f`.
+    fn sig_set(f: &layout::RuleFilterValue, v6: bool, a: u128) -> bool {
+        let s = usize::from(layout::rule_signature(v6, a));
+        let at = 8 + layout::RULE_LENS + 8 * (s / 64);
+        let w = u64::from_ne_bytes(f[at..at + 8].try_into().unwrap());
+        (w >> (s % 64)) & 1 == 1
+    }
+
+    proptest! {
+        /// Every address a rule's prefix holds has its signature bit set
+        /// (the program's first test never passes a selected packet by),
+        /// and the prefix, masked, is in the hash for its length.
+        #[test]
+        fn rule_filters_hold_every_address_of_their_prefixes(
+            src4 in prop::collection::vec((any::<u32>(), 1u8..=32), 0..6),
+            dst6 in prop::collection::vec((any::<u128>(), 1u8..=128), 0..6),
+            probes in prop::collection::vec(any::<u128>(), 16),
+        ) {
+            let src4: Vec<(u32, u8)> = src4.into_iter().map(|(a, l)| (a & Ipv4Cidr::mask(l), l)).collect();
+            let dst6: Vec<(u128, u8)> = dst6.into_iter().map(|(a, l)| (a & Ipv6Cidr::mask(l), l)).collect();
+            let img = RuleImage::compile(
+                &FastPath::Filtered { src: src4.clone(), dst: vec![], ifaces: vec![3] },
+                &FastPath::Filtered { src: vec![], dst: dst6.clone(), ifaces: vec![] },
+            ).unwrap();
+            for (i, &(p, l)) in src4.iter().enumerate() {
+                // An address inside: the prefix with probe bits below it.
+                let host = probes[i] as u32 & !Ipv4Cidr::mask(l);
+                let a = u128::from(p | host) << 96;
+                prop_assert!(sig_set(&img.filters[0], false, a), "{:#x}/{}", p, l);
+                prop_assert!(img.selects(false, 0, a, 0));
+            }
+            for (i, &(p, l)) in dst6.iter().enumerate() {
+                let a = p | (probes[8 + i] & !Ipv6Cidr::mask(l));
+                prop_assert!(sig_set(&img.filters[3], true, a), "{:#x}/{}", p, l);
+                prop_assert!(img.selects(true, 0, 0, a));
+            }
+            // The IPv4 interface flag, and an address in no prefix.
+            prop_assert!(img.selects(false, 3, 0, 0));
+            prop_assert_eq!(&img.ifaces, &[vec![3], vec![]]);
+            for &a in &probes {
+                let inside = src4.iter().any(|&(p, l)| (a >> 96) as u32 & Ipv4Cidr::mask(l) == p);
+                let a4 = a & (u128::from(u32::MAX) << 96);
+                prop_assert_eq!(img.selects(false, 0, a4, a4), inside);
+            }
+        }
+    }
+
+    #[test]
+    fn rule_filters_have_limits() {
+        let many: Vec<(u32, u8)> = (1..=17u8)
+            .map(|l| (0x0a00_0000 & Ipv4Cidr::mask(l), l))
+            .collect();
+        let f = |src: Vec<(u32, u8)>| FastPath::Filtered {
+            src,
+            dst: vec![],
+            ifaces: vec![],
+        };
+        assert!(RuleImage::compile(&f(many[..16].to_vec()), &FastPath::MainOnly).is_ok());
+        assert!(RuleImage::compile(&f(many), &FastPath::MainOnly).is_err());
+        assert!(RuleImage::compile(&FastPath::Rules, &FastPath::MainOnly).is_err());
+        let lots: Vec<(u32, u8)> = (0..4097u32).map(|i| (i << 8, 24)).collect();
+        assert!(RuleImage::compile(&f(lots), &FastPath::MainOnly).is_err());
+        let img = RuleImage::compile(&FastPath::MainOnly, &FastPath::MainOnly).unwrap();
+        assert_eq!(img, RuleImage::main_only());
+        assert!(!img.selects(false, 0, 1 << 100, 1 << 100));
+    }
 
     /// The image of a router with no interfaces and no routes.
     pub(crate) fn empty_image() -> Image {

@@ -610,6 +610,24 @@ impl Engine {
 
         self.write_firewall(set, new, o)?;
         let s16 = set as u16;
+        {
+            let mut filters: Array<_, layout::RuleFilterValue> = self.array("rule_filters")?;
+            for (i, v) in new.rules.filters.iter().enumerate() {
+                if o.and_then(|o| o.rules.filters.get(i)) != Some(v) {
+                    filters
+                        .set(set * 4 + i as u32, v, 0)
+                        .map_err(|e| bpf_err("writing map rule_filters", &e))?;
+                }
+            }
+        }
+        diff_hash(
+            self,
+            "rule_prefixes",
+            &new.rules.prefixes,
+            o.map(|i| &i.rules.prefixes),
+            |&(kind, len, a)| layout::rule_key(a, len, s16, kind),
+            |&v| v,
+        )?;
         diff_hash(
             self,
             "vlans",

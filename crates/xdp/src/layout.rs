@@ -37,6 +37,10 @@ pub const CFG_CONNTRACK: u32 = 16;
 
 pub const NO_IFACE: u16 = 0xffff;
 pub const IFACE_PUNT_TX: u8 = 1;
+/// A policy rule before main's selects packets received on the interface
+/// (`FF_IFACE_RULES4` / `FF_IFACE_RULES6`).
+pub const IFACE_RULES4: u8 = 2;
+pub const IFACE_RULES6: u8 = 4;
 /// `tx_faults` entries: one per port, then the exception path's sockets.
 pub const TX_FAULT_SLOTS: u32 = MAX_PORTS + 1;
 pub const HOP_GATEWAY: u8 = 1;
@@ -51,7 +55,7 @@ pub const EXC_SLOTS: usize = 16;
 /// Why the program handed a packet to the user-space pipeline (the
 /// `FF_EXC_*` values), with the names `show runtime` and replay's summary
 /// print.
-pub const EXCEPTIONS: [(u32, &str); 10] = [
+pub const EXCEPTIONS: [(u32, &str); 11] = [
     (0, "ttl_expiring"),
     (1, "ipv4_options"),
     (2, "no_route_or_unreachable"),
@@ -62,7 +66,15 @@ pub const EXCEPTIONS: [(u32, &str); 10] = [
     (7, "firewall_reject"),
     (8, "conntrack_unknown_flow"),
     (9, "egress_refuses_xdp"),
+    (10, "policy_rules"),
 ];
+
+/// Policy rules' filters (`struct ff_rule_filter`, `struct ff_rule_key`):
+/// the prefix lengths a filter holds at most, its signature bitmap's
+/// words, the prefixes of both families per half.
+pub const RULE_LENS: usize = 16;
+pub const RULE_SIG_WORDS: usize = 1024;
+pub const MAX_RULE_PREFIXES: u32 = 4096;
 
 /// Connection tracking's fast path (`FF_CT_*`, `FF_META_*`).
 pub const CT_MAX: u32 = 65536;
@@ -179,6 +191,8 @@ pub const META_SIZE: usize = 8;
 pub const TX_FAULT_SIZE: usize = 16;
 pub const TP_REDIRECT_ERR_SIZE: usize = 36;
 pub const TP_DEVMAP_XMIT_SIZE: usize = 32;
+pub const RULE_FILTER_SIZE: usize = 8 + RULE_LENS + 8 * RULE_SIG_WORDS;
+pub const RULE_KEY_SIZE: usize = 20;
 /// `struct ff_counters` in 64-bit words.
 pub const COUNTER_WORDS: usize = 8 + EXC_SLOTS + DROP_SLOTS + PUNT_SLOTS + 5 * MAX_IFACES as usize;
 /// Word offsets inside `struct ff_counters`.
@@ -209,6 +223,8 @@ pub type Local6Key = [u8; LOCAL6_KEY_SIZE];
 pub type TestOut = [u8; TEST_OUT_SIZE];
 pub type CtKey = [u8; CT_KEY_SIZE];
 pub type CtValue = [u8; CT_VALUE_SIZE];
+pub type RuleFilterValue = [u8; RULE_FILTER_SIZE];
+pub type RuleKey = [u8; RULE_KEY_SIZE];
 pub type CounterBlock = [u64; COUNTER_WORDS];
 
 /// Capacity of the FIB maps, per half.
@@ -491,6 +507,46 @@ pub fn local6_key(addr: u128, set: u32) -> Local6Key {
     v
 }
 
+/// A rule filter: `enabled` (the family's rules select by prefixes,
+/// interfaces or both), its prefixes' `lengths` (at most [`RULE_LENS`]) and
+/// its signature bitmap.
+pub fn rule_filter(enabled: bool, lengths: &[u8], sig: &[u64]) -> RuleFilterValue {
+    let mut v = [0u8; RULE_FILTER_SIZE];
+    v[0..4].copy_from_slice(&u32::from(enabled).to_ne_bytes());
+    let n = lengths.len().min(RULE_LENS);
+    v[4..8].copy_from_slice(&(n as u32).to_ne_bytes());
+    v[8..8 + n].copy_from_slice(&lengths[..n]);
+    for (i, w) in sig.iter().take(RULE_SIG_WORDS).enumerate() {
+        let at = 8 + RULE_LENS + 8 * i;
+        v[at..at + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    v
+}
+
+/// The key of a rule filter's prefix: `addr` masked to `len` bits, with
+/// IPv4 in the top 32 bits (as the program holds addresses), filter
+/// `kind` (v6 * 2 + dst) of half `set`.
+pub fn rule_key(addr: u128, len: u8, set: u16, kind: u8) -> RuleKey {
+    let mut v = [0u8; RULE_KEY_SIZE];
+    v[0..16].copy_from_slice(&addr.to_be_bytes());
+    v[16..18].copy_from_slice(&set.to_ne_bytes());
+    v[18] = kind;
+    v[19] = len;
+    v
+}
+
+/// The 16-bit signature the program takes of an address (IPv4 in the top
+/// 32 bits of `addr`): IPv4 its first 16 bits, IPv6 its first 16 bits XOR
+/// the next 16.
+pub fn rule_signature(v6: bool, addr: u128) -> u16 {
+    let hi = (addr >> 64) as u64;
+    if v6 {
+        (((hi >> 48) ^ (hi >> 32)) & 0xffff) as u16
+    } else {
+        (hi >> 48) as u16
+    }
+}
+
 pub fn test_out(kind: u32, detail: u32) -> TestOut {
     let mut v = [0u8; TEST_OUT_SIZE];
     v[0..4].copy_from_slice(&kind.to_ne_bytes());
@@ -636,6 +692,11 @@ mod tests {
             ("FF_FW_COUNT", FW_COUNT.into()),
             ("FF_NO_IFACE", NO_IFACE.into()),
             ("FF_IFACE_PUNT_TX", IFACE_PUNT_TX.into()),
+            ("FF_IFACE_RULES4", IFACE_RULES4.into()),
+            ("FF_IFACE_RULES6", IFACE_RULES6.into()),
+            ("FF_RULE_LENS", RULE_LENS as u64),
+            ("FF_RULE_SIG_WORDS", RULE_SIG_WORDS as u64),
+            ("FF_MAX_RULE_PREFIXES", MAX_RULE_PREFIXES.into()),
             ("FF_HOP_GATEWAY", HOP_GATEWAY.into()),
             ("FF_HOP_MAC", HOP_MAC.into()),
             ("FF_LOCAL_UNICAST", LOCAL_UNICAST.into()),
@@ -674,6 +735,7 @@ mod tests {
             "FF_EXC_REJECT",
             "FF_EXC_CONNTRACK",
             "FF_EXC_EGRESS",
+            "FF_EXC_RULES",
         ];
         assert_eq!(exc.len(), EXCEPTIONS.len());
         for (name, (v, _)) in exc.iter().zip(EXCEPTIONS) {
@@ -712,9 +774,39 @@ mod tests {
             ("ff_tx_fault", TX_FAULT_SIZE),
             ("ff_tp_redirect_err", TP_REDIRECT_ERR_SIZE),
             ("ff_tp_devmap_xmit", TP_DEVMAP_XMIT_SIZE),
+            ("ff_rule_filter", RULE_FILTER_SIZE),
+            ("ff_rule_key", RULE_KEY_SIZE),
         ] {
             assert_eq!(struct_size(name), size, "sizeof(struct {name})");
         }
+        // The rule encoders write each field where the header has it.
+        let h = CHeader::new(HEADER);
+        for (st, field, at) in [
+            ("ff_rule_filter", "enabled", 0),
+            ("ff_rule_filter", "n_lens", 4),
+            ("ff_rule_filter", "lens", 8),
+            ("ff_rule_filter", "sig", 8 + RULE_LENS),
+            ("ff_rule_key", "addr", 0),
+            ("ff_rule_key", "set", 16),
+            ("ff_rule_key", "kind", 18),
+            ("ff_rule_key", "len", 19),
+        ] {
+            assert_eq!(h.field_offset(st, field, &[]), Some(at), "{st}.{field}");
+        }
+        let f = rule_filter(true, &[24, 16], &[1u64 << 63; RULE_SIG_WORDS]);
+        assert_eq!(f[0..4], 1u32.to_ne_bytes());
+        assert_eq!(f[4..8], 2u32.to_ne_bytes());
+        assert_eq!(f[8..10], [24, 16]);
+        assert_eq!(f[8 + RULE_LENS + 7], 0x80, "the first word's top bit");
+        let k = rule_key(0x0a01_0200u128 << 96, 24, 1, 2);
+        assert_eq!(k[0..4], [10, 1, 2, 0]);
+        assert_eq!(k[16..18], 1u16.to_ne_bytes());
+        assert_eq!((k[18], k[19]), (2, 24));
+        assert_eq!(rule_signature(false, 0x0a01_0200u128 << 96), 0x0a01);
+        assert_eq!(
+            rule_signature(true, 0x2001_0db8_0001u128 << 80),
+            0x2001 ^ 0x0db8
+        );
     }
 
     #[test]

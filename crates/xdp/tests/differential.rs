@@ -11,8 +11,8 @@ mod support;
 use fib::RouteTable;
 use fib::poptrie::Poptrie;
 use pipeline::{
-    Discard, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop, RouteTarget, Tables,
-    TablesBuilder, Vlan, Worker, WorkerConfig,
+    Discard, FamilyPolicy, InputSelector, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, NextHop,
+    Policy, PolicyRule, RouteTarget, RuleAction, Tables, TablesBuilder, Vlan, Worker, WorkerConfig,
 };
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -174,6 +174,150 @@ fn tables(
     mtu1: u16,
     acl: config::ConfigAcl,
 ) -> T {
+    tables_with_rules(v4, v6, mtu1, acl, None)
+}
+
+/// Policy rules drawn from `seed` over the targets `ids`, per family: up
+/// to four rules before main selecting by a source or destination prefix
+/// the packets use, an input interface or an interface's VRF, each
+/// looking up one of two tables or ending the decision; main; then a
+/// lookup of the first table for main's misses and throws. About one
+/// IPv4 policy in eight also gets a rule with `not`, which the program
+/// cannot filter.
+fn policy(seed: u64, ids: &[u32]) -> Policy {
+    let mut r = Rng(seed);
+    fn rule<A>(
+        r: &mut Rng,
+        ids: &[u32],
+        src: Option<(A, u8)>,
+        dst: Option<(A, u8)>,
+        iif: InputSelector,
+    ) -> PolicyRule<A> {
+        let action = match r.below(4) {
+            0 | 1 => RuleAction::Table(r.below(2) as u16),
+            // A blackhole, unreachable or prohibit route's id.
+            2 => RuleAction::End(Some(ids[9 + r.below(3) as usize])),
+            _ => RuleAction::End(None),
+        };
+        PolicyRule {
+            src,
+            dst,
+            iif,
+            invert: false,
+            action,
+            suppress_prefixlen: None,
+        }
+    }
+    let iif = |r: &mut Rng| match r.below(2) {
+        0 => InputSelector::Interface(r.below(4) as u16),
+        _ => InputSelector::Vrf(r.below(4) as u16),
+    };
+    // Main, then the first table for what main leaves.
+    fn main_then_table<A>() -> [PolicyRule<A>; 2] {
+        [RuleAction::Main, RuleAction::Table(0)].map(|action| PolicyRule {
+            src: None,
+            dst: None,
+            iif: InputSelector::Any,
+            invert: false,
+            action,
+            suppress_prefixlen: None,
+        })
+    }
+    // IPv4: sources are 10.x.y.z, destinations mostly in 10/8.
+    let mut v4 = Vec::new();
+    for _ in 0..r.below(5) {
+        let len = [9u8, 12, 16, 24][r.below(4) as usize];
+        let a = 0x0a00_0000 | (r.next() as u32 & 0x00ff_ffff);
+        let p = Some((a & Ipv4Cidr::mask(len), len));
+        v4.push(match r.below(3) {
+            0 => rule(&mut r, ids, p, None, InputSelector::Any),
+            1 => rule(&mut r, ids, None, p, InputSelector::Any),
+            _ => {
+                let sel = iif(&mut r);
+                rule(&mut r, ids, None, None, sel)
+            }
+        });
+    }
+    if r.chance(12) {
+        let mut not = rule(
+            &mut r,
+            ids,
+            Some((0x0a80_0000, 9)),
+            None,
+            InputSelector::Any,
+        );
+        not.invert = true;
+        v4.push(not);
+    }
+    v4.extend(main_then_table());
+    // IPv6: sources are 2001:db8:aa::/48 and more.
+    let mut v6 = Vec::new();
+    for _ in 0..r.below(5) {
+        let len = [44u8, 48, 56, 64][r.below(4) as usize];
+        let a = 0x2001_0db8_00aa_0000_0000_0000_0000_0000u128 | (u128::from(r.next() as u16) << 64);
+        let p = Some((a & Ipv6Cidr::mask(len), len));
+        v6.push(match r.below(3) {
+            0 => rule(&mut r, ids, p, None, InputSelector::Any),
+            1 => {
+                let d = 0x2001_0db8_0100_0000_0000_0000_0000_0000u128
+                    | (u128::from(r.below(20) as u16) << 80);
+                rule(
+                    &mut r,
+                    ids,
+                    None,
+                    Some((d & Ipv6Cidr::mask(40), 40)),
+                    InputSelector::Any,
+                )
+            }
+            _ => {
+                let sel = iif(&mut r);
+                rule(&mut r, ids, None, None, sel)
+            }
+        });
+    }
+    v6.extend(main_then_table());
+    // Two tables a family: a few routes to forwarding targets and
+    // discards, and a default route in the first.
+    let mut t4 = Vec::new();
+    let mut t6 = Vec::new();
+    for t in 0..2 {
+        let mut f4 = Poptrie::<u32>::new();
+        let mut f6 = Poptrie::<u128>::new();
+        for _ in 0..r.below(6) {
+            let len = [8u8, 12, 16, 24][r.below(4) as usize];
+            let a = 0x0a00_0000 | (r.next() as u32 & 0x00ff_ffff);
+            f4.insert(
+                Ipv4Cidr::new(a & Ipv4Cidr::mask(len), len).unwrap(),
+                ids[r.below(ids.len() as u64) as usize],
+            );
+            let a6 = 0x2001_0db8_0100_0000_0000_0000_0000_0000u128
+                | (u128::from(r.below(20) as u16) << 80);
+            f6.insert(
+                Ipv6Cidr::new(a6 & Ipv6Cidr::mask(48), 48).unwrap(),
+                ids[5 + r.below(2) as usize],
+            );
+        }
+        if t == 0 {
+            f4.insert(Ipv4Cidr::new(0, 0).unwrap(), ids[4]);
+            f6.insert(Ipv6Cidr::new(0, 0).unwrap(), ids[10]);
+        }
+        t4.push(f4);
+        t6.push(f6);
+    }
+    Policy {
+        v4: FamilyPolicy::new(v4, t4).unwrap(),
+        v6: FamilyPolicy::new(v6, t6).unwrap(),
+    }
+}
+
+/// [`tables`] with the policy rules [`policy`] draws from `rules_seed`.
+fn tables_with_rules(
+    v4: &[(u32, u8, usize)],
+    v6: &[(u128, u8, usize)],
+    mtu1: u16,
+    acl: config::ConfigAcl,
+    rules_seed: Option<u64>,
+) -> T {
     let mut b = TablesBuilder::new();
     let v4a = |a: [u8; 4], l| Ipv4IfAddr {
         addr: Ipv4Addr::from(a),
@@ -283,6 +427,10 @@ fn tables(
             Ipv6Cidr::new(a & Ipv6Cidr::mask(l), l).unwrap(),
             ids[t % ids.len()],
         );
+    }
+    if let Some(seed) = rules_seed {
+        b.set_policy(std::sync::Arc::new(policy(seed, &ids)))
+            .unwrap();
     }
     b.build_with_acl(f4, f6, acl)
 }
@@ -534,25 +682,34 @@ fn compare(
     batches: u64,
     rules: Option<&str>,
 ) -> Result<xdp_engine::EngineCounters, TestCaseError> {
-    compare_punting(v4, v6, seed, mtu1, batches, rules, &Default::default())
+    compare_with(v4, v6, seed, mtu1, batches, rules, &Setup::default())
 }
 
-/// [`compare`] with the ports in `punt` marked as taking no XDP frames.
-fn compare_punting(
+/// What a comparison runs with besides the routes and the firewall.
+#[derive(Debug, Default)]
+struct Setup {
+    /// Ports marked as taking no XDP frames.
+    punt: std::collections::BTreeSet<u16>,
+    /// Policy rules, drawn from this seed ([`policy`]).
+    rules_seed: Option<u64>,
+}
+
+/// [`compare`] with `setup`.
+fn compare_with(
     v4: &[(u32, u8, usize)],
     v6: &[(u128, u8, usize)],
     seed: u64,
     mtu1: u16,
     batches: u64,
     rules: Option<&str>,
-    punt: &std::collections::BTreeSet<u16>,
+    setup: &Setup,
 ) -> Result<xdp_engine::EngineCounters, TestCaseError> {
-    let t = tables(v4, v6, mtu1, rules.and_then(acl));
+    let t = tables_with_rules(v4, v6, mtu1, rules.and_then(acl), setup.rules_seed);
     let mut engine = Engine::load(Mode::Test, FibCapacity::SMALL).unwrap();
     let fw = t.acl.as_ref();
     let mut image =
         Image::compile(&t.datapath(), &t.fib4, &t.fib6, fw, &engine.capacity()).unwrap();
-    image.punt_tx(punt);
+    image.punt_tx(&setup.punt);
     if rules.is_some() {
         prop_assert!(
             image.firewall.is_some(),
@@ -632,6 +789,25 @@ proptest! {
             return Ok(());
         }
         compare(&v4, &v6, seed, mtu1, 6, None)?;
+    }
+
+    /// The same with random policy rules before and after main: the
+    /// program routes by main what no rule before main can select and
+    /// hands the rest to the pipeline, which has every table.
+    #[test]
+    fn both_engines_route_by_the_same_policy_rules(
+        v4 in v4_routes(),
+        v6 in v6_routes(),
+        seed in 1u64..u64::MAX,
+    ) {
+        if !netio::root_or_skip("the XDP engine policy-rules differential test") {
+            return Ok(());
+        }
+        let setup = Setup {
+            rules_seed: Some(seed ^ 0x5851_f42d),
+            ..Setup::default()
+        };
+        compare_with(&v4, &v6, seed, 1500, 6, None, &setup)?;
     }
 
     /// The same with a random stateless forward chain, which the program
@@ -725,6 +901,50 @@ fn the_program_finishes_most_packets_itself() {
     assert!(c.counters.forwarded_ipv6 > 0 && c.counters.total_punts() > 0);
 }
 
+/// Policy rules before main that select some of the packets by source:
+/// the program still routes the others itself, hands the selected ones to
+/// the pipeline (`policy_rules`), and the results agree.
+#[test]
+fn the_program_routes_by_main_what_no_rule_selects() {
+    if !netio::root_or_skip("the XDP engine policy-rules differential test") {
+        return;
+    }
+    let v4: Vec<(u32, u8, usize)> = (0..40u32)
+        .map(|i| (0x0a00_0000 | (i << 18), 14, [0, 2, 3][i as usize % 3]))
+        .chain([(0, 0, 0)])
+        .collect();
+    let v6 = [(0x2001_0db8_0100_0000_0000_0000_0000_0000u128, 40, 5)];
+    // The first seed whose IPv4 rules before main select by source and
+    // can be filtered.
+    let ids: Vec<u32> = (0..13).collect();
+    let seed = (1u64..)
+        .find(|&s| {
+            matches!(
+                policy(s, &ids).v4.fast_path(),
+                pipeline::FastPath::Filtered { ref src, .. } if !src.is_empty()
+            )
+        })
+        .unwrap();
+    let setup = Setup {
+        rules_seed: Some(seed),
+        ..Setup::default()
+    };
+    let c = compare_with(&v4, &v6, 0x5eed, 1500, 80, None, &setup).unwrap();
+    let exc = |name: &str| {
+        let i = xdp_engine::layout::EXCEPTIONS
+            .iter()
+            .position(|&(_, n)| n == name)
+            .unwrap();
+        c.exceptions[i]
+    };
+    assert_eq!(exc("firewall_rules"), 0, "the rules were filtered: {c:?}");
+    assert!(exc("policy_rules") > 0, "some packets were selected: {c:?}");
+    assert!(
+        c.counters.forwarded_ipv4 >= 50,
+        "the program routed the others: {c:?}"
+    );
+}
+
 /// A port marked as taking no XDP frames: every packet the program would
 /// forward there goes to the pipeline (`egress_refuses_xdp`), which
 /// forwards it as it would have, and the other ports stay with the
@@ -751,7 +971,11 @@ fn a_port_that_takes_no_xdp_frames_is_left_to_the_pipeline() {
         .0 as usize;
     let open = compare(&v4, &v6, 0x5eed, 1500, 80, None).unwrap();
     assert_eq!(open.exceptions[egress], 0);
-    let c = compare_punting(&v4, &v6, 0x5eed, 1500, 80, None, &[1u16].into()).unwrap();
+    let punt = Setup {
+        punt: [1u16].into(),
+        ..Setup::default()
+    };
+    let c = compare_with(&v4, &v6, 0x5eed, 1500, 80, None, &punt).unwrap();
     let forwarded =
         |c: &xdp_engine::EngineCounters| c.counters.forwarded_ipv4 + c.counters.forwarded_ipv6;
     assert!(c.exceptions[egress] > 0, "{c:?}");

@@ -2752,6 +2752,24 @@ pub fn policy_rules_scenario(backend: &str, tag: &str) {
     for (src, dst) in [("198.18.0.108", v4.1), ("2001:2::108", v6.1)] {
         assert_eq!(count(src, dst), 50, "{src} -> {dst}: main forwards it");
     }
+    if backend == XDP_ENGINE {
+        // The program hands the rule's sources to the pipeline and routes
+        // the others by main itself: the rules are filtered, not a reason
+        // to hand over every packet.
+        let text = String::from_utf8_lossy(&d.cli(&["show", "metrics"]).stdout).into_owned();
+        let handed = |cause: &str| {
+            let name = format!("fastfwd_xdp_exceptions_total{{cause=\"{cause}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(name.as_str())?.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        assert!(
+            handed("policy_rules") >= 100,
+            "the rule's 100 datagrams went to the pipeline: {}",
+            handed("policy_rules")
+        );
+        assert_eq!(handed("firewall_rules"), 0, "not every packet");
+    }
     // The first error may wait for gen's MAC (the router resolves it).
     let filtered = || {
         let o = sh(&[
