@@ -27,9 +27,11 @@ use wire::Cidr;
 ///   handed over before routing) or of a table with no route of the family,
 ///   and a `goto` to a priority no rule has, always pass to the next rule
 ///   and are left out;
-/// - `iif NAME` selects the interface of the kernel link NAME (a port's
-///   untagged one, or a kernel VLAN device's VLAN: `iif_of`), else no
-///   packet fastfwd receives;
+/// - `iif NAME` selects the interfaces the kernel's rules of the family
+///   see as its link NAME (a port's untagged one, a kernel VLAN device's
+///   VLAN; for IPv6 every member of a VRF device and none for a member:
+///   `iif_of`), else no packet fastfwd receives; for several, one rule
+///   each (`not` over several is refused, naming the rule);
 /// - `goto P` jumps to the first rule of priority P;
 /// - `unreachable` ends with no route, `blackhole` and `prohibit` with
 ///   their discard (the ICMP errors the kernel sends for each);
@@ -41,7 +43,7 @@ use wire::Cidr;
 /// (the kernel keeps insertion order). `intern` numbers route targets.
 pub(crate) fn compile(
     kernel: &KernelState,
-    iif_of: &dyn Fn(&str) -> Option<InterfaceId>,
+    iif_of: &dyn Fn(&str, bool) -> Vec<InterfaceId>,
     by_ifindex: &HashMap<u32, InterfaceId>,
     intern: &mut dyn FnMut(&RouteTarget) -> Result<NextHopId, TableError>,
 ) -> Result<(Policy, Vec<String>), String> {
@@ -69,7 +71,7 @@ type Split<A> = fn(&Cidr) -> Option<(<A as fib::Address>::Prefix, A, u8)>;
 
 struct Compiler<'a> {
     kernel: &'a KernelState,
-    iif_of: &'a dyn Fn(&str) -> Option<InterfaceId>,
+    iif_of: &'a dyn Fn(&str, bool) -> Vec<InterfaceId>,
     by_ifindex: &'a HashMap<u32, InterfaceId>,
     intern: &'a mut dyn FnMut(&RouteTarget) -> Result<NextHopId, TableError>,
     warnings: &'a mut Vec<String>,
@@ -100,12 +102,26 @@ impl Compiler<'_> {
         // or for an `l3mdev` rule one per VRF member fastfwd receives on.
         let mut out: Vec<Vec<(PolicyRule<A>, Option<usize>)>> = Vec::new();
         for r in &rules {
+            // Several interfaces (the members of a VRF device): the rule
+            // once for each, below.
+            let mut more_iifs = Vec::new();
             let iif = match r.iif.as_deref() {
                 None => InputSelector::Any,
                 Some("lo") => InputSelector::Loopback,
-                Some(name) => {
-                    (self.iif_of)(name).map_or(InputSelector::Elsewhere, InputSelector::Interface)
-                }
+                Some(name) => match (self.iif_of)(name, v6).as_slice() {
+                    [] => InputSelector::Elsewhere,
+                    [one] => InputSelector::Interface(*one),
+                    [first, rest @ ..] if !r.invert => {
+                        more_iifs = rest.to_vec();
+                        InputSelector::Interface(*first)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "ip rule {}: not iif {name}, a VRF of several members (fastfwd cannot evaluate it)",
+                            r.priority
+                        ));
+                    }
+                },
             };
             let selector = |p: &Option<Cidr>| p.as_ref().and_then(split).map(|(_, a, l)| (a, l));
             let mut rule = PolicyRule {
@@ -191,7 +207,17 @@ impl Compiler<'_> {
                     continue;
                 }
             };
-            out.push(vec![(rule, goto)]);
+            let mut each = vec![(rule, goto)];
+            each.extend(more_iifs.iter().map(|&i| {
+                (
+                    PolicyRule {
+                        iif: InputSelector::Interface(i),
+                        ..rule
+                    },
+                    goto,
+                )
+            }));
+            out.push(each);
         }
         // Rule positions to compiled indices: a rule left out passes to the
         // next, so a jump to it lands on the next compiled one.

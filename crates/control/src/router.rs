@@ -204,7 +204,8 @@ impl Router {
             set_text,
             ..
         } = self;
-        let iif_of = |name: &str| crate::state::interface_on_link(&state.kernel, by_ifindex, name);
+        let iif_of =
+            |name: &str, v6| crate::state::interfaces_on_link(&state.kernel, by_ifindex, name, v6);
         let mut intern = |t: &RouteTarget| -> Result<NextHopId, pipeline::TableError> {
             if let Some(&id) = set_ids.get(t) {
                 return Ok(id);

@@ -265,16 +265,40 @@ pub(crate) fn link_interfaces(
         .collect()
 }
 
-/// The interface a packet the kernel receives on its link called `name`
-/// belongs to (`iif NAME` of a rule): a port's untagged interface, or the
-/// VLAN interface of a kernel VLAN device (`link_interfaces`).
-pub(crate) fn interface_on_link(
+/// The interfaces whose packets the kernel's rules of one family see as
+/// received on its link called `name` (`iif NAME` of a rule): a port's
+/// untagged interface, or the VLAN interface of a kernel VLAN device
+/// (`link_interfaces`). VRF members differ by family. IPv6 hands what a
+/// member receives to the VRF device before routing (`ip6_rcv_finish`
+/// after `l3mdev_ip6_rcv`), so its rules see the VRF device as the input:
+/// `iif MEMBER` selects nothing, `iif VRF` every member. IPv4 routes with
+/// the device the packet came in on (`ip_rcv_finish` keeps it), so its
+/// rules see the member, and `iif VRF` selects nothing.
+pub(crate) fn interfaces_on_link(
     kernel: &KernelState,
     by_ifindex: &HashMap<u32, InterfaceId>,
     name: &str,
-) -> Option<InterfaceId> {
-    let link = kernel.links.values().find(|l| l.name == name)?;
-    by_ifindex.get(&link.ifindex).copied()
+    v6: bool,
+) -> Vec<InterfaceId> {
+    let Some(link) = kernel.links.values().find(|l| l.name == name) else {
+        return Vec::new();
+    };
+    if !v6 {
+        return by_ifindex.get(&link.ifindex).copied().into_iter().collect();
+    }
+    if link.vrf.is_some() {
+        let mut members: Vec<InterfaceId> = by_ifindex
+            .iter()
+            .filter(|&(&i, _)| kernel.links.get(&i).and_then(|l| l.master) == Some(link.ifindex))
+            .map(|(_, &id)| id)
+            .collect();
+        members.sort_unstable();
+        return members;
+    }
+    if kernel.vrf_of(link.ifindex).is_some() {
+        return Vec::new();
+    }
+    by_ifindex.get(&link.ifindex).copied().into_iter().collect()
 }
 
 /// A route target as `show route` prints it: one string per next hop, or
@@ -586,7 +610,7 @@ impl RouterState {
         }
         entries.sort_unstable_by_key(|e| e.prefix);
 
-        let iif_of = |name: &str| interface_on_link(&self.kernel, &by_ifindex, name);
+        let iif_of = |name: &str, v6| interfaces_on_link(&self.kernel, &by_ifindex, name, v6);
         let mut intern_target = |t: &RouteTarget| match t {
             RouteTarget::Forward(h) => intern(&mut b, &mut hop_sets, h).map(|v| v.0),
             RouteTarget::Discard(d) => intern_discard(&mut b, &mut hop_sets, *d).map(|v| v.0),
@@ -1322,6 +1346,95 @@ via = "198.19.0.108"
         s.kernel.apply(&route(true, 6, Some("fe80::1")));
         s.kernel.apply(&dev(false, 5));
         assert_eq!(used(&s), None, "the gateway route replaced d0's");
+    }
+
+    /// The kernel's IPv6 rules see what a VRF member receives as received
+    /// on the VRF device (`iif MEMBER` matches none of it, `iif VRF` all
+    /// of it); its IPv4 rules see the member. The oracle under Debian's
+    /// kernel found both: fastfwd matched `iif d0` for IPv6, then (with
+    /// the IPv6 reading for both) missed it for IPv4.
+    #[test]
+    fn iif_rules_see_a_vrf_member_s_packets_as_the_kernel_does() {
+        use crate::policy::RuleVerb;
+        use pipeline::Discard;
+        let mut s = state();
+        let mut rules = crate::policy::testing::defaults();
+        for v6 in [false, true] {
+            rules.insert(KernelRule {
+                l3mdev: true,
+                v6,
+                ..crate::policy::testing::rule(1000, RuleVerb::Lookup(0))
+            });
+            rules.insert(KernelRule {
+                iif: Some("d0".into()),
+                v6,
+                ..crate::policy::testing::rule(100, RuleVerb::Discard(Discard::Blackhole))
+            });
+            rules.insert(KernelRule {
+                iif: Some("blue".into()),
+                v6,
+                ..crate::policy::testing::rule(200, RuleVerb::Discard(Discard::Prohibit))
+            });
+        }
+        for r in rules {
+            s.kernel.apply(&Event::Rule { add: true, rule: r });
+        }
+        let link = |ifindex, name: &str, vrf, master| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: Some([2, 0, 0, 0, 0, ifindex as u8]),
+            mtu: Some(1500),
+            up: true,
+            vrf,
+            master,
+            vlan: None,
+        };
+        s.kernel.apply(&link(9, "blue", Some(10), None));
+        s.kernel.apply(&link(5, "d0", None, Some(9)));
+        for (prefix, gateway) in [
+            ("203.0.113.0/24", "198.19.0.108"),
+            ("2001:db8:113::/48", "2001:2:0:8000::108"),
+        ] {
+            s.kernel.apply(&Event::Route {
+                add: true,
+                prefix: prefix.parse().unwrap(),
+                table: RT_TABLE_MAIN,
+                kind: libc::RTN_UNICAST,
+                metric: 0,
+                hops: vec![KernelHop {
+                    ifindex: 6,
+                    gateway: Some(gateway.parse().unwrap()),
+                }],
+                nh_id: None,
+                detail: Default::default(),
+            });
+        }
+        let (on_d0, on_d1) = (0, 1);
+        let prohibit = Some(vec!["prohibit".to_string()]);
+        let blackhole = Some(vec!["blackhole".to_string()]);
+        let b = s.build().unwrap();
+        assert_eq!(
+            route_in(&b, on_d0, "2001:2::5", "2001:db8:113::1"),
+            prohibit,
+            "IPv6: iif blue, not iif d0"
+        );
+        assert_eq!(
+            route_in(&b, on_d0, "198.18.0.5", "203.0.113.1"),
+            blackhole,
+            "IPv4: iif d0"
+        );
+        assert_eq!(
+            route_in(&b, on_d1, "198.19.0.5", "203.0.113.1"),
+            Some(vec!["via 198.19.0.108 dev d1".to_string()])
+        );
+        // Out of the VRF, d0's IPv6 packets are d0's again.
+        s.kernel.apply(&link(5, "d0", None, None));
+        let b = s.build().unwrap();
+        assert_eq!(
+            route_in(&b, on_d0, "2001:2::5", "2001:db8:113::1"),
+            blackhole
+        );
     }
 
     #[test]
