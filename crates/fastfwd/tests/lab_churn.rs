@@ -1,7 +1,8 @@
 //! `fastfwd lab churn` in the lab's namespaces with real BIRD: 5,000 IPv4
 //! and 5,000 IPv6 prefixes of the full table announced over eBGP from
 //! sink's BIRD to dut's, withdrawn and reinstalled three times, then 1,000 IPv4
-//! and 200 IPv6 prefixes more flapped every second for 10 s, while 10 kpps flow
+//! and 200 IPv6 prefixes more flapped every second for 10 s with 500 IPv4 and
+//! 100 IPv6 source rules (each with a route in table 100), while 10 kpps flow
 //! to the lab's own prefixes, for each fastfwd engine and the kernel. Every
 //! state must reach dut's kernel and fastfwd's FIB, `fastfwd fib audit`
 //! must find nothing after each, and no packet may be lost beyond the
@@ -37,7 +38,14 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
             "churnt",
             "--json",
         ])
-        .args(["--flap", "10", "--flap-prefixes", "1000"])
+        .args([
+            "--flap",
+            "10",
+            "--flap-prefixes",
+            "1000",
+            "--flap-rules",
+            "500",
+        ])
         .args(["--settle-timeout", "60", "--table-file", table, "-o"])
         .arg(&out)
         .output()
@@ -96,6 +104,7 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
         assert_eq!(cycles.len(), 3, "{name}");
         let flap = &r["flap"];
         assert_eq!(flap["prefixes"], serde_json::json!([1000, 200]), "{name}");
+        assert_eq!(flap["rules"], serde_json::json!([500, 100]), "{name}");
         assert!(flap["changes"].as_u64().unwrap_or(0) >= 9, "{name}: {flap}");
         if fastfwd {
             assert!(
@@ -109,7 +118,7 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
                     .iter()
                     .flat_map(|c| [&c["withdraw"], &c["reinstall"]]),
             )
-            .chain(std::iter::once(&flap["after"]));
+            .chain([&flap["in_place"], &flap["after"]]);
         for s in states {
             assert!(
                 s["kernel_s"].is_number(),

@@ -72,6 +72,11 @@ pub struct ChurnConfig {
     pub flap: Duration,
     /// IPv4 prefixes in the flapping set (a fifth as many IPv6 ones).
     pub flap_prefixes: usize,
+    /// Source rules flapped with the set (a fifth as many IPv6 ones), each
+    /// with a route of its own in [`FLAP_TABLE`]: added to dut's kernel
+    /// with `ip -batch` when the set is announced, deleted when it is
+    /// withdrawn (at most the set's size).
+    pub flap_rules: usize,
     /// Print progress.
     pub verbose: bool,
 }
@@ -95,12 +100,18 @@ impl ChurnConfig {
             verbose: false,
             flap: Duration::ZERO,
             flap_prefixes: 10_000,
+            flap_rules: 1_000,
         }
     }
 }
 
 /// How often the flapping set changes (announced, then withdrawn).
 pub const FLAP_PERIOD: Duration = Duration::from_secs(1);
+/// The table the flapping rules look up.
+pub const FLAP_TABLE: u32 = 100;
+/// The flapping rules' first priority (one each, counting up): after the
+/// kernel's local rule, before main's.
+const FLAP_RULE_PRIORITY: u32 = 10_000;
 /// How often the daemon's memory is sampled while the set flaps.
 const RSS_SAMPLE: Duration = Duration::from_secs(10);
 
@@ -112,11 +123,19 @@ pub struct Flap {
     pub seconds: f64,
     /// Prefixes in the set (IPv4, IPv6).
     pub prefixes: (u64, u64),
+    /// Rules flapped with it (IPv4, IPv6), each with a route in
+    /// [`FLAP_TABLE`].
+    #[serde(default)]
+    pub rules: (u64, u64),
     /// Announcements and withdrawals of the set.
     pub changes: u64,
     /// The daemon's resident memory every 10 s while the set flapped:
     /// (seconds into the flap, KiB).
     pub rss_kib: Vec<(f64, u64)>,
+    /// The set announced and its rules added one last time: settled (the
+    /// rules and the table's routes counted in fastfwd) and audited.
+    #[serde(default)]
+    pub in_place: Settle,
     /// Once the set was withdrawn for good: the table settled and audited.
     pub after: Settle,
 }
@@ -234,7 +253,10 @@ impl ChurnResult {
                 .cycles
                 .iter()
                 .all(|c| ok(&c.withdraw) && ok(&c.reinstall))
-            && self.flap.as_ref().is_none_or(|f| ok(&f.after))
+            && self
+                .flap
+                .as_ref()
+                .is_none_or(|f| ok(&f.in_place) && ok(&f.after))
     }
 
     /// The longest settle of each kind over the cycles: (withdraw kernel,
@@ -419,6 +441,33 @@ fn flap_prefixes(n: usize) -> (Vec<String>, Vec<String>) {
             .collect(),
         (0..n / 5).map(|i| format!("2001:db8:{i:x}::/48")).collect(),
     )
+}
+
+/// The `ip -batch` lines that add and delete the flapping rules, IPv4
+/// then IPv6: `n` rules (a fifth as many IPv6), each selecting the source
+/// prefix of one of the set's prefixes and looking up [`FLAP_TABLE`], and
+/// a route for that prefix in the table via sink. Packets from those
+/// sources are not in the lab's traffic: the rules change the state the
+/// daemon mirrors, not the load's path.
+fn flap_rule_batches(f4: &[String], f6: &[String], n: usize) -> [[String; 2]; 2] {
+    let batch = |prefixes: &[String], n: usize, via: &str| {
+        let mut add = String::new();
+        let mut del = String::new();
+        for (i, p) in prefixes.iter().take(n).enumerate() {
+            let pref = FLAP_RULE_PRIORITY + i as u32;
+            add.push_str(&format!(
+                "rule add from {p} lookup {FLAP_TABLE} pref {pref}\n"
+            ));
+            add.push_str(&format!("route add {p} via {via} table {FLAP_TABLE}\n"));
+            del.push_str(&format!("rule del pref {pref}\n"));
+            del.push_str(&format!("route del {p} table {FLAP_TABLE}\n"));
+        }
+        [add, del]
+    };
+    [
+        batch(f4, n, "198.19.0.108"),
+        batch(f6, n / 5, "2001:2:0:8000::108"),
+    ]
 }
 
 /// sink's and dut's BIRD configs: sink announces `v4` and `v6` (and, with
@@ -608,6 +657,27 @@ fn fastfwd_counts(f: &FastfwdForwarding) -> Result<Counts, LabError> {
     }
 }
 
+/// The policy rules fastfwd mirrors and the routes of its tables besides
+/// main and local, by family: (rules, routes).
+fn fastfwd_policy_counts(f: &FastfwdForwarding) -> Result<(Counts, Counts), LabError> {
+    let (_, text) = fastfwd_cmd(f, &["show", "metrics"])?;
+    let get = |name: &str, family: &str| {
+        metric(&text, &format!("fastfwd_{name}{{family=\"{family}\"}}")).ok_or_else(|| {
+            LabError::Other(format!(
+                "fastfwd show metrics: no fastfwd_{name} in {} bytes",
+                text.len()
+            ))
+        })
+    };
+    Ok((
+        Counts(get("kernel_rules", "ipv4")?, get("kernel_rules", "ipv6")?),
+        Counts(
+            get("kernel_table_routes", "ipv4")?,
+            get("kernel_table_routes", "ipv6")?,
+        ),
+    ))
+}
+
 fn kernel_counts(dut: &Bird) -> Result<Counts, LabError> {
     Ok(Counts(dut.routes("kernel4")?.1, dut.routes("kernel6")?.1))
 }
@@ -662,6 +732,20 @@ fn settle(
     fastfwd: Counts,
     start: Instant,
 ) -> Result<Settle, LabError> {
+    settle_with_policy(cfg, dut, ff, kernel, fastfwd, None, start)
+}
+
+/// [`settle`], with fastfwd also holding `policy` (its rules and other
+/// tables' routes, [`fastfwd_policy_counts`]) when given.
+fn settle_with_policy(
+    cfg: &ChurnConfig,
+    dut: &Bird,
+    ff: Option<&FastfwdForwarding>,
+    kernel: Counts,
+    fastfwd: Counts,
+    policy: Option<(Counts, Counts)>,
+    start: Instant,
+) -> Result<Settle, LabError> {
     let mut s = Settle::default();
     let end = start + cfg.settle_timeout;
     while Instant::now() < end {
@@ -672,8 +756,15 @@ fn settle(
             s.kernel_s = Some(start.elapsed().as_secs_f64());
         }
         if let Some(f) = ff.filter(|_| s.fastfwd_s.is_none()) {
-            match fastfwd_counts(f) {
-                Ok(c) if c == fastfwd => s.fastfwd_s = Some(start.elapsed().as_secs_f64()),
+            let there = fastfwd_counts(f).and_then(|c| {
+                Ok(c == fastfwd
+                    && match policy {
+                        Some(p) => fastfwd_policy_counts(f)? == p,
+                        None => true,
+                    })
+            });
+            match there {
+                Ok(true) => s.fastfwd_s = Some(start.elapsed().as_secs_f64()),
                 Ok(_) => {}
                 // Not there yet, as far as anyone asking can tell.
                 Err(_) => s.unanswered_reads += 1,
@@ -849,7 +940,7 @@ fn churn_with(
                 None
             } else {
                 events.push((traffic_start.elapsed().as_secs_f64(), "flap".into()));
-                let f = flap(cfg, sink, &dut, ff, announced, full, say)?;
+                let f = flap(cfg, sink, &dut, &topo.dut_ns, ff, announced, full)?;
                 events.push((traffic_start.elapsed().as_secs_f64(), "flap end".into()));
                 Some(f)
             };
@@ -923,26 +1014,72 @@ fn flap(
     cfg: &ChurnConfig,
     sink: &Bird,
     dut: &Bird,
+    dut_ns: &str,
     ff: Option<&FastfwdForwarding>,
     announced: Counts,
     full: Counts,
-    say: &dyn Fn(String),
 ) -> Result<Flap, LabError> {
+    let say = |m: String| {
+        if cfg.verbose {
+            eprintln!("lab churn: {m}");
+        }
+    };
     let (f4, f6) = flap_prefixes(cfg.flap_prefixes);
+    let rules = flap_rule_batches(&f4, &f6, cfg.flap_rules);
+    let batches = [("-4", "rules4"), ("-6", "rules6")].map(|(fam, name)| {
+        (
+            fam,
+            [true, false].map(|up| {
+                cfg.dir
+                    .join(format!("{name}-{}.batch", if up { "add" } else { "del" }))
+            }),
+        )
+    });
+    for (i, (_, paths)) in batches.iter().enumerate() {
+        for (j, path) in paths.iter().enumerate() {
+            std::fs::write(path, &rules[i][j])
+                .map_err(io_err(format!("write {}", path.display())))?;
+        }
+    }
     let set = |up: bool| -> Result<(), LabError> {
         for (p, n) in [("flap4", f4.len()), ("flap6", f6.len())] {
             if n > 0 {
                 sink.cmd(&[if up { "enable" } else { "disable" }, p])?;
             }
         }
+        for (i, (fam, paths)) in batches.iter().enumerate() {
+            if rules[i][0].is_empty() {
+                continue;
+            }
+            let path = &paths[usize::from(!up)];
+            let out = Command::new("ip")
+                .args(["-n", dut_ns, fam, "-batch"])
+                .arg(path)
+                .output()
+                .map_err(io_err("run ip -batch"))?;
+            if !out.status.success() {
+                return Err(LabError::Other(format!(
+                    "ip -n {dut_ns} {fam} -batch {}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
         Ok(())
     };
+    let rule_counts = (
+        rules[0][0].lines().count() as u64 / 2,
+        rules[1][0].lines().count() as u64 / 2,
+    );
     say(format!(
-        "flapping {} + {} prefixes every {FLAP_PERIOD:?} for {:?}",
+        "flapping {} + {} prefixes and {} + {} rules (each with a route in table {FLAP_TABLE}) every {FLAP_PERIOD:?} for {:?}",
         f4.len(),
         f6.len(),
+        rule_counts.0,
+        rule_counts.1,
         cfg.flap
     ));
+    let base_policy = ff.map(fastfwd_policy_counts).transpose()?;
     let start = Instant::now();
     let mut changes = 0u64;
     let mut rss = Vec::new();
@@ -972,6 +1109,26 @@ fn flap(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    // The last change in place: the set announced and the rules added,
+    // mirrored and audited, before it goes for good.
+    if !up {
+        set(true)?;
+        changes += 1;
+    }
+    let t = Instant::now();
+    let set_size = Counts(f4.len() as u64, f6.len() as u64);
+    let rules_added = Counts(rule_counts.0, rule_counts.1);
+    let plus = |a: Counts, b: Counts| Counts(a.0 + b.0, a.1 + b.1);
+    let in_place = settle_with_policy(
+        cfg,
+        dut,
+        ff,
+        plus(announced, set_size),
+        plus(full, set_size),
+        base_policy.map(|(r, t)| (plus(r, rules_added), plus(t, rules_added))),
+        t,
+    )?;
+    say(format!("flap in place: {in_place:?}"));
     set(false)?;
     let t = Instant::now();
     // (No sample after this: the audit's copies of the tables are held
@@ -981,8 +1138,10 @@ fn flap(
     Ok(Flap {
         seconds,
         prefixes: (f4.len() as u64, f6.len() as u64),
+        rules: rule_counts,
         changes,
         rss_kib: rss,
+        in_place,
         after,
     })
 }
@@ -1090,13 +1249,21 @@ pub fn churn_table(r: &ChurnReport) -> String {
             )
         });
         out.push_str(&format!(
-            "\nflap, {}: {} + {} prefixes announced or withdrawn {} times in {:.0} s; RSS {rss}; \
-             settled after: kernel {} s, fastfwd {} s, audit differences {}\n",
+            "\nflap, {}: {} + {} prefixes and {} + {} rules with their table routes added or removed {} times in {:.0} s; RSS {rss}; \
+             in place at the end: kernel {} s, fastfwd {} s, audit differences {}; \
+             withdrawn after: kernel {} s, fastfwd {} s, audit differences {}\n",
             x.contender,
             f.prefixes.0,
             f.prefixes.1,
+            f.rules.0,
+            f.rules.1,
             f.changes,
             f.seconds,
+            secs(f.in_place.kernel_s),
+            secs(f.in_place.fastfwd_s),
+            f.in_place
+                .audit_differences
+                .map_or("-".into(), |n| n.to_string()),
             secs(f.after.kernel_s),
             secs(f.after.fastfwd_s),
             f.after
@@ -1134,6 +1301,26 @@ mod tests {
         assert!(dut.contains("protocol kernel kernel4") && dut.contains("protocol kernel kernel6"));
         assert!(dut.contains("neighbor 198.19.0.108 as 65002;"));
         assert!(!dut.contains("passive"));
+    }
+
+    #[test]
+    fn flapping_rules_are_added_and_deleted_with_their_routes() {
+        let (f4, f6) = flap_prefixes(20);
+        let [[add4, del4], [add6, del6]] = flap_rule_batches(&f4, &f6, 10);
+        assert_eq!(add4.lines().count(), 20);
+        assert_eq!(del4.lines().count(), 20);
+        assert_eq!(add6.lines().count(), 4);
+        assert!(add4.starts_with(
+            "rule add from 100.64.0.0/24 lookup 100 pref 10000\n\
+             route add 100.64.0.0/24 via 198.19.0.108 table 100\n"
+        ));
+        assert!(add4.ends_with("rule add from 100.64.9.0/24 lookup 100 pref 10009\nroute add 100.64.9.0/24 via 198.19.0.108 table 100\n"));
+        assert!(del4.starts_with("rule del pref 10000\nroute del 100.64.0.0/24 table 100\n"));
+        assert!(add6.contains("rule add from 2001:db8:1::/48 lookup 100 pref 10001\n"));
+        assert!(del6.ends_with("route del 2001:db8:1::/48 table 100\n"));
+        // Never more rules than the set has prefixes.
+        let [[add4, _], _] = flap_rule_batches(&f4, &f6, 1_000);
+        assert_eq!(add4.lines().count(), 40);
     }
 
     #[test]

@@ -1508,6 +1508,26 @@ impl Daemon {
             &[("family", "ipv6")],
             v6 as u64,
         );
+        let kernel = &self.router.state.kernel;
+        for (family, v6) in [("ipv4", false), ("ipv6", true)] {
+            m.gauge(
+                "kernel_rules",
+                "Policy rules (ip rule) mirrored from the kernel, by family.",
+                &[("family", family)],
+                kernel.rules.iter().filter(|r| r.v6 == v6).count() as u64,
+            );
+            m.gauge(
+                "kernel_table_routes",
+                "Routes mirrored from the kernel's tables other than main and local, by family.",
+                &[("family", family)],
+                kernel
+                    .tables
+                    .values()
+                    .flat_map(|t| t.keys())
+                    .filter(|(p, _)| matches!(p, wire::Cidr::V6(_)) == v6)
+                    .count() as u64,
+            );
+        }
         m.counter(
             "route_updates",
             "Route prefixes re-decided after kernel or control-socket changes.",
