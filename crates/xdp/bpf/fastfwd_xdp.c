@@ -1264,16 +1264,13 @@ static __always_inline __u8 *ip_input(struct xdp_md *xdp, __u32 meta, struct ctx
 	return h;
 }
 
-/* Whether one of the prefixes of rule filter `kind` (v6 * 2 + dst) of half
- * `set` holds the address (hi, lo): host order, IPv4 in the top 32 bits of
- * hi. A clear signature bit answers for most addresses; else each of the
+/* Whether one of the prefixes of rule filter `f`, of kind `kind` (v6 * 2
+ * + dst) in half `set`, holds the address (hi, lo): host order, IPv4 in
+ * the top 32 bits of hi. A clear signature bit answers for most addresses; else each of the
  * filter's lengths is one hash lookup. */
-static __always_inline int rule_filter_holds(__u32 set, __u32 kind, __u64 hi, __u64 lo)
+static __always_inline int rule_filter_holds(struct ff_rule_filter *f, __u32 set, __u32 kind,
+					     __u64 hi, __u64 lo)
 {
-	__u32 k = set * 4 + kind;
-	struct ff_rule_filter *f = bpf_map_lookup_elem(&rule_filters, &k);
-	if (!f)
-		return 1;
 	__u32 sig = (kind & 2) ? (__u32)(((hi >> 48) ^ (hi >> 32)) & 0xffff) : (__u32)(hi >> 48);
 	if (!((f->sig[(sig >> 6) & (FF_RULE_SIG_WORDS - 1)] >> (sig & 63)) & 1))
 		return 0;
@@ -1324,8 +1321,11 @@ __noinline int ff_rules_select(__u32 packed, __u64 s_hi, __u64 s_lo, __u64 d_hi,
 	struct ff_iface *in = bpf_map_lookup_elem(&ifaces, &ik);
 	if (!in || (in->flags & (v6 ? FF_IFACE_RULES6 : FF_IFACE_RULES4)))
 		return 1;
-	return rule_filter_holds(set, v6 * 2, s_hi, s_lo) ||
-	       rule_filter_holds(set, v6 * 2 + 1, d_hi, d_lo);
+	if (rule_filter_holds(f, set, v6 * 2, s_hi, s_lo))
+		return 1;
+	__u32 dk = k + 1;
+	struct ff_rule_filter *d = bpf_map_lookup_elem(&rule_filters, &dk);
+	return !d || rule_filter_holds(d, set, v6 * 2 + 1, d_hi, d_lo);
 }
 
 /* IPv4 input, route, forward (stages/ipv4.rs, then choose_hop, forward). */
