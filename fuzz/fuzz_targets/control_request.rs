@@ -7,7 +7,7 @@
 //! and its `serde_json::Value` form round-trips too.
 //!
 //! The parsed requests are then answered, in order, by a handler over an
-//! in-memory `control::Router` (a two-port config with a VLAN, IPv6, static
+//! in-memory `rib::Router` (a two-port config with a VLAN, IPv6, static
 //! routes and neighbours, a firewall, and both ports known to the kernel
 //! mirror). The daemon's own handler lives in the private `router::daemon`
 //! module and needs a netlink socket, so this handler repeats its steps for
@@ -37,11 +37,12 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use control::netlink::Event;
-use control::protocol::{Request, Response};
+use control::protocol::{HopSpec, Request, Response};
 use control::server::{Handler, Reply, StreamCursor, StreamStep};
-use control::snapshot::Snapshot;
-use control::state::{Origin, RouteView};
-use control::{Router, RouterState};
+use rib::snapshot::Snapshot;
+use rib::Origin;
+use rib::state::RouteView;
+use rib::{Router, RouterState};
 use fib::Lookup;
 use wire::Cidr;
 
@@ -197,7 +198,8 @@ impl Fuzzed {
             },
             Request::ShowNeighbors => Response::ok(self.router.neighbours()),
             Request::RouteAdd { prefix, next_hops } => {
-                let r = self.router.api_route_add(&prefix, &next_hops, &self.snap);
+                let hops: Vec<_> = next_hops.iter().map(HopSpec::request).collect();
+                let r = self.router.api_route_add(&prefix, &hops, &self.snap);
                 self.after_change(r.map(drop), prefix.parse().ok())
             }
             Request::RouteDel { prefix } => {

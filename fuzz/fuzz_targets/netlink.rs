@@ -17,7 +17,8 @@ use std::fmt::Write;
 use std::sync::OnceLock;
 
 use control::netlink::{self, Event, KernelHop, msg, nud};
-use control::{KernelState, RouterState};
+use rib::RouterState;
+use rib::kernel::KernelState;
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use wire::Cidr;
 

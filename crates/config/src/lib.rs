@@ -17,6 +17,7 @@
 
 mod error;
 pub mod file;
+pub mod hop;
 mod model;
 mod raw;
 mod runtime;

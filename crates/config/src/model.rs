@@ -158,7 +158,7 @@ impl Interface {
 }
 
 /// One way out for a route (the RIB's, whose resolver makes it).
-pub use rib::NamedHop as NextHop;
+pub use crate::hop::NamedHop as NextHop;
 
 /// A static route; several next hops share the traffic (ECMP).
 #[derive(Debug, Clone, PartialEq, Eq)]

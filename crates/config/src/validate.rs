@@ -4,12 +4,12 @@
 
 use crate::Config;
 use crate::error::{Diagnostic, ErrorKind, LineIndex};
+use crate::hop::{HopError, HopInterface, unusable};
 use crate::model::{
     FirewallConfig, Interface, Ipv4IfAddr, Ipv6IfAddr, MacAddr, Neighbour, NextHop, Route,
     is_v6_link_local,
 };
 use crate::raw::{OneOrMany, RawConfig, RawFirewall, RawInterface, RawRoute, S};
-use rib::hop::{HopError, HopInterface, unusable};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -624,7 +624,7 @@ fn resolve_hop(
         None => None,
     };
     let dev = h.interface.as_ref().map(|(name, ..)| *name);
-    let err = match rib::hop::resolve(*prefix, dev, via, ifs) {
+    let err = match crate::hop::resolve(*prefix, dev, via, ifs) {
         Ok(hop) => return Some(hop),
         Err(e) => e,
     };

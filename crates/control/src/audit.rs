@@ -24,10 +24,11 @@
 //!
 //! Each layer is compared whole; the result lists every difference.
 
-use crate::router::RouterTables;
-use crate::state::{KernelState, RouterState, target_strings};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use fib::{Lookup, RouteTable};
+use rib::kernel::KernelState;
+use rib::router::RouterTables;
+use rib::state::{RouterState, target_strings};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -556,7 +557,7 @@ pub fn audit(input: AuditInput) -> (Vec<Difference>, Checked) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Router;
+    use rib::Router;
 
     const CFG: &str = r#"
 [[interfaces]]
@@ -671,7 +672,7 @@ via = "198.18.0.108"
     #[test]
     fn a_rule_changed_behind_the_mirrors_back_is_found() {
         use crate::netlink::Event;
-        use crate::policy::{KernelRule, RuleVerb};
+        use rib::rule::{KernelRule, RuleVerb};
         let cfg = config::Config::parse("t.toml", CFG).unwrap();
         let mut state = RouterState::new(cfg);
         for (i, name) in [(5u32, "d0"), (6, "d1")] {
@@ -689,7 +690,7 @@ via = "198.18.0.108"
         }
         let rule = |priority, verb, src: &str| KernelRule {
             src: Some(src.parse().unwrap()),
-            ..crate::policy::testing::rule(priority, verb)
+            ..rib::rule::testing::rule(priority, verb)
         };
         let blackhole = Event::Route {
             add: true,
@@ -702,7 +703,7 @@ via = "198.18.0.108"
             detail: Default::default(),
         };
         state.kernel.apply(&blackhole);
-        let mut rules = crate::policy::testing::defaults();
+        let mut rules = rib::rule::testing::defaults();
         rules.insert(rule(100, RuleVerb::Lookup(100), "198.18.10.0/24"));
         for r in rules {
             state.kernel.apply(&Event::Rule { add: true, rule: r });
@@ -809,7 +810,7 @@ via = "198.18.0.108"
         let mut fresh = KernelState::default();
         fresh.routes.insert(
             ("192.0.2.0/24".parse().unwrap(), 100),
-            crate::state::KernelRoute::Discard(pipeline::Discard::Blackhole),
+            rib::kernel::KernelRoute::Discard(pipeline::Discard::Blackhole),
         );
         let mut out = Vec::new();
         compare_kernel(&fresh, &r.state.kernel, &mut out);

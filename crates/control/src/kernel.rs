@@ -3,7 +3,7 @@
 //! Also asks the kernel to resolve neighbours fastfwd misses.
 
 use crate::netlink::{self, Event, msg};
-use crate::state::{Change, KernelState};
+use rib::kernel::{Change, KernelState};
 use std::collections::BTreeSet;
 use wire::Cidr;
 

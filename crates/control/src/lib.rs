@@ -4,8 +4,8 @@
 //! - [`netdev`]: which XDP actions a device supports (generic netlink).
 //! - [`kernel`]: dumping and following the kernel's links, addresses,
 //!   routes and neighbours; asking the kernel to resolve neighbours.
-//! - [`state`]: the kernel mirror, config and control-socket additions, and
-//!   the build of one pipeline snapshot from all of them.
+//! - [`audit`]: the running daemon's mirror, tables and engines against a
+//!   fresh dump of the kernel.
 //! - [`protocol`] and [`server`]: the control socket and its JSON protocol.
 #![forbid(unsafe_code)]
 
@@ -13,17 +13,11 @@ pub mod audit;
 pub mod kernel;
 pub mod netdev;
 pub mod netlink;
-pub mod policy;
 pub mod protocol;
 pub mod resolve;
-pub mod router;
 pub mod server;
-pub mod snapshot;
-pub mod state;
 
 pub use protocol::{Request, Response};
-pub use router::{Router, RouterTables};
-pub use state::{Built, KernelState, RouterState};
 
 /// Errors of the control plane.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +29,6 @@ pub enum ControlError {
     #[error("control socket {0}")]
     Socket(String),
     /// The pipeline refused the merged tables.
-    #[error("building tables: {0}")]
-    Build(String),
+    #[error(transparent)]
+    Build(#[from] rib::BuildError),
 }

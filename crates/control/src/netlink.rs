@@ -12,7 +12,6 @@
 //! Pure byte handling: the socket is [`netio::NetlinkSocket`]. Malformed
 //! input yields no event rather than a panic.
 
-use crate::policy::{KernelRule, RuleVerb};
 use netlink_packet_core::{
     Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkBuffer,
     NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
@@ -36,6 +35,7 @@ pub use rib::event::{
     Event, KernelHop, KernelNexthop, KernelVlan, Placement, RT_TABLE_DEFAULT, RT_TABLE_LOCAL,
     RT_TABLE_MAIN, RouteDetail, nud,
 };
+use rib::rule::{KernelRule, RuleVerb};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::{Cidr, Ipv4Cidr, Ipv6Cidr};
 

@@ -136,6 +136,16 @@ pub struct HopSpec {
     pub dev: Option<String>,
 }
 
+impl HopSpec {
+    /// The hop as the RIB checks it ([`rib::Router::api_route_add`]).
+    pub fn request(&self) -> rib::router::HopRequest<'_> {
+        rib::router::HopRequest {
+            via: self.via.as_deref(),
+            dev: self.dev.as_deref(),
+        }
+    }
+}
+
 /// The answer to a request.
 ///
 /// A large answer (`show route` without a prefix) is streamed instead: this
@@ -194,8 +204,9 @@ pub mod reply {
     use serde::{Deserialize, Serialize};
     use std::collections::BTreeMap;
 
-    pub use crate::state::{NeighbourView, Origin, RouteView};
     pub use firewall::{ConntrackStats, FirewallSummary};
+    pub use rib::Origin;
+    pub use rib::state::{NeighbourView, RouteView};
 
     /// `show_interfaces`.
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

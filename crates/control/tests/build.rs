@@ -4,11 +4,11 @@
 //! building.
 
 use config::Config;
-use control::RouterState;
 use fib::Lookup;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use proptest::prelude::*;
+use rib::RouterState;
 use std::net::IpAddr;
 
 const CFG: &str = r#"

@@ -4,10 +4,10 @@
 //! request makes the kernel find a neighbour's MAC (ARP and ND) with no
 //! static entry. Needs root; skips with a message otherwise.
 
-use control::KernelState;
 use control::kernel::KernelLink;
-use control::state::KernelRoute;
 use pipeline::Discard;
+use rib::kernel::KernelRoute;
+use rib::kernel::KernelState;
 use std::net::IpAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};

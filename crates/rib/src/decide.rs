@@ -18,8 +18,8 @@
 //! kernel routes only).
 
 use crate::event::RT_TABLE_MAIN;
-use crate::hop::NamedHop;
 use crate::kernel::{KernelRoute, KernelState, ResolvedRoute};
+use config::hop::NamedHop;
 use pipeline::{InterfaceId, NextHop, RouteTarget};
 use serde::{Deserialize, Serialize};
 use wire::Cidr;

@@ -12,8 +12,8 @@
 
 mod support;
 
-use control::Router;
 use control::netlink::{Event, KernelHop};
+use rib::Router;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
 use std::net::IpAddr;
@@ -101,7 +101,7 @@ fn main() {
     println!(
         "sizes: mirror key {} B, route {} B; installed key {} B",
         std::mem::size_of::<(Cidr, u32)>(),
-        std::mem::size_of::<control::state::KernelRoute>(),
+        std::mem::size_of::<rib::kernel::KernelRoute>(),
         std::mem::size_of::<Cidr>()
     );
     println!(

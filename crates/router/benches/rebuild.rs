@@ -13,8 +13,8 @@
 mod support;
 
 use control::netlink::{Event, KernelHop, RT_TABLE_LOCAL, RT_TABLE_MAIN};
-use control::policy::{KernelRule, RuleVerb};
-use control::{Router, RouterState};
+use rib::rule::{KernelRule, RuleVerb};
+use rib::{Router, RouterState};
 use std::net::IpAddr;
 use std::time::Instant;
 use wire::Cidr;

@@ -11,15 +11,15 @@ use crate::batching::ChangeBatcher;
 use crate::ports::{Attach, PortChange};
 use crate::worker::{FirewallReport, Shared, WorkerReport};
 use anyhow::{Result, bail};
-use control::Router;
 use control::kernel::{Delta, KernelLink};
-use control::protocol::{Request, Response, reply};
+use control::protocol::{HopSpec, Request, Response, reply};
 use control::server::{ControlServer, Handler, Reply, StreamCursor, StreamStep};
-use control::snapshot::Snapshot;
-use control::state::RouterState;
 use netio::sys::os;
 use netio::xdp::XdpProgram;
 use pipeline::{Counters, PuntReason};
+use rib::Router;
+use rib::snapshot::Snapshot;
+use rib::state::RouterState;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -120,7 +120,7 @@ pub(crate) struct Daemon {
     /// last named (`Router::foreign_links`).
     pub(crate) foreign_links: std::collections::BTreeSet<u32>,
     /// Ports whose MTU lets larger frames in than the engines carry, as
-    /// last named (`control::state::oversized_ports`).
+    /// last named (`rib::state::oversized_ports`).
     pub(crate) oversized: Vec<(String, u32)>,
 }
 
@@ -399,7 +399,7 @@ impl XdpEngine {
 /// One snapshot of the tables (`fib4`/`fib6`: its tries) as the XDP
 /// program's map content.
 fn compile_image(
-    tables: &control::RouterTables,
+    tables: &rib::RouterTables,
     fib4: &fib::poptrie::Poptrie<u32>,
     fib6: &fib::poptrie::Poptrie<u128>,
     cap: &xdp_engine::FibCapacity,
@@ -574,7 +574,7 @@ impl Daemon {
     /// and counting the larger frames as `rx_oversize`), and each back
     /// within it.
     fn name_oversized_ports(&mut self) {
-        let now = control::state::oversized_ports(&self.router.state, netio::MAX_FRAME);
+        let now = rib::state::oversized_ports(&self.router.state, netio::MAX_FRAME);
         for (port, mtu) in now.iter().filter(|p| !self.oversized.contains(p)) {
             error!(
                 port = %port,
@@ -913,9 +913,10 @@ impl Daemon {
             },
             Request::ShowNeighbors => Response::ok(self.router.neighbours()),
             Request::RouteAdd { prefix, next_hops } => {
+                let hops: Vec<_> = next_hops.iter().map(HopSpec::request).collect();
                 let r = self
                     .router
-                    .api_route_add(&prefix, &next_hops, &self.shared.snapshot);
+                    .api_route_add(&prefix, &hops, &self.shared.snapshot);
                 self.reply_after_change(r.map(drop), prefix.parse().ok())
             }
             Request::RouteDel { prefix } => {
@@ -1014,7 +1015,7 @@ impl Daemon {
     }
 
     /// The route a prefix or address selects (longest match).
-    fn match_route(&self, q: &str) -> Result<Vec<control::state::RouteView>, String> {
+    fn match_route(&self, q: &str) -> Result<Vec<rib::state::RouteView>, String> {
         let want: wire::Cidr = q.parse().map_err(|e| format!("{q}: {e}"))?;
         Ok(self.router.longest_match(want).into_iter().collect())
     }
@@ -1829,7 +1830,6 @@ impl Daemon {
 mod tests {
     use super::*;
     use crate::worker::Shared;
-    use control::protocol::HopSpec;
 
     use crate::TEST_CONFIG as CFG;
 

@@ -6,7 +6,7 @@
 //!   typed request handler behind the control socket;
 //! - [`run`]: starting, privileges, stopping;
 //! - [`replay`]: the same pipeline and XDP engine over pcap files, with the
-//!   tables built by the same builder (`control::RouterState::build_over`);
+//!   tables built by the same builder (`rib::RouterState::build_over`);
 //! - [`trace`]: packet traces in words (`trace show`, `replay --trace`);
 //! - [`capture`]: copies of the frames at one point of the fast path
 //!   (`fastfwd capture`).

@@ -12,12 +12,12 @@
 
 use anyhow::{Context, anyhow, bail};
 use config::{Config, ConfigAcl};
-use control::state::RouterState;
 use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use fib::reference::{ReferenceFib4, ReferenceFib6};
 use netio::pcap;
 use pipeline::{Counters, DropReason, PortId, PuntReason, Tables, Worker, WorkerConfig};
+use rib::state::RouterState;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -318,7 +318,7 @@ fn finish<F4, F6>(
     let mut trace = Vec::new();
     if !records.is_empty() {
         // The routes the traced packets matched, from the same state.
-        let router = control::Router::new(RouterState::new(cfg.clone()))
+        let router = rib::Router::new(RouterState::new(cfg.clone()))
             .ok()
             .map(|(r, _)| r);
         let route_of = |a: std::net::IpAddr| {

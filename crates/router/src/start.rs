@@ -6,13 +6,13 @@ use crate::daemon::{Daemon, XdpEngine, set_local_addrs};
 use crate::ports::{Attach, PerWorker};
 use crate::worker::{Shared, WorkerLoop, WorkerSetup};
 use anyhow::{Context, Result, bail};
-use control::Router;
 use control::kernel::KernelLink;
 use control::server::{Access, ControlServer};
-use control::snapshot::Snapshot;
-use control::state::RouterState;
 use netio::sys::os;
 use netio::xdp::{XdpMode, XdpProgram};
+use rib::Router;
+use rib::snapshot::Snapshot;
+use rib::state::RouterState;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub struct RunOptions {
     /// Allow `metrics` on an address other than loopback.
     pub metrics_public: bool,
     /// Start even when the kernel's routing state holds what fastfwd does
-    /// not mirror ([`control::KernelState::unmodelled`]).
+    /// not mirror ([`rib::kernel::KernelState::unmodelled`]).
     pub allow_unmodelled: bool,
 }
 
@@ -231,7 +231,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             error!(item = %item, "kernel routing state fastfwd does not mirror (--allow-unmodelled): forwarding without it");
         }
     }
-    let missing = control::state::missing_ports(&state);
+    let missing = rib::state::missing_ports(&state);
     if !missing.is_empty() {
         bail!(
             "{}: interface(s) {} do not exist in this network namespace",
@@ -240,7 +240,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         );
     }
     let _claims = claim_ports(&state.config.ports())?;
-    let oversized = control::state::oversized_ports(&state, netio::MAX_FRAME);
+    let oversized = rib::state::oversized_ports(&state, netio::MAX_FRAME);
     if !oversized.is_empty() {
         let list: Vec<String> = oversized
             .iter()

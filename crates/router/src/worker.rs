@@ -15,10 +15,10 @@
 
 use crate::capture::{CapturePoint, Reason};
 use crate::ports::PortChange;
-use control::snapshot::Snapshot;
 use netio::sys::os;
 use netio::{FrameBatch, Port};
 use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
+use rib::snapshot::Snapshot;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -590,8 +590,8 @@ impl Drop for PanicFlag {
 mod tests {
     use super::*;
     use crate::memport::{MemoryPort, MemoryWire};
-    use control::Router;
-    use control::state::RouterState;
+    use rib::Router;
+    use rib::state::RouterState;
     use std::sync::mpsc::{Receiver, sync_channel};
     use std::time::Instant;
 

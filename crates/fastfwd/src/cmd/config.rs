@@ -37,7 +37,7 @@ pub fn run(a: Args) -> Result<()> {
         Cmd::Check { file: Some(f) } => {
             let cfg = config::Config::load(&f).map_err(|e| anyhow::anyhow!("{e}"))?;
             // Building the tables catches limits the pipeline enforces.
-            control::state::RouterState::new(cfg.clone()).build()?;
+            rib::state::RouterState::new(cfg.clone()).build()?;
             if a.opts.json {
                 println!(
                     "{}",

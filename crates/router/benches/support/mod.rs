@@ -1,8 +1,8 @@
 //! What the router benches share: the route file they read and the
 //! two-port router state they build it into.
 
-use control::RouterState;
 use control::netlink::Event;
+use rib::RouterState;
 use std::path::PathBuf;
 
 /// Two ports, d0 and d1, each with an IPv4 and an IPv6 subnet.

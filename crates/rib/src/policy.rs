@@ -2,18 +2,18 @@
 //! the rules and the tables they look up into the pipeline's
 //! [`Policy`], which both engines route by (the XDP engine by handing
 //! such packets to the pipeline). Which rules fastfwd evaluates as the
-//! kernel does, and the naming of those it cannot ([`unmodelled`]), are
-//! the RIB's ([`rib::rule`]).
+//! kernel does, and the naming of those it cannot ([`crate::rule::unmodelled`]), are
+//! the RIB's ([`crate::rule`]).
 
-use crate::state::KernelState;
+use crate::Decision;
+use crate::event::{RT_TABLE_LOCAL, RT_TABLE_MAIN};
+use crate::kernel::KernelState;
+use crate::rule::{KernelRule, RuleVerb};
 use fib::poptrie::{Poptrie, TrieKey};
 use pipeline::{
     Discard, FamilyPolicy, InputSelector, InterfaceId, NextHopId, Policy, PolicyRule, RouteTarget,
     RuleAction, TableError,
 };
-use rib::Decision;
-use rib::event::{RT_TABLE_LOCAL, RT_TABLE_MAIN};
-pub use rib::rule::{KernelRule, RuleVerb, looked_up_tables, testing, unmodelled};
 use std::collections::HashMap;
 use wire::Cidr;
 
@@ -264,7 +264,7 @@ impl Compiler<'_> {
             let Some(route) = KernelState::used_route(list) else {
                 continue;
             };
-            let target = match rib::decide::kernel_decision(
+            let target = match crate::decide::kernel_decision(
                 route,
                 self.kernel,
                 &crate::state::IfMap {

@@ -11,13 +11,14 @@
 //! needs a new set publishes the tables holding it before the FIB entry
 //! that points at it.
 
-use crate::ControlError;
+use crate::BuildError;
+use crate::Origin;
+use crate::event::RT_TABLE_MAIN;
 use crate::snapshot::Snapshot;
-use crate::state::{Origin, RouteEntry, RouteView, RouterState};
+use crate::state::{RouteEntry, RouteView, RouterState};
+use crate::{Decision, Statics};
 use fib::shared::{FibReader, FibWriter};
 use pipeline::{Interface, InterfaceId, NextHopId, Policy, RouteTarget, Tables, TablesBuilder};
-use rib::event::RT_TABLE_MAIN;
-use rib::{Decision, Statics};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub struct Router {
 impl Router {
     /// Builds everything from `state` and publishes nothing (the caller
     /// creates its [`Snapshot`] from the returned tables).
-    pub fn new(state: RouterState) -> Result<(Router, RouterTables), ControlError> {
+    pub fn new(state: RouterState) -> Result<(Router, RouterTables), BuildError> {
         let (fib4, _) = FibWriter::new();
         let (fib6, _) = FibWriter::new();
         let mut r = Router {
@@ -91,13 +92,13 @@ impl Router {
 
     /// Rebuilds everything (new FIBs, new next-hop ids) and publishes it as
     /// one snapshot. On error the running tables stay.
-    pub fn rebuild_all(&mut self, snap: &Snapshot) -> Result<(), ControlError> {
+    pub fn rebuild_all(&mut self, snap: &Snapshot) -> Result<(), BuildError> {
         let tables = self.build_all()?;
         snap.publish(tables);
         Ok(())
     }
 
-    fn build_all(&mut self) -> Result<RouterTables, ControlError> {
+    fn build_all(&mut self) -> Result<RouterTables, BuildError> {
         let built = self.state.build()?;
         let mut tables = built.tables;
         let mut sets = Vec::new();
@@ -265,7 +266,7 @@ impl Router {
             ifaces: &self.ifaces,
             by_ifindex: &self.by_ifindex,
         };
-        rib::best(RT_TABLE_MAIN, p, statics, &self.state.kernel, &interfaces).0
+        crate::best(RT_TABLE_MAIN, p, statics, &self.state.kernel, &interfaces).0
     }
 
     /// Whether `p` is the connected subnet of an interface that routes by
@@ -538,6 +539,16 @@ impl Router {
     }
 }
 
+/// A next hop of a control-socket route as the request names it, before
+/// it is checked: a gateway, an interface, or both.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HopRequest<'a> {
+    /// The gateway, as written.
+    pub via: Option<&'a str>,
+    /// The interface's name.
+    pub dev: Option<&'a str>,
+}
+
 /// The control socket's changes (`route_add`, `route_del`,
 /// `neighbor_add`, `neighbor_del`): each checks its request, changes
 /// `state` and nothing else; the caller then applies it
@@ -545,13 +556,13 @@ impl Router {
 /// for a neighbour) and answers. A refused request changes nothing.
 impl Router {
     /// Adds or replaces a control-socket route; returns its prefix. Its
-    /// next hops are checked as the config's are ([`rib::hop::resolve`]):
+    /// next hops are checked as the config's are ([`config::hop::resolve`]):
     /// one without `dev` goes out of the interface whose connected subnet
     /// holding its gateway is the longest.
     pub fn api_route_add(
         &mut self,
         prefix: &str,
-        hops: &[crate::protocol::HopSpec],
+        hops: &[HopRequest<'_>],
         snap: &Snapshot,
     ) -> Result<Cidr, String> {
         let p: Cidr = prefix.parse().map_err(|e| format!("{prefix}: {e}"))?;
@@ -570,11 +581,11 @@ impl Router {
         let tables = snap.load();
         let mut next_hops: Vec<config::NextHop> = Vec::new();
         for h in hops {
-            let via: Option<IpAddr> = match &h.via {
+            let via: Option<IpAddr> = match h.via {
                 Some(v) => Some(v.parse().map_err(|e| format!("{v}: {e}"))?),
                 None => None,
             };
-            let hop = rib::hop::resolve(p, h.dev.as_deref(), via, tables.interfaces())
+            let hop = config::hop::resolve(p, h.dev, via, tables.interfaces())
                 .map_err(|e| e.to_string())?;
             if next_hops.contains(&hop) {
                 return Err(format!("next hop {hop} is listed twice"));
@@ -641,7 +652,7 @@ fn random_seed() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::{Event, KernelHop, RT_TABLE_MAIN};
+    use crate::event::{Event, KernelHop, RT_TABLE_MAIN};
     use fib::Lookup;
     use pipeline::NextHop;
 
@@ -905,7 +916,7 @@ addresses = ["198.19.0.10/24"]
 
     #[test]
     fn nexthop_objects_groups_and_their_deletion() {
-        use crate::netlink::KernelNexthop;
+        use crate::event::KernelNexthop;
         let (mut r, snap) = router();
         let nh = |id, target| Event::Nexthop {
             add: true,
@@ -1028,7 +1039,7 @@ addresses = ["198.19.0.10/24"]
             ifindex: 6,
             ip: "198.19.0.108".parse().unwrap(),
             mac: Some([2, 0, 0, 0, 0, 8]),
-            state: crate::netlink::nud::REACHABLE,
+            state: crate::event::nud::REACHABLE,
         });
         r.refresh_neighbours(&snap);
         let t = snap.load();
@@ -1123,7 +1134,7 @@ addresses = ["198.19.0.10/24"]
                             nh_id: None,
                             detail: Default::default(),
                         };
-                        if r.state.kernel.change(&ev) == crate::state::Change::Route(prefix) {
+                        if r.state.kernel.change(&ev) == crate::kernel::Change::Route(prefix) {
                             r.update_routes(&[prefix], &snap);
                         }
                     }

@@ -8,17 +8,17 @@
 //! then config, then kernel. Kernel routes are used only when every next
 //! hop leaves through an interface fastfwd forwards on.
 
+use crate::Origin;
+use crate::event::RT_TABLE_MAIN;
+use crate::kernel::KernelState;
 use crate::policy;
+use crate::{Decision, Statics};
 use config::Config;
 use fib::RouteTable;
 use fib::poptrie::{Poptrie4, Poptrie6};
 use pipeline::{
     Discard, InterfaceId, NextHop, NextHopId, PortId, RouteTarget, Tables, TablesBuilder, Vlan,
 };
-pub use rib::Origin;
-use rib::event::RT_TABLE_MAIN;
-pub use rib::kernel::{Change, KernelRoute, KernelState, Link, ResolvedRoute, UnmodelledRouteKey};
-use rib::{Decision, Statics};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -153,7 +153,7 @@ pub(crate) struct IfMap<'a> {
     pub(crate) by_ifindex: &'a HashMap<u32, InterfaceId>,
 }
 
-impl rib::Interfaces for IfMap<'_> {
+impl crate::Interfaces for IfMap<'_> {
     fn by_name(&self, name: &str) -> Option<InterfaceId> {
         self.ifaces
             .iter()
@@ -303,10 +303,7 @@ pub(crate) fn interfaces_on_link(
 
 /// A route target as `show route` prints it: one string per next hop, or
 /// the discard's name.
-pub(crate) fn target_strings(
-    t: &pipeline::RouteTarget,
-    ifaces: &[pipeline::Interface],
-) -> Vec<String> {
+pub fn target_strings(t: &pipeline::RouteTarget, ifaces: &[pipeline::Interface]) -> Vec<String> {
     match t {
         pipeline::RouteTarget::Forward(hops) => {
             hops.iter().map(|h| hop_string(h, ifaces)).collect()
@@ -338,7 +335,7 @@ impl RouterState {
 
     /// Builds the pipeline snapshot from everything known now. Refuses a
     /// configuration the running router could not enforce (fail closed).
-    pub fn build(&self) -> Result<Built, crate::ControlError> {
+    pub fn build(&self) -> Result<Built, crate::BuildError> {
         self.build_over(Poptrie4::new(), Poptrie6::new())
     }
 
@@ -349,14 +346,14 @@ impl RouterState {
         &self,
         mut fib4: F4,
         mut fib6: F6,
-    ) -> Result<Built<F4, F6>, crate::ControlError>
+    ) -> Result<Built<F4, F6>, crate::BuildError>
     where
         F4: RouteTable<u32>,
         F6: RouteTable<u128>,
     {
         let cfg = &self.config;
         if let Some(fw) = &cfg.firewall {
-            input_chain_unenforced(fw).map_or(Ok(()), |e| Err(crate::ControlError::Build(e)))?;
+            input_chain_unenforced(fw).map_or(Ok(()), |e| Err(crate::BuildError(e)))?;
         }
         let ports: Vec<String> = cfg.ports().into_iter().map(str::to_owned).collect();
         let mut warnings = Vec::new();
@@ -441,7 +438,7 @@ impl RouterState {
                 ipv6,
                 mtu,
             })
-            .map_err(|e| crate::ControlError::Build(format!("interface {}: {e}", ci.name)))?;
+            .map_err(|e| crate::BuildError(format!("interface {}: {e}", ci.name)))?;
         }
         let ifaces: Vec<pipeline::Interface> = b.interfaces().to_vec();
         let by_ifindex = link_interfaces(&self.kernel, &ifaces, &ports);
@@ -522,7 +519,7 @@ impl RouterState {
         // installed, so no table is built (a route left out would send its
         // traffic to a shorter one).
         let too_many = |prefix: &Cidr, e: pipeline::TableError| {
-            crate::ControlError::Build(format!("route {prefix}: {e}"))
+            crate::BuildError(format!("route {prefix}: {e}"))
         };
         let mut install = |prefix: &Cidr, nh: NextHopId| match prefix {
             Cidr::V4(p) => {
@@ -550,7 +547,7 @@ impl RouterState {
             .map(|(p, s)| (*p, *s, self.kernel.route_of(RT_TABLE_MAIN, *p)));
         for (prefix, source, route) in kernel_prefixes.chain(static_prefixes) {
             let (decision, passed_over) =
-                rib::decide::choose(source, route, &self.kernel, &interfaces);
+                crate::decide::choose(source, route, &self.kernel, &interfaces);
             if passed_over.is_some() {
                 warnings.push(format!("route {prefix}: unknown interface"));
             }
@@ -617,10 +614,10 @@ impl RouterState {
         };
         let (policy, policy_warnings) =
             policy::compile(&self.kernel, &iif_of, &by_ifindex, &mut intern_target)
-                .map_err(crate::ControlError::Build)?;
+                .map_err(crate::BuildError)?;
         warnings.extend(policy_warnings);
         b.set_policy(std::sync::Arc::new(policy))
-            .map_err(|e| crate::ControlError::Build(format!("policy rules: {e}")))?;
+            .map_err(|e| crate::BuildError(format!("policy rules: {e}")))?;
 
         let neighbours = self.neighbour_views(&ifaces, &by_ifindex);
         for n in &neighbours {
@@ -755,8 +752,9 @@ pub fn oversized_ports(state: &RouterState, max_frame: usize) -> Vec<(String, u3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::{Event, KernelHop, Placement, RouteDetail, nud};
-    use crate::policy::KernelRule;
+    use crate::event::{Event, KernelHop, Placement, RouteDetail, nud};
+    use crate::kernel::{Change, KernelRoute};
+    use crate::rule::KernelRule;
 
     const CONFIG: &str = r#"[[interfaces]]
 name = "d0"
@@ -852,7 +850,7 @@ via = "198.19.0.108"
             master: None,
             vlan,
         };
-        let tag = |parent, id, ad| Some(crate::netlink::KernelVlan { parent, id, ad });
+        let tag = |parent, id, ad| Some(crate::event::KernelVlan { parent, id, ad });
         for ev in [
             link(5, "d0", None),
             link(6, "d1", None),
@@ -867,7 +865,7 @@ via = "198.19.0.108"
         let via = |p: &str, ifindex, gw: &str| Event::Route {
             add: true,
             prefix: p.parse().unwrap(),
-            table: crate::netlink::RT_TABLE_MAIN,
+            table: crate::event::RT_TABLE_MAIN,
             kind: 1,
             metric: 0,
             hops: vec![KernelHop {
@@ -921,9 +919,9 @@ via = "198.19.0.108"
             add: true,
             rule: KernelRule {
                 iif: Some("d1.100".into()),
-                ..rib::rule::testing::rule(
+                ..crate::rule::testing::rule(
                     100,
-                    crate::policy::RuleVerb::Discard(Discard::Blackhole),
+                    crate::rule::RuleVerb::Discard(Discard::Blackhole),
                 )
             },
         });
@@ -974,7 +972,7 @@ via = "198.19.0.108"
         let add = |p: &str, i, add| Event::Route {
             add,
             prefix: p.parse().unwrap(),
-            table: crate::netlink::RT_TABLE_MAIN,
+            table: crate::event::RT_TABLE_MAIN,
             kind: 1,
             metric: 0,
             hops: hop(i),
@@ -1216,9 +1214,9 @@ via = "198.19.0.108"
 
     #[test]
     fn a_source_rule_routes_its_source_by_its_table() {
-        use crate::policy::RuleVerb;
+        use crate::rule::RuleVerb;
         let mut s = state();
-        for r in crate::policy::testing::defaults() {
+        for r in crate::rule::testing::defaults() {
             s.kernel.apply(&Event::Rule { add: true, rule: r });
         }
         s.kernel.apply(&main_route(
@@ -1237,7 +1235,7 @@ via = "198.19.0.108"
         // and a blackhole in table 100.
         let rule = KernelRule {
             src: Some("198.18.10.0/24".parse().unwrap()),
-            ..crate::policy::testing::rule(100, RuleVerb::Lookup(100))
+            ..crate::rule::testing::rule(100, RuleVerb::Lookup(100))
         };
         let add_rule = Event::Rule {
             add: true,
@@ -1355,25 +1353,25 @@ via = "198.19.0.108"
     /// the IPv6 reading for both) missed it for IPv4.
     #[test]
     fn iif_rules_see_a_vrf_member_s_packets_as_the_kernel_does() {
-        use crate::policy::RuleVerb;
+        use crate::rule::RuleVerb;
         use pipeline::Discard;
         let mut s = state();
-        let mut rules = crate::policy::testing::defaults();
+        let mut rules = crate::rule::testing::defaults();
         for v6 in [false, true] {
             rules.insert(KernelRule {
                 l3mdev: true,
                 v6,
-                ..crate::policy::testing::rule(1000, RuleVerb::Lookup(0))
+                ..crate::rule::testing::rule(1000, RuleVerb::Lookup(0))
             });
             rules.insert(KernelRule {
                 iif: Some("d0".into()),
                 v6,
-                ..crate::policy::testing::rule(100, RuleVerb::Discard(Discard::Blackhole))
+                ..crate::rule::testing::rule(100, RuleVerb::Discard(Discard::Blackhole))
             });
             rules.insert(KernelRule {
                 iif: Some("blue".into()),
                 v6,
-                ..crate::policy::testing::rule(200, RuleVerb::Discard(Discard::Prohibit))
+                ..crate::rule::testing::rule(200, RuleVerb::Discard(Discard::Prohibit))
             });
         }
         for r in rules {
@@ -1439,14 +1437,14 @@ via = "198.19.0.108"
 
     #[test]
     fn a_vrf_routes_its_members_packets_by_its_table() {
-        use crate::policy::RuleVerb;
+        use crate::rule::RuleVerb;
         let mut s = state();
-        let mut rules = crate::policy::testing::defaults();
+        let mut rules = crate::rule::testing::defaults();
         for v6 in [false, true] {
             rules.insert(KernelRule {
                 l3mdev: true,
                 v6,
-                ..crate::policy::testing::rule(1000, RuleVerb::Lookup(0))
+                ..crate::rule::testing::rule(1000, RuleVerb::Lookup(0))
             });
         }
         for r in rules {
@@ -1574,10 +1572,10 @@ via = "198.19.0.108"
 
     #[test]
     fn rules_compile_as_the_kernel_evaluates_them() {
-        use crate::policy::RuleVerb;
-        use crate::policy::testing::rule;
+        use crate::rule::RuleVerb;
+        use crate::rule::testing::rule;
         let mut s = state();
-        for r in crate::policy::testing::defaults() {
+        for r in crate::rule::testing::defaults() {
             s.kernel.apply(&Event::Rule { add: true, rule: r });
         }
         let v6 = |r: KernelRule| KernelRule { v6: true, ..r };
@@ -1686,7 +1684,7 @@ via = "198.19.0.108"
         s.kernel.apply(&Event::Route {
             add: true,
             prefix: "10.1.0.0/16".parse().unwrap(),
-            table: crate::netlink::RT_TABLE_MAIN,
+            table: crate::event::RT_TABLE_MAIN,
             kind: 1,
             metric: 0,
             hops: vec![KernelHop {
@@ -1764,7 +1762,7 @@ via = "198.19.0.108"
             s.kernel.apply(&Event::Route {
                 add: true,
                 prefix: Cidr::V4(wire::Ipv4Cidr::new(0x0a00_0000 + (i << 8), 24).unwrap()),
-                table: crate::netlink::RT_TABLE_MAIN,
+                table: crate::event::RT_TABLE_MAIN,
                 kind: 1,
                 metric: 0,
                 hops: vec![KernelHop {
