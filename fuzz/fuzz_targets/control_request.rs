@@ -114,6 +114,7 @@ fn base_state() -> &'static RouterState {
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
         }

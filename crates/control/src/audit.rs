@@ -654,6 +654,7 @@ via = "198.18.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
             state.kernel.apply(&Event::Addr {
@@ -685,6 +686,7 @@ via = "198.18.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
         }

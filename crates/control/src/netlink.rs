@@ -151,7 +151,14 @@ fn link(add: bool, m: LinkMessage) -> Event {
     let (mut name, mut mac, mut mtu) = (String::new(), None, None);
     let (mut vrf, mut master, mut parent) = (None, None, None);
     let mut tag: Option<(u16, bool)> = None;
+    let mut kind: Option<String> = None;
     for a in m.attributes {
+        if let LinkAttribute::LinkInfo(infos) = &a {
+            kind = infos.iter().find_map(|i| match i {
+                LinkInfo::Kind(k) => Some(k.to_string()),
+                _ => None,
+            });
+        }
         match a {
             LinkAttribute::IfName(n) => name = n,
             LinkAttribute::Address(a) => mac = a.try_into().ok(),
@@ -198,6 +205,7 @@ fn link(add: bool, m: LinkMessage) -> Event {
         up: m.header.flags.contains(LinkFlags::Up),
         vrf,
         master,
+        kind,
         vlan: tag.and_then(|(id, ad)| {
             Some(KernelVlan {
                 parent: parent?,
@@ -850,6 +858,7 @@ mod tests {
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             })
         );

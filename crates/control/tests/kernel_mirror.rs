@@ -123,6 +123,11 @@ fn dump_follow_and_resolve() {
         link.dump(&mut st).unwrap();
         let vb = st.ifindex_of("vb").expect("vb in the dump");
         assert!(st.links[&vb].mac.is_some());
+        assert_eq!(
+            st.links[&vb].kind.as_deref(),
+            Some("veth"),
+            "IFLA_INFO_KIND"
+        );
         assert_eq!(st.addrs.get(&(vb, "10.78.0.2".parse().unwrap())), Some(&24));
         assert_eq!(
             st.addrs.get(&(vb, "2001:db8:78::2".parse().unwrap())),
@@ -808,10 +813,11 @@ fn vrf_devices_and_their_members_are_followed() {
         ip(&["link", "add", "blue", "type", "vrf", "table", "10"]);
         ip(&["link", "set", "blue", "up"]);
         assert!(
-            wait_for(&mut link, &mut st, second, |s| s
-                .links
-                .values()
-                .any(|l| l.name == "blue" && l.vrf == Some(10))),
+            wait_for(&mut link, &mut st, second, |s| s.links.values().any(|l| l
+                .name
+                == "blue"
+                && l.vrf == Some(10)
+                && l.kind.as_deref() == Some("vrf"))),
             "the VRF device is seen with its table: {:?}",
             st.links
         );

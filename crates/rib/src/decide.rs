@@ -217,6 +217,7 @@ mod tests {
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
         }

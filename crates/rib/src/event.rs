@@ -130,6 +130,10 @@ pub enum Event {
         /// IFLA_MASTER: the device this one is enslaved to (a VRF, a bond,
         /// a bridge).
         master: Option<u32>,
+        /// IFLA_INFO_KIND: the device's type as the kernel names it
+        /// ("veth", "bond", "team", "bridge", "vlan", "vrf"...); `None`
+        /// for a device without one (a physical NIC, loopback).
+        kind: Option<String>,
         /// A VLAN device (`ip link add link P name N type vlan id I`).
         vlan: Option<KernelVlan>,
     },

@@ -32,6 +32,10 @@ pub struct Link {
     pub vrf: Option<u32>,
     /// The device it is enslaved to, if any.
     pub master: Option<u32>,
+    /// Its type as the kernel names it (`ip -d link`: "veth", "bond",
+    /// "team", "bridge", "vlan", "vrf"...); `None` for a device without
+    /// one (a physical NIC, loopback).
+    pub kind: Option<String>,
     /// A VLAN device: where its tag goes.
     pub vlan: Option<crate::event::KernelVlan>,
 }
@@ -179,6 +183,7 @@ impl KernelState {
                 up,
                 vrf,
                 master,
+                kind,
                 vlan,
             } => {
                 let link = Link {
@@ -189,6 +194,7 @@ impl KernelState {
                     up: *up,
                     vrf: *vrf,
                     master: *master,
+                    kind: kind.clone(),
                     vlan: *vlan,
                 };
                 if !*up {

@@ -679,6 +679,7 @@ addresses = ["198.19.0.10/24"]
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
         }
@@ -1005,6 +1006,7 @@ addresses = ["198.19.0.10/24"]
             up: true,
             vrf: None,
             master: None,
+            kind: None,
             vlan: None,
         };
         r.state.kernel.apply(&link(9, "veth9"));
@@ -1020,6 +1022,7 @@ addresses = ["198.19.0.10/24"]
             up: false,
             vrf: None,
             master: None,
+            kind: None,
             vlan: None,
         });
         r.state.kernel.apply(&link(12, "d1"));
@@ -1108,6 +1111,7 @@ addresses = ["198.19.0.10/24"]
                     up: true,
                     vrf: None,
                     master: None,
+                    kind: None,
                     vlan: None,
                 });
             }

@@ -733,6 +733,90 @@ pub fn missing_ports(state: &RouterState) -> Vec<String> {
         .collect()
 }
 
+/// Why a port's frames are not the port's own to route: the kernel
+/// aggregates or bridges them, and fastfwd does not model that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SharedPort {
+    /// The port is a link aggregate (`bond`, `team`): the kernel spreads
+    /// what it sends over the members by the aggregate's transmit hash and
+    /// takes in what any member receives.
+    Aggregate {
+        /// The port.
+        port: String,
+        /// Its kind ("bond", "team").
+        kind: String,
+    },
+    /// The port is enslaved to another device (a bond, a team, a bridge;
+    /// a VRF is modelled and not listed): the kernel hands what it
+    /// receives to that device (bridged, or received by the aggregate)
+    /// and sends through the device, not the port.
+    Member {
+        /// The port.
+        port: String,
+        /// The device it is enslaved to.
+        master: String,
+        /// That device's kind ("bond", "team", "bridge", "openvswitch").
+        kind: String,
+    },
+}
+
+impl std::fmt::Display for SharedPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SharedPort::Aggregate { port, kind } => write!(
+                f,
+                "{port} is a {kind} device (link aggregation), which this engine does not forward over as the kernel does (spread by the aggregate's transmit hash, received on every member); leave it to the kernel (out of the config)"
+            ),
+            SharedPort::Member { port, master, kind } => write!(
+                f,
+                "{port} is enslaved to {master} ({kind}): the kernel receives and sends its frames through {master}, and fastfwd would route them past it; release it (ip link set {port} nomaster) or leave it out of the config"
+            ),
+        }
+    }
+}
+
+/// The ports whose frames the kernel aggregates or bridges
+/// ([`SharedPort`]): forwarding on them directly would differ from the
+/// kernel, so the daemon refuses to start on them and names any that
+/// become one while it runs.
+pub fn shared_ports(state: &RouterState) -> Vec<SharedPort> {
+    let kernel = &state.kernel;
+    let by_name = |p: &str| kernel.links.values().find(|l| l.name == p);
+    state
+        .config
+        .ports()
+        .into_iter()
+        .filter_map(|p| {
+            let link = by_name(p)?;
+            if let Some(kind) = link.kind.as_deref().filter(|k| is_aggregate(k)) {
+                return Some(SharedPort::Aggregate {
+                    port: p.to_owned(),
+                    kind: kind.to_owned(),
+                });
+            }
+            let master = kernel.links.get(&link.master?);
+            let kind = master.and_then(|m| m.kind.clone()).unwrap_or_default();
+            (kind != "vrf").then(|| SharedPort::Member {
+                port: p.to_owned(),
+                master: master.map_or_else(
+                    || format!("ifindex {}", link.master.unwrap_or(0)),
+                    |m| m.name.clone(),
+                ),
+                kind: if kind.is_empty() {
+                    "unknown".into()
+                } else {
+                    kind
+                },
+            })
+        })
+        .collect()
+}
+
+/// Whether a device of this kind aggregates links.
+fn is_aggregate(kind: &str) -> bool {
+    matches!(kind, "bond" | "team")
+}
+
 /// The ports whose kernel MTU lets a frame larger than `max_frame` bytes
 /// arrive (the MTU, an Ethernet header and one VLAN tag, which Linux takes
 /// beyond the MTU), with that MTU.
@@ -787,6 +871,7 @@ via = "198.19.0.108"
                 up: true,
                 vrf: None,
                 master: None,
+                kind: None,
                 vlan: None,
             });
         }
@@ -848,6 +933,7 @@ via = "198.19.0.108"
             up: true,
             vrf: None,
             master: None,
+            kind: None,
             vlan,
         };
         let tag = |parent, id, ad| Some(crate::event::KernelVlan { parent, id, ad });
@@ -1136,6 +1222,7 @@ via = "198.19.0.108"
             up: false,
             vrf: None,
             master: None,
+            kind: None,
             vlan: None,
         });
         assert!(
@@ -1386,6 +1473,7 @@ via = "198.19.0.108"
             up: true,
             vrf,
             master,
+            kind: vrf.map(|_| "vrf".into()),
             vlan: None,
         };
         s.kernel.apply(&link(9, "blue", Some(10), None));
@@ -1459,6 +1547,7 @@ via = "198.19.0.108"
             up: true,
             vrf,
             master,
+            kind: vrf.map(|_| "vrf".into()),
             vlan: None,
         };
         // blue (table 10) with d0 as its member.
@@ -1791,5 +1880,64 @@ via = "198.19.0.108"
         assert!(b.longest_match("11.0.0.1/32".parse().unwrap()).is_none());
         let looked = fib::Lookup::lookup(&b.tables.fib4, 0x0a00_0709);
         assert!(looked.is_some());
+    }
+
+    #[test]
+    fn ports_the_kernel_aggregates_or_bridges_are_named() {
+        let mut s = state();
+        assert_eq!(shared_ports(&s), vec![], "plain ports");
+        let link = |ifindex, name: &str, master, kind: Option<&str>| Event::Link {
+            add: true,
+            ifindex,
+            name: name.into(),
+            mac: Some([2, 0, 0, 0, 0, ifindex as u8]),
+            mtu: Some(1500),
+            up: true,
+            vrf: (kind == Some("vrf")).then_some(10),
+            master,
+            kind: kind.map(Into::into),
+            vlan: None,
+        };
+        // A VRF master is modelled: not listed.
+        s.kernel.apply(&link(9, "blue", None, Some("vrf")));
+        s.kernel.apply(&link(5, "d0", Some(9), Some("veth")));
+        assert_eq!(shared_ports(&s), vec![]);
+        // d0 in a bond, d1 in a bridge, eth9 (not a port) in the bond too.
+        s.kernel.apply(&link(20, "bond0", None, Some("bond")));
+        s.kernel.apply(&link(21, "br0", None, Some("bridge")));
+        s.kernel.apply(&link(5, "d0", Some(20), Some("veth")));
+        s.kernel.apply(&link(6, "d1", Some(21), None));
+        s.kernel.apply(&link(7, "eth9", Some(20), None));
+        let shared = shared_ports(&s);
+        assert_eq!(
+            shared,
+            vec![
+                SharedPort::Member {
+                    port: "d0".into(),
+                    master: "bond0".into(),
+                    kind: "bond".into()
+                },
+                SharedPort::Member {
+                    port: "d1".into(),
+                    master: "br0".into(),
+                    kind: "bridge".into()
+                },
+            ]
+        );
+        assert!(
+            shared[0].to_string().contains("enslaved to bond0 (bond)"),
+            "{}",
+            shared[0]
+        );
+        // A port that is itself an aggregate.
+        s.kernel.apply(&link(5, "d0", None, Some("team")));
+        s.kernel.apply(&link(6, "d1", None, None));
+        assert_eq!(
+            shared_ports(&s),
+            vec![SharedPort::Aggregate {
+                port: "d0".into(),
+                kind: "team".into()
+            }]
+        );
     }
 }

@@ -122,6 +122,9 @@ pub(crate) struct Daemon {
     /// Ports whose MTU lets larger frames in than the engines carry, as
     /// last named (`rib::state::oversized_ports`).
     pub(crate) oversized: Vec<(String, u32)>,
+    /// The ports the kernel aggregates or bridges, as last named
+    /// (`rib::state::shared_ports`).
+    pub(crate) shared_ports: Vec<rib::state::SharedPort>,
 }
 
 /// The readings `show_runtime` subtracts.
@@ -549,6 +552,7 @@ impl Daemon {
         if !delta.links.is_empty() || delta.other {
             self.follow_ports();
             self.name_oversized_ports();
+            self.name_shared_ports();
         }
         // A link or address change elsewhere in the namespace (another
         // veth, a VPN) leaves the tables alone.
@@ -587,6 +591,21 @@ impl Daemon {
             info!(port = %port, "the port's MTU is within what fastfwd carries again");
         }
         self.oversized = now;
+    }
+
+    /// Says, at error level, each port that became a link aggregate or
+    /// was enslaved to one or to a bridge (start refuses them): the kernel
+    /// would send and receive its frames through that device, fastfwd goes
+    /// on forwarding on the port itself. And each that is plain again.
+    fn name_shared_ports(&mut self) {
+        let now = rib::state::shared_ports(&self.router.state);
+        for p in now.iter().filter(|p| !self.shared_ports.contains(p)) {
+            error!(problem = %p, "the kernel now forwards this port's frames other than fastfwd does");
+        }
+        for p in self.shared_ports.iter().filter(|p| !now.contains(p)) {
+            info!(problem = %p, "no longer so: the port is fastfwd's alone again");
+        }
+        self.shared_ports = now;
     }
 
     /// Says, at warn level, each link that kernel routes now leave through
@@ -1867,6 +1886,7 @@ mod tests {
             unmodelled: Vec::new(),
             foreign_links: Default::default(),
             oversized: Vec::new(),
+            shared_ports: Vec::new(),
         }
     }
 

@@ -239,6 +239,14 @@ pub fn run(args: RunOptions) -> Result<()> {
             missing.join(", ")
         );
     }
+    let shared = rib::state::shared_ports(&state);
+    if !shared.is_empty() {
+        let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
+        bail!(
+            "the kernel would forward these ports' frames other than fastfwd:\n  {}",
+            list.join("\n  ")
+        );
+    }
     let _claims = claim_ports(&state.config.ports())?;
     let oversized = rib::state::oversized_ports(&state, netio::MAX_FRAME);
     if !oversized.is_empty() {
@@ -465,6 +473,7 @@ pub fn run(args: RunOptions) -> Result<()> {
         unmodelled,
         foreign_links,
         oversized: Vec::new(),
+        shared_ports: Vec::new(),
     };
     // Started after the privilege drop, like every thread but this one.
     let metrics_stop = Arc::new(AtomicBool::new(false));

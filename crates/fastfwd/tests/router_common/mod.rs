@@ -3550,3 +3550,92 @@ t.join()
         "the flood's errors were not limited: {limited}\n{after}"
     );
 }
+
+/// The daemon's log so far.
+fn log_text(d: &Daemon) -> String {
+    std::fs::read_to_string(&d.log).unwrap_or_default()
+}
+
+/// `fastfwd run` on the lab's config with `name = "d1"` renamed, run to
+/// its end (a refusal); its stderr.
+fn refused_start(lab: &Lab, backend: &str, d1_as: &str) -> String {
+    let cfg = lab.write_config();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("name = \"d1\"", &format!("name = \"{d1_as}\"")),
+    )
+    .unwrap();
+    let out = lab
+        .run_command(&cfg, backend, &lab.dir.join("refused.sock"))
+        .output()
+        .expect("run fastfwd");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started: {err}");
+    err
+}
+
+/// A port the kernel bridges is not fastfwd's to route: start is refused
+/// naming it and the bridge; one bridged while the daemon runs is named at
+/// error level, and again when released; a released port forwards.
+pub fn bridged_port_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let dut = lab.dut.as_str();
+    ok(&["ip", "-n", dut, "link", "add", "br0", "type", "bridge"]);
+    ok(&["ip", "-n", dut, "link", "set", "d1", "master", "br0"]);
+    let err = refused_start(&lab, backend, "d1");
+    assert!(err.contains("d1 is enslaved to br0 (bridge)"), "{err}");
+
+    ok(&["ip", "-n", dut, "link", "set", "d1", "nomaster"]);
+    let d = lab.start(backend);
+    assert!(
+        within(Duration::from_secs(3), || lab
+            .ping(&lab.generator, SINK4, 1)
+            .is_some())
+        .is_some(),
+        "{}",
+        log_text(&d)
+    );
+    ok(&["ip", "-n", dut, "link", "set", "d1", "master", "br0"]);
+    let named = within(Duration::from_secs(3), || {
+        log_text(&d).contains("d1 is enslaved to br0 (bridge)")
+    });
+    assert!(named.is_some(), "{}", log_text(&d));
+    ok(&["ip", "-n", dut, "link", "set", "d1", "nomaster"]);
+    let released = within(Duration::from_secs(3), || {
+        log_text(&d).contains("the port is fastfwd's alone again")
+    });
+    assert!(released.is_some(), "{}", log_text(&d));
+}
+
+/// A bond member, or a bond as a port, is refused at start, named: the
+/// kernel would receive on and send through the bond (its transmit hash
+/// spreading flows over the members), which fastfwd does not model.
+pub fn bonded_port_scenario(backend: &str, tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let dut = lab.dut.as_str();
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "link",
+        "add",
+        "bond0",
+        "type",
+        "bond",
+        "mode",
+        "balance-xor",
+        "xmit_hash_policy",
+        "layer3+4",
+    ]);
+    ok(&["ip", "-n", dut, "link", "set", "d1", "down"]);
+    ok(&["ip", "-n", dut, "link", "set", "d1", "master", "bond0"]);
+    ok(&["ip", "-n", dut, "link", "set", "bond0", "up"]);
+    let err = refused_start(&lab, backend, "d1");
+    assert!(err.contains("d1 is enslaved to bond0 (bond)"), "{err}");
+    let err = refused_start(&lab, backend, "bond0");
+    assert!(
+        err.contains("bond0 is a bond device (link aggregation)"),
+        "{err}"
+    );
+}

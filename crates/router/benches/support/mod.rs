@@ -49,6 +49,7 @@ pub fn two_port_state() -> RouterState {
             up: true,
             vrf: None,
             master: None,
+            kind: None,
             vlan: None,
         });
     }

@@ -1,0 +1,28 @@
+//! Ports the kernel bridges or aggregates are not fastfwd's to route on:
+//! refused at start and named while running, in both engines. Bridges
+//! are tested on this VM's kernel; bonds (CONFIG_BONDING) only under
+//! Debian's, by scripts/test-kernel (and in CI there).
+
+mod router_common;
+
+#[test]
+fn packet_refuses_a_bridged_port_and_names_one_bridged_while_running() {
+    router_common::bridged_port_scenario("packet", "brp");
+}
+
+#[test]
+fn xdp_engine_refuses_a_bridged_port_and_names_one_bridged_while_running() {
+    router_common::bridged_port_scenario(router_common::XDP_ENGINE, "brx");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn packet_refuses_a_bond_and_its_members_as_ports() {
+    router_common::bonded_port_scenario("packet", "bdp");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn xdp_engine_refuses_a_bond_and_its_members_as_ports() {
+    router_common::bonded_port_scenario(router_common::XDP_ENGINE, "bdx");
+}
