@@ -157,7 +157,7 @@ impl Interface {
     }
 }
 
-/// One way out for a route (the RIB's, whose resolver makes it).
+/// One way out for a route, as the next-hop resolver ([`crate::hop`]) placed it.
 pub use crate::hop::NamedHop as NextHop;
 
 /// A static route; several next hops share the traffic (ECMP).

@@ -153,11 +153,13 @@ fn link(add: bool, m: LinkMessage) -> Event {
     let mut tag: Option<(u16, bool)> = None;
     let mut kind: Option<String> = None;
     for a in m.attributes {
-        if let LinkAttribute::LinkInfo(infos) = &a {
-            kind = infos.iter().find_map(|i| match i {
+        if let LinkAttribute::LinkInfo(infos) = &a
+            && let Some(k) = infos.iter().find_map(|i| match i {
                 LinkInfo::Kind(k) => Some(k.to_string()),
                 _ => None,
-            });
+            })
+        {
+            kind = Some(k);
         }
         match a {
             LinkAttribute::IfName(n) => name = n,
@@ -862,6 +864,13 @@ mod tests {
                 vlan: None,
             })
         );
+        // IFLA_MASTER and IFLA_LINKINFO { IFLA_INFO_KIND "bond" }.
+        link.extend(attr(10, &3u32.to_ne_bytes()));
+        link.extend(attr(18, &attr(1, b"bond\0")));
+        let Some(Event::Link { master, kind, .. }) = parse(msg::RTM_NEWLINK, 0, &link) else {
+            panic!("a link");
+        };
+        assert_eq!((master, kind.as_deref()), (Some(3), Some("bond")));
         let mut addr = vec![AF_INET6, 64, 0, 0];
         addr.extend_from_slice(&9u32.to_ne_bytes());
         let a: Ipv6Addr = "2001:2::10".parse().unwrap();

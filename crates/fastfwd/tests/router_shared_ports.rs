@@ -1,7 +1,8 @@
 //! Ports the kernel bridges or aggregates are not fastfwd's to route on:
-//! refused at start and named while running, in both engines. Bridges
-//! are tested on this VM's kernel; bonds (CONFIG_BONDING) only under
-//! Debian's, by scripts/test-kernel (and in CI there).
+//! refused at start and named while running, in both engines; a bond is
+//! forwarded over by AF_PACKET, through the kernel's bond. Bridges are
+//! tested on this VM's kernel; bonds (CONFIG_BONDING) only under Debian's,
+//! by scripts/test-kernel (and in CI there).
 
 mod router_common;
 
@@ -17,8 +18,14 @@ fn xdp_engine_refuses_a_bridged_port_and_names_one_bridged_while_running() {
 
 #[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
-fn packet_refuses_a_bond_and_its_members_as_ports() {
-    router_common::bonded_port_scenario("packet", "bdp");
+fn packet_forwards_over_a_bond_as_the_kernel_does() {
+    router_common::bond_forwarding_scenario("bdp");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn afxdp_refuses_a_bond_and_its_members_as_ports() {
+    router_common::bonded_port_scenario("afxdp", "bda");
 }
 
 #[test]

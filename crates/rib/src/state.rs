@@ -760,12 +760,21 @@ pub enum SharedPort {
     },
 }
 
+impl SharedPort {
+    /// The port concerned.
+    pub fn port(&self) -> &str {
+        match self {
+            SharedPort::Aggregate { port, .. } | SharedPort::Member { port, .. } => port,
+        }
+    }
+}
+
 impl std::fmt::Display for SharedPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SharedPort::Aggregate { port, kind } => write!(
                 f,
-                "{port} is a {kind} device (link aggregation), which this engine does not forward over as the kernel does (spread by the aggregate's transmit hash, received on every member); leave it to the kernel (out of the config)"
+                "{port} is a {kind} device (link aggregation), which this engine does not forward over as the kernel does (spread by the aggregate's transmit hash, received on every member); use --engine user --backend packet for a bond, or leave it to the kernel"
             ),
             SharedPort::Member { port, master, kind } => write!(
                 f,
@@ -778,8 +787,11 @@ impl std::fmt::Display for SharedPort {
 /// The ports whose frames the kernel aggregates or bridges
 /// ([`SharedPort`]): forwarding on them directly would differ from the
 /// kernel, so the daemon refuses to start on them and names any that
-/// become one while it runs.
-pub fn shared_ports(state: &RouterState) -> Vec<SharedPort> {
+/// become one while it runs. `bonds_forwarded`: the engine sends and
+/// receives through a bond device itself, so the kernel's bond spreads
+/// and gathers its frames (AF_PACKET does); a bond port is then not
+/// listed (its members still are).
+pub fn shared_ports(state: &RouterState, bonds_forwarded: bool) -> Vec<SharedPort> {
     let kernel = &state.kernel;
     let by_name = |p: &str| kernel.links.values().find(|l| l.name == p);
     state
@@ -788,15 +800,20 @@ pub fn shared_ports(state: &RouterState) -> Vec<SharedPort> {
         .into_iter()
         .filter_map(|p| {
             let link = by_name(p)?;
-            if let Some(kind) = link.kind.as_deref().filter(|k| is_aggregate(k)) {
+            if let Some(kind) = link.kind.as_deref().filter(|k| is_aggregate(k))
+                && !(bonds_forwarded && kind == "bond")
+            {
                 return Some(SharedPort::Aggregate {
                     port: p.to_owned(),
                     kind: kind.to_owned(),
                 });
             }
             let master = kernel.links.get(&link.master?);
+            if master.is_some_and(|m| m.vrf.is_some()) {
+                return None;
+            }
             let kind = master.and_then(|m| m.kind.clone()).unwrap_or_default();
-            (kind != "vrf").then(|| SharedPort::Member {
+            Some(SharedPort::Member {
                 port: p.to_owned(),
                 master: master.map_or_else(
                     || format!("ifindex {}", link.master.unwrap_or(0)),
@@ -1885,7 +1902,7 @@ via = "198.19.0.108"
     #[test]
     fn ports_the_kernel_aggregates_or_bridges_are_named() {
         let mut s = state();
-        assert_eq!(shared_ports(&s), vec![], "plain ports");
+        assert_eq!(shared_ports(&s, false), vec![], "plain ports");
         let link = |ifindex, name: &str, master, kind: Option<&str>| Event::Link {
             add: true,
             ifindex,
@@ -1901,14 +1918,14 @@ via = "198.19.0.108"
         // A VRF master is modelled: not listed.
         s.kernel.apply(&link(9, "blue", None, Some("vrf")));
         s.kernel.apply(&link(5, "d0", Some(9), Some("veth")));
-        assert_eq!(shared_ports(&s), vec![]);
+        assert_eq!(shared_ports(&s, false), vec![]);
         // d0 in a bond, d1 in a bridge, eth9 (not a port) in the bond too.
         s.kernel.apply(&link(20, "bond0", None, Some("bond")));
         s.kernel.apply(&link(21, "br0", None, Some("bridge")));
         s.kernel.apply(&link(5, "d0", Some(20), Some("veth")));
         s.kernel.apply(&link(6, "d1", Some(21), None));
         s.kernel.apply(&link(7, "eth9", Some(20), None));
-        let shared = shared_ports(&s);
+        let shared = shared_ports(&s, false);
         assert_eq!(
             shared,
             vec![
@@ -1933,11 +1950,28 @@ via = "198.19.0.108"
         s.kernel.apply(&link(5, "d0", None, Some("team")));
         s.kernel.apply(&link(6, "d1", None, None));
         assert_eq!(
-            shared_ports(&s),
+            shared_ports(&s, false),
             vec![SharedPort::Aggregate {
                 port: "d0".into(),
                 kind: "team".into()
             }]
         );
+        assert_eq!(shared_ports(&s, true).len(), 1, "a team is not a bond");
+        // A bond port: listed unless the engine forwards through bonds.
+        s.kernel.apply(&link(5, "d0", None, Some("bond")));
+        assert_eq!(shared_ports(&s, false).len(), 1);
+        assert_eq!(shared_ports(&s, true), vec![]);
+        // A bond in a bridge is bridged, even for an engine that forwards
+        // through bonds (one reason a port is named: the first found).
+        s.kernel.apply(&link(5, "d0", Some(21), Some("bond")));
+        assert_eq!(
+            shared_ports(&s, true),
+            vec![SharedPort::Member {
+                port: "d0".into(),
+                master: "br0".into(),
+                kind: "bridge".into()
+            }]
+        );
+        assert_eq!(shared_ports(&s, false).len(), 1);
     }
 }

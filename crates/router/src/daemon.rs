@@ -598,12 +598,20 @@ impl Daemon {
     /// would send and receive its frames through that device, fastfwd goes
     /// on forwarding on the port itself. And each that is plain again.
     fn name_shared_ports(&mut self) {
-        let now = rib::state::shared_ports(&self.router.state);
+        let engine = if self.xdp.is_some() {
+            crate::Engine::Xdp
+        } else {
+            crate::Engine::User
+        };
+        let bonds = crate::start::bonds_forwarded(engine, self.backend);
+        let now = rib::state::shared_ports(&self.router.state, bonds);
         for p in now.iter().filter(|p| !self.shared_ports.contains(p)) {
             error!(problem = %p, "the kernel now forwards this port's frames other than fastfwd does");
         }
-        for p in self.shared_ports.iter().filter(|p| !now.contains(p)) {
-            info!(problem = %p, "no longer so: the port is fastfwd's alone again");
+        for p in self.shared_ports.iter() {
+            if !now.iter().any(|n| n.port() == p.port()) {
+                info!(port = p.port(), was = %p, "the port is fastfwd's alone again");
+            }
         }
         self.shared_ports = now;
     }

@@ -134,6 +134,15 @@ pub const MAX_XSK_RING: u32 = 65_536;
 /// livelock; docs/router.md, "Worker scheduling").
 pub const DEFAULT_WORKER_RT_PRIORITY: u8 = 1;
 
+/// Whether this engine sends and receives through a bond device itself,
+/// so that the kernel's bond spreads what it sends over the members by
+/// its transmit hash and gathers what they receive: AF_PACKET sockets on
+/// the bond do. AF_XDP sockets bind to one device's queues and the XDP
+/// program runs on the members, so neither does.
+pub(crate) fn bonds_forwarded(engine: Engine, backend: IoBackend) -> bool {
+    engine == Engine::User && backend == IoBackend::Packet
+}
+
 /// The workers' SCHED_FIFO priority `args` asks for, or why it is refused.
 fn worker_rt_priority(args: &RunOptions) -> Result<u8> {
     match args.worker_rt_priority {
@@ -239,7 +248,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             missing.join(", ")
         );
     }
-    let shared = rib::state::shared_ports(&state);
+    let shared = rib::state::shared_ports(&state, bonds_forwarded(args.engine, args.backend));
     if !shared.is_empty() {
         let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
         bail!(

@@ -276,9 +276,15 @@ impl Lab {
             text.push_str(extra);
             std::fs::write(&cfg, text).unwrap();
         }
+        self.start_from(backend, &cfg, args)
+    }
+
+    /// Starts `fastfwd run` in dut on the config at `cfg` and waits for
+    /// its control socket.
+    pub fn start_from(&self, backend: &str, cfg: &std::path::Path, args: &[&str]) -> Daemon {
         let log = self.dir.join(format!("run-{backend}.log"));
         let child = self
-            .run_command(&cfg, backend, &self.socket())
+            .run_command(cfg, backend, &self.socket())
             .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -921,6 +927,20 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
     } else {
         "AF_INET"
     };
+    let client = format!(
+        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\n{bind}for i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
+    );
+    udp_count_sent_by(lab, dst, port, &client)
+}
+
+/// Runs the python `client` in gen while sink counts the UDP datagrams
+/// to `dst:port`; how many arrived.
+fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
+    let fam = if dst.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
     // The server says when it is bound, and counts until told the client
     // is done, then for as long as datagrams keep coming (1 s apart at
     // most): a slow machine, or a kernel under emulation, may take longer
@@ -939,9 +959,6 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
     assert_eq!(ready.trim(), "ready", "the UDP server in sink started");
-    let client = format!(
-        "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\n{bind}for i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
-    );
     ok(&[
         "ip",
         "netns",
@@ -949,7 +966,7 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
         &lab.generator,
         "python3",
         "-c",
-        &client,
+        client,
     ]);
     // Closing stdin tells the server the client is done.
     drop(srv.stdin.take());
@@ -3566,12 +3583,22 @@ fn refused_start(lab: &Lab, backend: &str, d1_as: &str) -> String {
         text.replace("name = \"d1\"", &format!("name = \"{d1_as}\"")),
     )
     .unwrap();
-    let out = lab
+    let mut child = lab
         .run_command(&cfg, backend, &lab.dir.join("refused.sock"))
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run fastfwd");
+    // A start that is not refused runs on: stopped, and the test fails.
+    let ended = within(Duration::from_secs(30), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if ended.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("fastfwd's output");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "started: {err}");
+    assert!(ended.is_some() && !out.status.success(), "started: {err}");
     err
 }
 
@@ -3610,7 +3637,8 @@ pub fn bridged_port_scenario(backend: &str, tag: &str) {
 
 /// A bond member, or a bond as a port, is refused at start, named: the
 /// kernel would receive on and send through the bond (its transmit hash
-/// spreading flows over the members), which fastfwd does not model.
+/// spreading flows over the members), which the engines on AF_XDP do not
+/// model.
 pub fn bonded_port_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
     let dut = lab.dut.as_str();
@@ -3637,5 +3665,202 @@ pub fn bonded_port_scenario(backend: &str, tag: &str) {
     assert!(
         err.contains("bond0 is a bond device (link aggregation)"),
         "{err}"
+    );
+}
+
+/// `flows` x `rounds` IPv4 datagrams from gen to `dst:port` (source
+/// ports 40000 and up, the same every call) while sink counts them as its
+/// socket receives them and as each of `members` receives them (a packet
+/// socket on each, counting UDP to `port`); (received, per member).
+fn udp_flows_per_member(
+    lab: &Lab,
+    dst: &str,
+    port: u16,
+    flows: u32,
+    rounds: u32,
+    members: &[&str],
+) -> (u32, Vec<u32>) {
+    let names = members
+        .iter()
+        .map(|m| format!("'{m}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let server = format!(
+        "import socket,sys,select,struct\n\
+         u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nu.bind(('{dst}',{port}))\n\
+         ms=[]\n\
+         for m in [{names}]:\n  p=socket.socket(socket.AF_PACKET,socket.SOCK_DGRAM,socket.htons(0x0800)); p.bind((m,0)); ms.append(p)\n\
+         per=[0]*len(ms)\nn=0\ndone=False\nprint('ready',flush=True)\n\
+         while True:\n\
+         \x20 r,_,_=select.select([u]+ms+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n\
+         \x20 if not r: break\n\
+         \x20 for s in r:\n\
+         \x20   if s is u: u.recv(100); n+=1\n\
+         \x20   elif s is sys.stdin: sys.stdin.readline(); done=True\n\
+         \x20   else:\n\
+         \x20     f,a=s.recvfrom(2048)\n\
+         \x20     if a[2]!=socket.PACKET_OUTGOING and len(f)>=28 and f[9]==17 and struct.unpack('!H',f[22:24])[0]=={port}: per[ms.index(s)]+=1\n\
+         print(n,*per)\n"
+    );
+    let mut srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
+    let client = format!(
+        "import socket,time\nss=[]\nfor i in range({flows}):\n  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('0.0.0.0',40000+i)); ss.append(s)\nfor k in range({rounds}):\n  for s in ss:\n    s.sendto(b'x'*20,('{dst}',{port}))\n  time.sleep(0.005)\n"
+    );
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
+    drop(srv.stdin.take());
+    let mut counts = String::new();
+    std::io::Read::read_to_string(&mut out, &mut counts).unwrap();
+    srv.wait().unwrap();
+    let v: Vec<u32> = counts
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(v.len(), members.len() + 1, "{counts}");
+    (v[0], v[1..].to_vec())
+}
+
+/// Whether the bond in `ns` and every member of it report their link up
+/// (the bond's MII monitor).
+fn bond_up(ns: &str, bond: &str, members: usize) -> bool {
+    let o = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "cat",
+        &format!("/proc/net/bonding/{bond}"),
+    ]);
+    String::from_utf8_lossy(&o.stdout)
+        .matches("MII Status: up")
+        .count()
+        == members + 1
+}
+
+pub fn bond_forwarding_scenario(tag: &str) {
+    let Some(lab) = Lab::new(tag) else { return };
+    let (dut, sink) = (lab.dut.as_str(), lab.sink.as_str());
+    ok(&[
+        "ip", "-n", sink, "link", "add", "s1", "type", "veth", "peer", "name", "d2", "netns", dut,
+    ]);
+    for (ns, bond, members, a4, a6) in [
+        (
+            dut,
+            "bond0",
+            ["d1", "d2"],
+            "198.19.0.10/24",
+            "2001:2:0:8000::10/64",
+        ),
+        (
+            sink,
+            "bond1",
+            ["s0", "s1"],
+            "198.19.0.108/24",
+            "2001:2:0:8000::108/64",
+        ),
+    ] {
+        ok(&[
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "add",
+            bond,
+            "type",
+            "bond",
+            "mode",
+            "balance-xor",
+            "xmit_hash_policy",
+            "layer3+4",
+            "miimon",
+            "100",
+        ]);
+        for m in members {
+            ok(&["ip", "-n", ns, "addr", "flush", "dev", m]);
+            ok(&["ip", "-n", ns, "link", "set", m, "down"]);
+            ok(&["ip", "-n", ns, "link", "set", m, "master", bond]);
+        }
+        ok(&["ip", "-n", ns, "link", "set", bond, "up"]);
+        ok(&["ip", "-n", ns, "addr", "add", a4, "dev", bond]);
+        ok(&["ip", "-n", ns, "addr", "add", a6, "dev", bond]);
+    }
+    ok(&[
+        "ip", "netns", "exec", sink, "ethtool", "-K", "s1", "tx", "off",
+    ]);
+    ok(&[
+        "ip", "-n", sink, "route", "replace", "default", "via", DUT_D1,
+    ]);
+    let up = within(Duration::from_secs(10), || {
+        bond_up(dut, "bond0", 2) && bond_up(sink, "bond1", 2)
+    });
+    assert!(up.is_some(), "both bonds and their members up");
+    let (flows, rounds) = (64, 20);
+    let members = ["s0", "s1"];
+    let reach = || {
+        within(Duration::from_secs(5), || {
+            lab.ping(&lab.generator, SINK4, 1).is_some()
+        })
+    };
+
+    // The kernel's forwarding, for the peer.
+    let sysctl = |v: &str| {
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            dut,
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.ip_forward={v}"),
+        ]);
+    };
+    sysctl("1");
+    assert!(reach().is_some(), "the kernel forwards over the bond");
+    let kernel = udp_flows_per_member(&lab, SINK4, 7400, flows, rounds, &members);
+    sysctl("0");
+
+    let err = refused_start(&lab, "packet", "d1");
+    assert!(err.contains("d1 is enslaved to bond0 (bond)"), "{err}");
+    let cfg = lab.write_config();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("name = \"d1\"", "name = \"bond0\"")).unwrap();
+    let d = lab.start_from("packet", &cfg, &[]);
+    assert!(reach().is_some(), "{}", log_text(&d));
+    let ours = udp_flows_per_member(&lab, SINK4, 7400, flows, rounds, &members);
+
+    let sent = flows * rounds;
+    assert_eq!(kernel.0, sent, "the kernel: {kernel:?}");
+    assert_eq!(
+        ours.0,
+        sent,
+        "fastfwd: {ours:?} {}",
+        d.json(&["show", "drops"])
+    );
+    for share in &ours.1 {
+        assert!(
+            (sent * 35 / 100..=sent * 65 / 100).contains(share),
+            "each member carries 35-65% of the flows: fastfwd {ours:?}, kernel {kernel:?}"
+        );
+    }
+    assert_eq!(
+        ours.1, kernel.1,
+        "the bond spreads fastfwd's flows over the members as the kernel's"
     );
 }
