@@ -426,7 +426,7 @@ impl Worker {
     // (`stages::input`, the IPv4 / IPv6 input and checks, `choose_hop`,
     // `forward`, `enqueue_tx`, the local-address filters) are always in
     // line: where the inliner chose, the loop ran 3.5% more instructions
-    // and 6-7% more time (docs/bench-pipeline.md).
+    // and 6-7% more time (docs/notebook/2026-12-02-to-12-06-pipeline-benchmark.md).
     #[inline(always)]
     fn process_chunk<F4, F6, A>(
         &mut self,

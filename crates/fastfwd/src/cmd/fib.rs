@@ -4,7 +4,7 @@
 //! optionally `.gz`); a prefix without a next hop gets one derived from a
 //! hash of the prefix (`fib::table::derived_next_hop`, 256 distinct values).
 //! The benchmark against the peers is `cargo bench -p fastfwd-fib --bench fib`
-//! (see docs/bench-fib.md).
+//! (see docs/notebook/2026-11-30-to-12-06-fib-benchmark.md).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
