@@ -4,7 +4,9 @@
 //! addresses, which stay in network order as packets carry them.
 //!
 //! The header is the definition; `tests::header_matches` parses it and
-//! checks every constant and struct size below against it.
+//! checks every constant and struct size below against it, and
+//! `tests::encoders_write_each_field_where_the_header_has_it` checks that
+//! each encoder puts each field at the header's offset for it.
 
 use pipeline::{DropReason, PuntReason};
 
@@ -917,6 +919,182 @@ print fmt: \"prog_id=%d\", REC->prog_id\n";
                 assert_eq!(h.field_offset(st, name, &[]), Some(off), "{st}.{name}");
             }
         }
+    }
+
+    /// Every encoder writes each field at the offset the header gives it:
+    /// each field gets a distinct value, and the bytes at the header's
+    /// offset for that field must be that value.
+    #[test]
+    fn encoders_write_each_field_where_the_header_has_it() {
+        let h = CHeader::new(HEADER);
+        let check = |st: &str, v: &[u8], fields: &[(&str, Vec<u8>)]| {
+            for (field, want) in fields {
+                let off = h
+                    .field_offset(st, field, &[])
+                    .unwrap_or_else(|| panic!("no {st}.{field} in the header"));
+                assert_eq!(
+                    &v[off..off + want.len()],
+                    &want[..],
+                    "{st}.{field} at {off}"
+                );
+            }
+        };
+        let ne16 = |x: u16| x.to_ne_bytes().to_vec();
+        let ne32 = |x: u32| x.to_ne_bytes().to_vec();
+        let ne64 = |x: u64| x.to_ne_bytes().to_vec();
+        let cap = FibCapacity::SMALL;
+        let traced = TracedMaps {
+            tx_ports: 0x0a0b_0c0d,
+            xsks: 0x0e0f_1011,
+        };
+        let c = config(1, 0x22, &cap, 0x33, 0x4455_6677_8899, traced);
+        check(
+            "ff_config",
+            &c,
+            &[
+                ("active", ne32(1)),
+                ("flags", ne32(0x22)),
+                ("nodes4_half", ne32(cap.nodes4)),
+                ("leaves4_half", ne32(cap.leaf4_pairs())),
+                ("nodes6_half", ne32(cap.nodes6)),
+                ("leaves6_half", ne32(cap.leaf6_pairs())),
+                ("fw_data_half", ne32(cap.fw_pairs())),
+                ("ct_epoch", ne32(0x33)),
+                ("generation", ne64(0x4455_6677_8899)),
+                ("tx_ports_id", ne32(traced.tx_ports)),
+                ("xsks_id", ne32(traced.xsks)),
+            ],
+        );
+        check(
+            "ff_node",
+            &node(0x0102, 0x0304, 0x05, 0x06),
+            &[
+                ("children", ne64(0x0102)),
+                ("leafvec", ne64(0x0304)),
+                ("child_base", ne32(0x05)),
+                ("leaf_base", ne32(0x06)),
+            ],
+        );
+        check(
+            "ff_port",
+            &port(Some(7), true, 0x0809),
+            &[
+                ("untagged", ne16(7)),
+                ("has_vlans", ne16(1)),
+                ("ifindex", ne32(0x0809)),
+            ],
+        );
+        check(
+            "ff_vlan_key",
+            &vlan_key(1, 2, 3, 4),
+            &[
+                ("port", ne16(1)),
+                ("outer", ne16(2)),
+                ("inner", ne16(3)),
+                ("set", ne16(4)),
+            ],
+        );
+        let tmpl: [u8; 14] = std::array::from_fn(|i| 0x40 + i as u8);
+        let mut i = iface([1, 2, 3, 4, 5, 6], 0x0708, 0x090a, &tmpl, 0x0b);
+        set_iface_flags(&mut i, 0x0c);
+        check(
+            "ff_iface",
+            &i,
+            &[
+                ("mac", vec![1, 2, 3, 4, 5, 6]),
+                ("mtu", ne16(0x0708)),
+                ("port", ne16(0x090a)),
+                ("tmpl_len", vec![0x0b]),
+                ("flags", vec![0x0c]),
+                ("tmpl", tmpl.to_vec()),
+            ],
+        );
+        check(
+            "ff_adj",
+            &adj(0x11, 0x12),
+            &[("start", ne32(0x11)), ("count", ne32(0x12))],
+        );
+        check(
+            "ff_hop",
+            &hop(0x1314, 0x15, [0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b]),
+            &[
+                ("iface", ne16(0x1314)),
+                ("flags", vec![0x15]),
+                ("mac", vec![0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b]),
+            ],
+        );
+        let addr = 0x2001_0db8_0000_0000_0000_0000_0000_0001u128;
+        check(
+            "ff_neigh_key",
+            &neigh_key(0x21, 0x22, addr),
+            &[
+                ("iface", ne16(0x21)),
+                ("set", ne16(0x22)),
+                ("addr", addr.to_be_bytes().to_vec()),
+            ],
+        );
+        check(
+            "ff_mac",
+            &mac([9, 8, 7, 6, 5, 4]),
+            &[("mac", vec![9, 8, 7, 6, 5, 4])],
+        );
+        check(
+            "ff_local4_key",
+            &local4_key(0xc000_0201, 0x23),
+            &[
+                ("addr", 0xc000_0201u32.to_be_bytes().to_vec()),
+                ("set", ne32(0x23)),
+            ],
+        );
+        check(
+            "ff_local6_key",
+            &local6_key(addr, 0x24),
+            &[("addr", addr.to_be_bytes().to_vec()), ("set", ne32(0x24))],
+        );
+        check(
+            "ff_test_out",
+            &test_out(0x25, 0x26),
+            &[("kind", ne32(0x25)), ("detail", ne32(0x26))],
+        );
+        let flow = firewall::FastFlow {
+            a: (0x31u128 << 64) | 0x32,
+            b: (0x33u128 << 64) | 0x34,
+            pa: 0x35,
+            pb: 0x36,
+            proto: 0x37,
+            v6: true,
+            orig_a: true,
+            closing: true,
+            expires: 0x38,
+            timeout_open: 0x39,
+            timeout_closing: 0x3a,
+        };
+        check(
+            "ff_ct_key",
+            &ct_key(&flow),
+            &[
+                ("a_hi", ne64(0x31)),
+                ("a_lo", ne64(0x32)),
+                ("b_hi", ne64(0x33)),
+                ("b_lo", ne64(0x34)),
+                ("pa", ne16(0x35)),
+                ("pb", ne16(0x36)),
+                ("proto", vec![0x37]),
+                ("v6", vec![1]),
+            ],
+        );
+        check(
+            "ff_ct_value",
+            &ct_value(&flow, 0x3b),
+            &[
+                ("expires", ne64(0x38)),
+                ("timeout_open", ne64(0x39)),
+                ("timeout_closing", ne64(0x3a)),
+                ("epoch", ne32(0x3b)),
+                ("phase", vec![CT_CLOSING]),
+                ("orig_a", vec![1]),
+            ],
+        );
     }
 
     #[test]
