@@ -23,6 +23,12 @@ fn packet_forwards_over_a_bond_as_the_kernel_does() {
 }
 
 #[test]
+#[ignore = "needs bond and 802.1Q devices: scripts/test-kernel runs it under Debian's kernel"]
+fn packet_routes_over_a_kernel_vlan_device_on_a_bond() {
+    router_common::bond_vlan_scenario("bvp");
+}
+
+#[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
 fn afxdp_refuses_a_bond_and_its_members_as_ports() {
     router_common::bonded_port_scenario("afxdp", "bda");

@@ -948,8 +948,18 @@ fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
     let server = format!(
         "import socket,sys,select\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\nn=0\ndone=False\nwhile True:\n  r,_,_=select.select([s]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n  if s in r:\n    s.recv(100); n+=1\n  elif r:\n    sys.stdin.readline(); done=True\n  else:\n    break\nprint(n)\n"
     );
+    counted_in_sink(lab, &server, client)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// Runs the python `server` in sink until it prints `ready`, then the
+/// python `client` in gen, then tells the server the client is done
+/// (closes its stdin); what the server printed after `ready`.
+fn counted_in_sink(lab: &Lab, server: &str, client: &str) -> String {
     let mut srv = Command::new("ip")
-        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .args(["netns", "exec", &lab.sink, "python3", "-c", server])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -958,7 +968,7 @@ fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
     let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready", "the UDP server in sink started");
+    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
     ok(&[
         "ip",
         "netns",
@@ -968,12 +978,11 @@ fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
         "-c",
         client,
     ]);
-    // Closing stdin tells the server the client is done.
     drop(srv.stdin.take());
-    let mut count = String::new();
-    std::io::Read::read_to_string(&mut out, &mut count).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     srv.wait().unwrap();
-    count.trim().parse().unwrap_or(0)
+    rest
 }
 
 /// What a client in gen sees when it talks to `dst:port` while sink
@@ -3425,16 +3434,30 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
 /// s0.100 tagged. Needs 802.1Q devices (CONFIG_VLAN_8021Q).
 pub fn kernel_vlan_scenario(backend: &str, tag: &str) {
     let Some(lab) = Lab::new(tag) else { return };
+    add_vlan_100(&lab, "d1", "s0");
+    let d = lab.start_with(
+        backend,
+        "[[interfaces.vlans]]\nid = 100\naddresses = [\"203.0.113.1/24\"]\n",
+    );
+    route_over_vlan_100(&lab, &d, "d1.100");
+}
+
+/// VLAN 100 devices on `dut_parent` in dut (203.0.113.1/24) and on
+/// `sink_parent` in sink (203.0.113.2/24), and 192.0.2.99 on sink's
+/// loopback.
+fn add_vlan_100(lab: &Lab, dut_parent: &str, sink_parent: &str) {
     let (dut, sink) = (lab.dut.as_str(), lab.sink.as_str());
-    for (ns, parent, dev, addr) in [
-        (dut, "d1", "d1.100", "203.0.113.1/24"),
-        (sink, "s0", "s0.100", "203.0.113.2/24"),
+    for (ns, parent, addr) in [
+        (dut, dut_parent, "203.0.113.1/24"),
+        (sink, sink_parent, "203.0.113.2/24"),
     ] {
+        let dev = format!("{parent}.100");
         ok(&[
-            "ip", "-n", ns, "link", "add", "link", parent, "name", dev, "type", "vlan", "id", "100",
+            "ip", "-n", ns, "link", "add", "link", parent, "name", &dev, "type", "vlan", "id",
+            "100",
         ]);
-        ok(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
-        ok(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        ok(&["ip", "-n", ns, "addr", "add", addr, "dev", &dev]);
+        ok(&["ip", "-n", ns, "link", "set", &dev, "up"]);
     }
     ok(&[
         "ip",
@@ -3446,34 +3469,37 @@ pub fn kernel_vlan_scenario(backend: &str, tag: &str) {
         "dev",
         "lo",
     ]);
-    let d = lab.start_with(
-        backend,
-        "[[interfaces.vlans]]\nid = 100\naddresses = [\"203.0.113.1/24\"]\n",
-    );
-    // Learned after the start, as from a routing daemon.
+}
+
+/// A route to 192.0.2.0/24 via sink's 203.0.113.2 on `dev`, added to dut's
+/// kernel after the start (as from a routing daemon): fastfwd shows it,
+/// forwards 200 of 200 datagrams over it and resolved the gateway on
+/// `dev`.
+fn route_over_vlan_100(lab: &Lab, d: &Daemon, dev: &str) {
     ok(&[
         "ip",
         "-n",
-        dut,
+        &lab.dut,
         "route",
         "add",
         "192.0.2.0/24",
         "via",
         "203.0.113.2",
         "dev",
-        "d1.100",
+        dev,
     ]);
+    let want = format!("via 203.0.113.2 dev {dev}");
     let installed = within(Duration::from_secs(3), || {
         let out = String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout).into_owned();
         out.lines()
-            .any(|l| l.contains("192.0.2.0/24") && l.contains("via 203.0.113.2 dev d1.100"))
+            .any(|l| l.contains("192.0.2.0/24") && l.contains(&want))
     });
     assert!(
         installed.is_some(),
         "{}",
         String::from_utf8_lossy(&d.cli(&["show", "route"]).stdout)
     );
-    let got = udp_count(&lab, "192.0.2.99", 7300, 200);
+    let got = udp_count(lab, "192.0.2.99", 7300, 200);
     assert_eq!(got, 200, "{}", d.json(&["show", "drops"]));
     let neighbours = d.json(&["show", "neighbors"]);
     assert!(
@@ -3481,7 +3507,7 @@ pub fn kernel_vlan_scenario(backend: &str, tag: &str) {
             .as_array()
             .unwrap()
             .iter()
-            .any(|n| n["interface"] == "d1.100" && n["ip"] == "203.0.113.2"),
+            .any(|n| n["interface"] == dev && n["ip"] == "203.0.113.2"),
         "{neighbours}"
     );
 }
@@ -3702,33 +3728,10 @@ fn udp_flows_per_member(
          \x20     if a[2]!=socket.PACKET_OUTGOING and len(f)>=28 and f[9]==17 and struct.unpack('!H',f[22:24])[0]=={port}: per[ms.index(s)]+=1\n\
          print(n,*per)\n"
     );
-    let mut srv = Command::new("ip")
-        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
-    let mut ready = String::new();
-    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
     let client = format!(
         "import socket,time\nss=[]\nfor i in range({flows}):\n  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('0.0.0.0',40000+i)); ss.append(s)\nfor k in range({rounds}):\n  for s in ss:\n    s.sendto(b'x'*20,('{dst}',{port}))\n  time.sleep(0.005)\n"
     );
-    ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &client,
-    ]);
-    drop(srv.stdin.take());
-    let mut counts = String::new();
-    std::io::Read::read_to_string(&mut out, &mut counts).unwrap();
-    srv.wait().unwrap();
+    let counts = counted_in_sink(lab, &server, &client);
     let v: Vec<u32> = counts
         .split_whitespace()
         .map(|x| x.parse().unwrap())
@@ -3754,8 +3757,12 @@ fn bond_up(ns: &str, bond: &str, members: usize) -> bool {
         == members + 1
 }
 
-pub fn bond_forwarding_scenario(tag: &str) {
-    let Some(lab) = Lab::new(tag) else { return };
+/// The lab with a LAG between dut and sink: d1 and a second veth d2 in a
+/// balance-xor bond (layer3+4 hash, MII monitor every 100 ms) `bond0` in
+/// dut with d1's addresses, their peers s0 and s1 in `bond1` in sink with
+/// s0's; both bonds and their members up.
+fn bonded_lab(tag: &str) -> Option<Lab> {
+    let lab = Lab::new(tag)?;
     let (dut, sink) = (lab.dut.as_str(), lab.sink.as_str());
     ok(&[
         "ip", "-n", sink, "link", "add", "s1", "type", "veth", "peer", "name", "d2", "netns", dut,
@@ -3811,6 +3818,17 @@ pub fn bond_forwarding_scenario(tag: &str) {
         bond_up(dut, "bond0", 2) && bond_up(sink, "bond1", 2)
     });
     assert!(up.is_some(), "both bonds and their members up");
+    Some(lab)
+}
+
+/// Over the LAG of [`bonded_lab`], AF_PACKET sends through the bond, so
+/// the kernel's bond hashes fastfwd's frames: 64 flows arrive whole, each
+/// member carrying 35-65% of them, and each member exactly the datagrams
+/// it carries under the kernel's own forwarding of the same flows. A
+/// member of the bond as a port is still refused.
+pub fn bond_forwarding_scenario(tag: &str) {
+    let Some(lab) = bonded_lab(tag) else { return };
+    let dut = lab.dut.as_str();
     let (flows, rounds) = (64, 20);
     let members = ["s0", "s1"];
     let reach = || {
@@ -3863,4 +3881,19 @@ pub fn bond_forwarding_scenario(tag: &str) {
         ours.1, kernel.1,
         "the bond spreads fastfwd's flows over the members as the kernel's"
     );
+}
+
+/// A kernel VLAN device on a bond is the config's VLAN on the bond port:
+/// a route learned over `bond0.100` after the start carries 200 of 200
+/// datagrams through AF_PACKET, tagged, over the LAG.
+pub fn bond_vlan_scenario(tag: &str) {
+    let Some(lab) = bonded_lab(tag) else { return };
+    add_vlan_100(&lab, "bond0", "bond1");
+    let cfg = lab.write_config();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace("name = \"d1\"", "name = \"bond0\"")
+        + "[[interfaces.vlans]]\nid = 100\naddresses = [\"203.0.113.1/24\"]\n";
+    std::fs::write(&cfg, text).unwrap();
+    let d = lab.start_from("packet", &cfg, &[]);
+    route_over_vlan_100(&lab, &d, "bond0.100");
 }
