@@ -45,6 +45,8 @@ fn churn_of_a_table_over_bgp_loses_nothing_and_audits_clean() {
             "1000",
             "--flap-rules",
             "500",
+            "--flap-rules6",
+            "100",
         ])
         .args(["--settle-timeout", "60", "--table-file", table, "-o"])
         .arg(&out)

@@ -44,11 +44,16 @@ pub struct Args {
     /// 16,384; a fifth as many IPv6 /48s of 2001:db8::/32).
     #[arg(long, default_value_t = 10_000)]
     flap_prefixes: usize,
-    /// Source rules flapped with the set, each with a route of its own in
-    /// table 100 (at most the set's IPv4 prefixes; a fifth as many IPv6
-    /// ones), added and deleted in dut's kernel with `ip -batch`.
+    /// IPv4 source rules flapped with the set, each with a route of its
+    /// own in table 100 (at most the set's IPv4 prefixes), added and
+    /// deleted in dut's kernel with `ip -batch`.
     #[arg(long, default_value_t = 1_000)]
     flap_rules: usize,
+    /// IPv6 source rules flapped the same way (at most the set's IPv6
+    /// prefixes). Few by default: the kernel walks its whole IPv6 FIB on
+    /// every IPv6 rule change (about 95 ms each with the full table here).
+    #[arg(long, default_value_t = 5)]
+    flap_rules6: usize,
     /// Namespace tag.
     #[arg(long, default_value = "churn")]
     tag: String,
@@ -77,6 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.flap = Duration::from_secs(a.flap);
     cfg.flap_prefixes = a.flap_prefixes;
     cfg.flap_rules = a.flap_rules;
+    cfg.flap_rules6 = a.flap_rules6;
     cfg.rate_pps = a.rate;
     cfg.contenders = a.contenders;
     cfg.limit = a.limit;
