@@ -19,23 +19,29 @@ fn xdp_engine_refuses_a_bridged_port_and_names_one_bridged_while_running() {
 #[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
 fn packet_forwards_over_a_bond_as_the_kernel_does() {
-    router_common::bond_forwarding_scenario("bdp");
+    router_common::bond_forwarding_scenario("packet", "bdp");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn xdp_engine_forwards_over_a_bond_as_the_kernel_does() {
+    router_common::bond_forwarding_scenario(router_common::XDP_ENGINE, "bdx");
 }
 
 #[test]
 #[ignore = "needs bond and 802.1Q devices: scripts/test-kernel runs it under Debian's kernel"]
 fn packet_routes_over_a_kernel_vlan_device_on_a_bond() {
-    router_common::bond_vlan_scenario("bvp");
+    router_common::bond_vlan_scenario("packet", "bvp");
+}
+
+#[test]
+#[ignore = "needs bond and 802.1Q devices: scripts/test-kernel runs it under Debian's kernel"]
+fn xdp_engine_routes_over_a_kernel_vlan_device_on_a_bond() {
+    router_common::bond_vlan_scenario(router_common::XDP_ENGINE, "bvx");
 }
 
 #[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
 fn afxdp_refuses_a_bond_and_its_members_as_ports() {
     router_common::bonded_port_scenario("afxdp", "bda");
-}
-
-#[test]
-#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
-fn xdp_engine_refuses_a_bond_and_its_members_as_ports() {
-    router_common::bonded_port_scenario(router_common::XDP_ENGINE, "bdx");
 }

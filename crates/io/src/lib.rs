@@ -27,7 +27,7 @@ pub use fastfwd_sys as sys;
 pub mod xdp;
 
 pub use frame::{BATCH, FRAME_CAP, FrameBatch, MAX_FRAME};
-pub use port::{Backend, Port, PortStats, QueueSet};
+pub use port::{Backend, Port, PortStats, QueueSet, SplitPort};
 pub use sys::netlink::NetlinkSocket;
 
 /// For tests that need root: true when running as root. Otherwise prints

@@ -9,7 +9,7 @@
 use crate::IoError;
 use crate::frame::FrameBatch;
 use crate::port::{Backend, Port, PortStats};
-use crate::sys::packet::PacketSocket;
+use crate::sys::packet::{PacketSender, PacketSocket};
 
 pub use crate::sys::packet::PacketConfig;
 
@@ -67,19 +67,9 @@ impl Port for PacketPort {
     }
 
     fn flush(&mut self) {
-        let n = self.txbuf.len();
-        if n == 0 {
-            return;
-        }
-        let mut frames: [&[u8]; crate::frame::BATCH] = [&[]; crate::frame::BATCH];
-        for (i, f) in frames.iter_mut().enumerate().take(n) {
-            *f = self.txbuf.frame(i);
-        }
-        let sent = self.sock.send_batch(&frames[..n]).unwrap_or(0);
-        self.stats.tx_packets += sent as u64;
-        self.stats.tx_bytes += frames[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
-        self.stats.tx_dropped += (n - sent) as u64;
-        self.txbuf.clear();
+        send_buffered(&mut self.txbuf, &mut self.stats, |f| {
+            self.sock.send_batch(f)
+        });
     }
 
     fn tx_pending(&self) -> usize {
@@ -97,4 +87,88 @@ impl Port for PacketPort {
     fn backend(&self) -> Backend {
         Backend::Packet
     }
+}
+
+/// A port that only sends, through an interface's own transmit path (see
+/// [`PacketSender`]): the sending half of a [`crate::SplitPort`].
+#[derive(Debug)]
+pub struct PacketSendPort {
+    sock: PacketSender,
+    stats: PortStats,
+    txbuf: FrameBatch,
+}
+
+impl PacketSendPort {
+    /// Opens a sender on `iface`.
+    pub fn open(iface: &str) -> Result<PacketSendPort, IoError> {
+        let ifindex = crate::if_index(iface)?;
+        let sock = PacketSender::new(ifindex)
+            .map_err(|e| IoError::sys(format!("AF_PACKET sender on {iface}"), e))?;
+        Ok(PacketSendPort {
+            sock,
+            stats: PortStats::default(),
+            txbuf: FrameBatch::new(),
+        })
+    }
+}
+
+impl Port for PacketSendPort {
+    fn rx_batch(&mut self, _batch: &mut FrameBatch) -> usize {
+        0
+    }
+
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        if self.txbuf.is_full() {
+            self.flush();
+        }
+        let ok = self.txbuf.push(frame);
+        if !ok {
+            self.stats.tx_dropped += 1;
+        }
+        ok
+    }
+
+    fn flush(&mut self) {
+        send_buffered(&mut self.txbuf, &mut self.stats, |f| {
+            self.sock.send_batch(f)
+        });
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.txbuf.len()
+    }
+
+    fn poll_fd(&self) -> i32 {
+        self.sock.fd()
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+
+    fn backend(&self) -> Backend {
+        Backend::Packet
+    }
+}
+
+/// Sends the frames buffered in `txbuf` with `send`, counting what went
+/// and what did not in `stats`, and empties the buffer.
+fn send_buffered(
+    txbuf: &mut FrameBatch,
+    stats: &mut PortStats,
+    send: impl FnOnce(&[&[u8]]) -> std::io::Result<usize>,
+) {
+    let n = txbuf.len();
+    if n == 0 {
+        return;
+    }
+    let mut frames: [&[u8]; crate::frame::BATCH] = [&[]; crate::frame::BATCH];
+    for (i, f) in frames.iter_mut().enumerate().take(n) {
+        *f = txbuf.frame(i);
+    }
+    let sent = send(&frames[..n]).unwrap_or(0);
+    stats.tx_packets += sent as u64;
+    stats.tx_bytes += frames[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
+    stats.tx_dropped += (n - sent) as u64;
+    txbuf.clear();
 }

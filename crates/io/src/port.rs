@@ -167,3 +167,75 @@ impl Port for QueueSet {
         self.queues[0].backend()
     }
 }
+
+/// A port that receives through one endpoint and sends through another:
+/// an aggregated port under the XDP engine receives its exceptions on
+/// AF_XDP sockets on the bond's members and sends through the bond
+/// itself, so the bond's transmit hash picks the member as it does for
+/// the kernel's own packets.
+pub struct SplitPort {
+    rx: Box<dyn Port>,
+    tx: Box<dyn Port>,
+}
+
+impl std::fmt::Debug for SplitPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SplitPort")
+            .field("rx", &self.rx.backend())
+            .field("tx", &self.tx.backend())
+            .finish()
+    }
+}
+
+impl SplitPort {
+    /// Receives through `rx` (whose own transmit is unused) and sends
+    /// through `tx` (whose receive is never asked).
+    pub fn new(rx: Box<dyn Port>, tx: Box<dyn Port>) -> SplitPort {
+        SplitPort { rx, tx }
+    }
+}
+
+impl Port for SplitPort {
+    fn rx_batch(&mut self, batch: &mut FrameBatch) -> usize {
+        self.rx.rx_batch(batch)
+    }
+
+    fn tx(&mut self, frame: &[u8]) -> bool {
+        self.tx.tx(frame)
+    }
+
+    fn flush(&mut self) {
+        // The receive side's flush gives its consumed frames back.
+        self.rx.flush();
+        self.tx.flush();
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.tx.tx_pending()
+    }
+
+    fn poll_fd(&self) -> i32 {
+        self.rx.poll_fd()
+    }
+
+    fn poll_fds(&self) -> Vec<i32> {
+        self.rx.poll_fds()
+    }
+
+    fn stats(&self) -> PortStats {
+        let (r, t) = (self.rx.stats(), self.tx.stats());
+        PortStats {
+            rx_packets: r.rx_packets,
+            rx_bytes: r.rx_bytes,
+            rx_dropped: r.rx_dropped,
+            rx_oversize: r.rx_oversize,
+            tx_packets: t.tx_packets,
+            tx_bytes: t.tx_bytes,
+            tx_dropped: t.tx_dropped,
+        }
+    }
+
+    fn backend(&self) -> Backend {
+        self.rx.backend()
+    }
+}

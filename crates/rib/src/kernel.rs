@@ -587,6 +587,18 @@ impl KernelState {
             .collect()
     }
 
+    /// The links enslaved to link `ifindex` (a bond's members), by index.
+    pub fn members_of(&self, ifindex: u32) -> Vec<u32> {
+        let mut m: Vec<u32> = self
+            .links
+            .values()
+            .filter(|l| l.master == Some(ifindex))
+            .map(|l| l.ifindex)
+            .collect();
+        m.sort_unstable();
+        m
+    }
+
     /// The table of the VRF device link `ifindex` is a member of.
     pub fn vrf_of(&self, ifindex: u32) -> Option<u32> {
         let master = self.links.get(&ifindex)?.master?;

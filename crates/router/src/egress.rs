@@ -81,6 +81,11 @@ impl EgressWatch {
     }
 
     /// Whether some port receives (or may receive) in native mode.
+    /// Whether the program runs on port `p` in native mode.
+    pub(crate) fn is_native(&self, p: u16) -> bool {
+        self.native.get(&p).copied().unwrap_or(false)
+    }
+
     fn native(&self) -> bool {
         if self.native.is_empty() {
             self.may_be_native

@@ -8,9 +8,9 @@
 //! fanout group.
 
 use anyhow::{Result, bail};
-use netio::packet::{PacketConfig, PacketPort};
+use netio::packet::{PacketConfig, PacketPort, PacketSendPort};
 use netio::xdp::{SocketConfig, XdpPort, XdpProgram};
-use netio::{Port, QueueSet};
+use netio::{Port, QueueSet, SplitPort};
 
 /// One interface's port in each worker (None: that worker has no socket
 /// there).
@@ -106,6 +106,76 @@ pub(crate) fn engine_exceptions(
     })
 }
 
+/// The members of bond `name` in the kernel's order (`bonding/slaves`);
+/// None if `name` is no bond.
+pub(crate) fn bond_members(name: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/bonding/slaves")).ok()?;
+    Some(text.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The XDP engine's exception sockets on a bond port `port` (`name`):
+/// the program runs on the members, so each member's RX queues get
+/// sockets (numbered one member after the other within the port's, the
+/// member registered in `ifindex_port` with its first), and every worker
+/// sends through the bond itself, so the bond's transmit hash picks the
+/// member of what the pipeline sends, as it does for the kernel's.
+pub(crate) fn engine_bond_exceptions(
+    engine: &mut xdp_engine::Engine,
+    port: usize,
+    name: &str,
+    members: &[String],
+    workers: usize,
+    xsk: SocketConfig,
+) -> Result<PerWorker> {
+    use xdp_engine::layout::MAX_QUEUES;
+    let mut receivers = Vec::with_capacity(members.len());
+    let mut first = 0u32;
+    for m in members {
+        let ifindex = netio::if_index(m)?;
+        receivers.push((m.as_str(), ifindex, first, rx_queues(m)));
+        first += rx_queues(m);
+    }
+    if first > MAX_QUEUES {
+        bail!(
+            "{name}: its members have {first} RX queues in all; the XDP engine serves at most {MAX_QUEUES} a port"
+        );
+    }
+    engine.set_receivers(
+        port as u16,
+        &receivers
+            .iter()
+            .map(|&(_, ifindex, first, _)| (ifindex, first as u16))
+            .collect::<Vec<_>>(),
+    )?;
+    let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut k = 0usize;
+    for &(member, ifindex, first, queues) in &receivers {
+        for q in 0..queues {
+            let key = port as u32 * MAX_QUEUES + first + q;
+            per_worker[k % workers].push(Box::new(XdpPort::open_into(
+                member,
+                ifindex,
+                q,
+                engine.xsks(),
+                key,
+                xsk,
+                Some(xdp_engine::layout::split_hint),
+            )?));
+            k += 1;
+        }
+    }
+    per_worker
+        .into_iter()
+        .map(|socks| match one_port(socks) {
+            Some(rx) => Ok(Some(
+                Box::new(SplitPort::new(rx, Box::new(PacketSendPort::open(name)?)))
+                    as Box<dyn Port>,
+            )),
+            None => Ok(None),
+        })
+        .collect()
+}
+
 /// One AF_PACKET socket per worker on `name`, in one fanout group.
 pub(crate) fn packet(name: &str, ifindex: u32, workers: usize) -> Result<PerWorker> {
     let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
@@ -157,7 +227,21 @@ impl Attach {
                 };
                 let native = x.engine.attach(name, ifindex, p as u16, self.native)?;
                 x.egress.attached(p as u16, native);
-                engine_exceptions(&mut x.engine, p, name, ifindex, self.workers, self.xsk)
+                // In native mode the program runs on a bond's members; in
+                // generic mode on the bond's own packets.
+                match bond_members(name).filter(|_| native) {
+                    Some(members) => engine_bond_exceptions(
+                        &mut x.engine,
+                        p,
+                        name,
+                        &members,
+                        self.workers,
+                        self.xsk,
+                    ),
+                    None => {
+                        engine_exceptions(&mut x.engine, p, name, ifindex, self.workers, self.xsk)
+                    }
+                }
             }
             (Engine::User, IoBackend::AfXdp) => {
                 let Some(prog) = programs.get_mut(p) else {

@@ -134,13 +134,16 @@ pub const MAX_XSK_RING: u32 = 65_536;
 /// livelock; docs/router.md, "Worker scheduling").
 pub const DEFAULT_WORKER_RT_PRIORITY: u8 = 1;
 
-/// Whether this engine sends and receives through a bond device itself,
-/// so that the kernel's bond spreads what it sends over the members by
-/// its transmit hash and gathers what they receive: AF_PACKET sockets on
-/// the bond do. AF_XDP sockets bind to one device's queues and the XDP
-/// program runs on the members, so neither does.
+/// Whether this engine forwards over a bond device as the kernel does:
+/// what it sends leaves on the member the bond's transmit hash picks, and
+/// what any member receives is the bond's. AF_PACKET sockets on the bond
+/// do; so does the XDP engine (attached to the bond, the program runs on
+/// every member and knows them as the bond's port, redirects into the
+/// bond, whose own XDP transmit hashes, and its pipeline sends through
+/// the bond). The user-space pipeline over AF_XDP does not: its sockets
+/// bind to one device's queues and would send past the bond's hash.
 pub(crate) fn bonds_forwarded(engine: Engine, backend: IoBackend) -> bool {
-    engine == Engine::User && backend == IoBackend::Packet
+    engine == Engine::Xdp || backend == IoBackend::Packet
 }
 
 /// The workers' SCHED_FIFO priority `args` asks for, or why it is refused.

@@ -67,11 +67,21 @@ fn setsockopt<T>(
 
 /// Binds a packet socket to `ifindex` for every protocol (ETH_P_ALL).
 fn bind_packet(fd: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
+    bind_packet_protocol(fd, ifindex, libc::ETH_P_ALL as u16)
+}
+
+/// Binds a packet socket to `ifindex` for `protocol` (0: none, so it only
+/// sends).
+fn bind_packet_protocol(
+    fd: std::os::fd::BorrowedFd<'_>,
+    ifindex: u32,
+    protocol: u16,
+) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = ifindex as i32;
     // SAFETY: the pointer and length describe `sll`, alive for the call.
     cvt(unsafe {

@@ -228,57 +228,96 @@ impl PacketSocket {
     /// Sends up to 64 frames with as few `sendmmsg` calls as the kernel
     /// allows. Returns how many were sent.
     pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
-        const MAX: usize = 64;
-        let n = frames.len().min(MAX);
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX];
-        // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
-        let mut msgs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
-        for (v, f) in iov.iter_mut().zip(frames.iter().take(n)) {
-            *v = libc::iovec {
-                iov_base: f.as_ptr() as *mut libc::c_void,
-                iov_len: f.len(),
-            };
-        }
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        let mut sent = 0;
-        // One retry of a call that sent nothing: its error may be one the
-        // kernel reported earlier (ENETDOWN while the interface was down),
-        // which the failed call consumed.
-        let mut retried = false;
-        while sent < n {
-            // SAFETY: `msgs[sent..n]` point at `iov` entries that point into
-            // `buf`, all alive for the call; the kernel only reads them.
-            let ret = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    msgs[sent..].as_mut_ptr(),
-                    (n - sent) as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if ret < 0 {
-                let e = io::Error::last_os_error();
-                if sent > 0 || matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS))
-                {
-                    break;
-                }
-                if !retried {
-                    retried = true;
-                    continue;
-                }
-                return Err(e);
-            }
-            if ret == 0 {
+        send_frames(self.fd.as_fd(), frames)
+    }
+}
+
+/// An AF_PACKET socket that only sends, through one interface's own
+/// transmit path (a bond's: its transmit hash picks the member), past the
+/// qdisc layer. Bound with protocol 0, it receives nothing.
+#[derive(Debug)]
+pub struct PacketSender {
+    fd: OwnedFd,
+}
+
+impl PacketSender {
+    /// Opens a sender on `ifindex`.
+    pub fn new(ifindex: u32) -> io::Result<PacketSender> {
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::PACKET,
+            rustix::net::SocketType::RAW,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32)?;
+        super::bind_packet_protocol(fd.as_fd(), ifindex, 0)?;
+        Ok(PacketSender { fd })
+    }
+
+    /// The socket descriptor (never readable).
+    pub fn fd(&self) -> libc::c_int {
+        self.fd.as_raw_fd()
+    }
+
+    /// As [`PacketSocket::send_batch`].
+    pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        send_frames(self.fd.as_fd(), frames)
+    }
+}
+
+/// Sends up to 64 of `frames` on packet socket `fd` (bound to its
+/// interface) with as few `sendmmsg` calls as the kernel allows. Returns
+/// how many were sent.
+fn send_frames(fd: std::os::fd::BorrowedFd<'_>, frames: &[&[u8]]) -> io::Result<usize> {
+    const MAX: usize = 64;
+    let n = frames.len().min(MAX);
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX];
+    // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
+    let mut msgs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
+    for (v, f) in iov.iter_mut().zip(frames.iter().take(n)) {
+        *v = libc::iovec {
+            iov_base: f.as_ptr() as *mut libc::c_void,
+            iov_len: f.len(),
+        };
+    }
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(n) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut sent = 0;
+    // One retry of a call that sent nothing: its error may be one the
+    // kernel reported earlier (ENETDOWN while the interface was down),
+    // which the failed call consumed.
+    let mut retried = false;
+    while sent < n {
+        // SAFETY: `msgs[sent..n]` point at `iov` entries that point into
+        // `buf`, all alive for the call; the kernel only reads them.
+        let ret = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                msgs[sent..].as_mut_ptr(),
+                (n - sent) as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            if sent > 0 || matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) {
                 break;
             }
-            sent += ret as usize;
+            if !retried {
+                retried = true;
+                continue;
+            }
+            return Err(e);
         }
-        Ok(sent)
+        if ret == 0 {
+            break;
+        }
+        sent += ret as usize;
     }
+    Ok(sent)
 }

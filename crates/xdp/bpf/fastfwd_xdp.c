@@ -134,8 +134,11 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
-/* The receiving port, by ifindex. */
-HASH(ifindex_port, FF_MAX_PORTS, __u32, __u32);
+/* The receiving port, by ifindex: the port id in the low 16 bits; the
+ * high 16 bits number the first of the interface's exception sockets
+ * within the port's (0 but for the members of an aggregated port, whose
+ * sockets are numbered one member after the other). */
+HASH(ifindex_port, FF_MAX_RECEIVERS, __u32, __u32);
 
 /* Redirected frames the kernel dropped, by port (the tracepoints). */
 struct {
@@ -254,7 +257,17 @@ static __always_inline int hand_over(struct xdp_md *xdp, struct ctx *c, __u32 wh
 	} else {
 		c->ctr->meta_failed++;
 	}
-	__u32 key = c->port * FF_MAX_QUEUES + xdp->rx_queue_index;
+	/* A bond member's socket sits at its own offset within the port's. */
+	__u32 slot = xdp->rx_queue_index;
+	__u32 ifindex = xdp->ingress_ifindex;
+	__u32 *rx = bpf_map_lookup_elem(&ifindex_port, &ifindex);
+	if (rx)
+		slot += *rx >> 16;
+	if (slot >= FF_MAX_QUEUES) {
+		c->ctr->exceptions_lost++;
+		return XDP_DROP;
+	}
+	__u32 key = c->port * FF_MAX_QUEUES + slot;
 	int r = bpf_redirect_map(&xsks, key, XDP_DROP);
 	if (r != XDP_REDIRECT)
 		c->ctr->exceptions_lost++;
@@ -1022,7 +1035,7 @@ int fastfwd_xdp(struct xdp_md *xdp)
 		__u32 *port = bpf_map_lookup_elem(&ifindex_port, &ifindex);
 		if (!port)
 			return to_host(&c);
-		c.port = *port;
+		c.port = *port & 0xffff;
 	}
 
 	/* Ethernet and up to two tags (stages/ethernet.rs). */

@@ -21,6 +21,8 @@
 /* Sizes. */
 #define FF_MAX_PORTS 64
 #define FF_MAX_QUEUES 64
+/* Interfaces that receive for a port: the ports and their bonds' members. */
+#define FF_MAX_RECEIVERS 256
 #define FF_MAX_IFACES 256
 #define FF_MAX_ADJ 65536
 #define FF_MAX_HOPS 65536

@@ -207,7 +207,10 @@ pub struct Engine {
     /// Forward everything to the pipeline (set when tables do not fit).
     forced_except_all: bool,
     xsks: XskMap<MapData>,
-    links: Vec<(u32, aya::programs::xdp::XdpLinkId)>,
+    /// (ifindex, link, attached in native mode).
+    links: Vec<(u32, aya::programs::xdp::XdpLinkId, bool)>,
+    /// The members of each aggregated port in `ifindex_port`.
+    receivers: std::collections::BTreeMap<u16, Vec<u32>>,
     /// The map ids the tracepoint programs count for, once attached.
     traced: layout::TracedMaps,
     /// The kernel's id of the map `xsks`.
@@ -307,6 +310,7 @@ impl Engine {
             forced_except_all: false,
             xsks,
             links: Vec::new(),
+            receivers: std::collections::BTreeMap::new(),
             traced: layout::TracedMaps::default(),
             xsks_id,
             #[cfg(test)]
@@ -801,7 +805,13 @@ impl Engine {
     }
 
     /// Attaches the program to interface `ifindex` (`name` for messages)
-    /// as port `port`, transmitting there through the devmap.
+    /// as port `port`, transmitting there through the devmap; returns
+    /// whether it runs in native mode. On a bond device the kernel runs
+    /// it on every member (Linux 5.15+), and the bond picks the member
+    /// each redirected frame leaves on by its own transmit hash; the
+    /// members must be made receivers too ([`Engine::set_receivers`]).
+    /// Attaching again where the program is attached only refreshes the
+    /// maps.
     pub fn attach(
         &mut self,
         name: &str,
@@ -823,8 +833,11 @@ impl Engine {
         }
         let mut ports: HashMap<_, u32, u32> = self.hash("ifindex_port")?;
         ports
-            .insert(ifindex, u32::from(port), 0)
+            .insert(ifindex, layout::receiver(port, 0), 0)
             .map_err(|e| bpf_err(format!("adding {name} to map ifindex_port"), &e))?;
+        if let Some(&(_, _, native)) = self.links.iter().find(|l| l.0 == ifindex) {
+            return Ok(native);
+        }
         let prog: &mut Xdp = self
             .ebpf
             .program_mut(PROGRAM)
@@ -842,7 +855,7 @@ impl Engine {
         for &(flags, is_native) in modes {
             match prog.attach_to_if_index(ifindex, flags) {
                 Ok(link) => {
-                    self.links.push((ifindex, link));
+                    self.links.push((ifindex, link, is_native));
                     return Ok(is_native);
                 }
                 Err(e) => last = Some(bpf_err(format!("attaching to {name}"), &e)),
@@ -854,6 +867,32 @@ impl Engine {
         }))
     }
 
+    /// Makes `members` (ifindex, first exception socket: see
+    /// [`layout::receiver`]) the interfaces that receive for aggregated
+    /// port `port` besides its own, in place of the previous ones: the
+    /// program runs on a bond's members and sees their ifindex.
+    pub fn set_receivers(&mut self, port: u16, members: &[(u32, u16)]) -> Result<(), EngineError> {
+        let old = self.receivers.remove(&port).unwrap_or_default();
+        let mut map: HashMap<_, u32, u32> = self.hash("ifindex_port")?;
+        for ifindex in old.iter().filter(|i| !members.iter().any(|m| m.0 == **i)) {
+            let _ = map.remove(ifindex);
+        }
+        for &(ifindex, first) in members {
+            map.insert(ifindex, layout::receiver(port, first), 0)
+                .map_err(|e| {
+                    bpf_err(format!("adding ifindex {ifindex} to map ifindex_port"), &e)
+                })?;
+        }
+        self.receivers
+            .insert(port, members.iter().map(|m| m.0).collect());
+        Ok(())
+    }
+
+    /// The interfaces set to receive for aggregated port `port`.
+    pub fn receivers(&self, port: u16) -> &[u32] {
+        self.receivers.get(&port).map_or(&[], Vec::as_slice)
+    }
+
     /// Detaches the program from every interface.
     pub fn detach_all(&mut self) {
         let links = std::mem::take(&mut self.links);
@@ -862,7 +901,7 @@ impl Engine {
             .program_mut(PROGRAM)
             .and_then(|p| <&mut Xdp>::try_from(p).ok())
         {
-            for (_, l) in links {
+            for (_, l, _) in links {
                 let _ = prog.detach(l);
             }
         }

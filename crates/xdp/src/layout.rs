@@ -12,6 +12,17 @@ use pipeline::{DropReason, PuntReason};
 
 pub const MAX_PORTS: u32 = 64;
 pub const MAX_QUEUES: u32 = 64;
+/// Entries of `ifindex_port`: the ports' interfaces and their bonds'
+/// members.
+pub const MAX_RECEIVERS: u32 = 256;
+
+/// An `ifindex_port` value: the port the interface receives for, and the
+/// first of its exception sockets within the port's (an aggregated port's
+/// members are numbered one after the other: member k's queue q has
+/// socket `first + q`, key `port * MAX_QUEUES + first + q` in `xsks`).
+pub fn receiver(port: u16, first_socket: u16) -> u32 {
+    u32::from(port) | u32::from(first_socket) << 16
+}
 pub const MAX_IFACES: u32 = 256;
 pub const MAX_ADJ: u32 = 65536;
 pub const MAX_HOPS: u32 = 65536;
@@ -652,6 +663,7 @@ mod tests {
         let want: &[(&str, u64)] = &[
             ("FF_MAX_PORTS", MAX_PORTS.into()),
             ("FF_MAX_QUEUES", MAX_QUEUES.into()),
+            ("FF_MAX_RECEIVERS", MAX_RECEIVERS.into()),
             ("FF_MAX_IFACES", MAX_IFACES.into()),
             ("FF_MAX_ADJ", MAX_ADJ.into()),
             ("FF_MAX_HOPS", MAX_HOPS.into()),

@@ -46,6 +46,11 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
+/// How long a bond port's sockets may take to open again after its
+/// members changed: the workers let go of the old ones within their
+/// poll's sleep (100 ms).
+const REOPEN_WAIT: Duration = Duration::from_millis(500);
+
 /// Everything the daemon owns while it runs.
 pub(crate) struct Daemon {
     pub(crate) config_path: PathBuf,
@@ -341,6 +346,9 @@ impl Daemon {
         for (p, name) in names.iter().enumerate() {
             let now = self.router.state.kernel.ifindex_of(name);
             if self.attached.get(p).copied().flatten() == now {
+                if let Some(ifindex) = now {
+                    self.follow_bond_members(p, name, ifindex);
+                }
                 continue;
             }
             if let Some(old) = self.attached.get_mut(p).and_then(Option::take) {
@@ -370,6 +378,54 @@ impl Daemon {
                     error = format!("{e:#}"),
                     "cannot attach; trying again at the interface's next change"
                 ),
+            }
+        }
+    }
+
+    /// Under the XDP engine a bond port's exceptions arrive on its
+    /// members' queues: when a member joins or leaves, the port's sockets
+    /// are opened again over the new members (the old ones closed first:
+    /// a queue takes one socket, so the workers must have let go of them,
+    /// which they do within their poll's sleep).
+    fn follow_bond_members(&mut self, p: usize, name: &str, ifindex: u32) {
+        let Some(x) = self.xdp.as_ref() else {
+            return;
+        };
+        let Ok(port) = u16::try_from(p) else {
+            return;
+        };
+        let kernel = &self.router.state.kernel;
+        if kernel.links.get(&ifindex).and_then(|l| l.kind.as_deref()) != Some("bond") {
+            return;
+        }
+        let mut members: Vec<u32> = kernel.members_of(ifindex);
+        let mut had = x.engine.receivers(port).to_vec();
+        members.sort_unstable();
+        had.sort_unstable();
+        if members == had || !x.egress.is_native(port) {
+            return;
+        }
+        info!(port = %name, members = ?members, was = ?had, "bond members changed: opening the port's sockets again");
+        self.hand_to_workers(p, (0..self.attach.workers).map(|_| None).collect());
+        let deadline = Instant::now() + REOPEN_WAIT;
+        loop {
+            match self
+                .attach
+                .open(p, name, ifindex, &mut self.programs, self.xdp.as_mut())
+            {
+                Ok(per_worker) => {
+                    self.hand_to_workers(p, per_worker);
+                    return;
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    error!(
+                        port = %name,
+                        error = format!("{e:#}"),
+                        "cannot open the bond's sockets again; its exceptions are counted as lost until its next change"
+                    );
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
     }
