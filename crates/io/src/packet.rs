@@ -19,6 +19,9 @@ pub struct PacketPort {
     sock: PacketSocket,
     stats: PortStats,
     txbuf: FrameBatch,
+    /// Frames the kernel dropped at the full receive ring, summed from
+    /// its counters (which it resets on each read) when stats are read.
+    ring_drops: std::cell::Cell<u64>,
 }
 
 impl PacketPort {
@@ -32,6 +35,7 @@ impl PacketPort {
             sock,
             stats: PortStats::default(),
             txbuf: FrameBatch::new(),
+            ring_drops: std::cell::Cell::new(0),
         })
     }
 }
@@ -81,7 +85,14 @@ impl Port for PacketPort {
     }
 
     fn stats(&self) -> PortStats {
-        self.stats
+        // A syscall, on the worker's publishing of its counters, not per
+        // frame.
+        let drops = self.ring_drops.get() + self.sock.take_ring_drops().unwrap_or(0);
+        self.ring_drops.set(drops);
+        PortStats {
+            rx_dropped: drops,
+            ..self.stats
+        }
     }
 
     fn backend(&self) -> Backend {

@@ -219,6 +219,61 @@ fn packet_ports_carry_frames_both_ways() {
     assert!(rx_stats.rx_packets >= 100);
 }
 
+/// Frames the kernel drops at a full receive ring are the port's
+/// `rx_dropped`: a receiver with a ring of two 4 KiB blocks reads nothing
+/// while 2,000 frames arrive, then drains it; every frame it did not get
+/// is counted.
+#[test]
+fn a_packet_port_counts_what_its_full_ring_dropped() {
+    let Some(p) = Pair::new("d") else { return };
+    let (ma, mb) = (p.mac(&p.a, "va"), p.mac(&p.b, "vb"));
+    let (ra, rb) = (p.a.clone(), p.b.clone());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+    let rx = in_ns(&rb, move || {
+        let mut port = PacketPort::open(
+            "vb",
+            PacketConfig {
+                block_size: 4096,
+                block_nr: 2,
+                block_timeout_ms: 1,
+                fanout_group: 9,
+            },
+        )
+        .expect("open vb");
+        ready_tx.send(()).unwrap();
+        sent_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let seen = collect(&mut port, 2000);
+        (seen, port.stats())
+    });
+    ready_rx.recv().unwrap();
+    let tx = in_ns(&ra, move || {
+        let mut port = PacketPort::open("va", PacketConfig::default()).expect("open va");
+        send(&mut port, mb, ma, Ipv4Addr::new(10, 99, 0, 1), 2000);
+        port.stats()
+    });
+    let tx_stats = tx.join().unwrap();
+    sent_tx.send(()).unwrap();
+    let (mut seen, rx_stats) = rx.join().unwrap();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(tx_stats.tx_packets, 2000);
+    assert!(
+        seen.len() < 2000 && rx_stats.rx_dropped > 0,
+        "the ring overflowed: {} read, {rx_stats:?}",
+        seen.len()
+    );
+    // Every frame not read was counted (the kernel's own frames on the
+    // link, IPv6 neighbour discovery, may add a few drops).
+    let missing = 2000 - seen.len() as u64;
+    assert!(
+        (missing..=missing + 20).contains(&rx_stats.rx_dropped),
+        "{missing} frames not read, {} counted dropped",
+        rx_stats.rx_dropped
+    );
+}
+
 /// An interface going down reports ENETDOWN to its packet sockets, and
 /// the kernel keeps that error until it is read: the first send after the
 /// interface is back would fail with it (frames counted as dropped though

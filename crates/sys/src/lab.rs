@@ -14,13 +14,13 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{Ordering, fence};
 
 use libc::{
-    PACKET_QDISC_BYPASS, PACKET_RX_RING, PACKET_STATISTICS, PACKET_VERSION, SOL_PACKET,
-    TP_STATUS_KERNEL, TP_STATUS_USER,
+    PACKET_QDISC_BYPASS, PACKET_RX_RING, PACKET_VERSION, SOL_PACKET, TP_STATUS_KERNEL,
+    TP_STATUS_USER,
 };
 use rustix::time::{ClockId, clock_gettime};
 const TPACKET_V3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
 
-use super::{bind_packet, getsockopt, setsockopt};
+use super::{bind_packet, setsockopt};
 
 fn clock_ns(clock: ClockId) -> u64 {
     let ts = clock_gettime(clock);
@@ -347,13 +347,7 @@ impl PacketRxRing {
     /// Packets seen and dropped by the socket since the last call (the
     /// kernel resets these counters on every read).
     pub fn take_stats(&self) -> io::Result<(u64, u64)> {
-        let mut st = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
-        };
-        getsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS, &mut st)?;
-        Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
+        super::take_packet_stats(self.fd.as_raw_fd())
     }
 }
 

@@ -44,6 +44,18 @@ fn getsockopt<T: Copy>(
     cvt(ret).map(|_| len as usize)
 }
 
+/// Frames packet socket `fd` took and dropped (its ring full) since the
+/// last call: PACKET_STATISTICS, which the kernel resets on every read.
+fn take_packet_stats(fd: libc::c_int) -> io::Result<(u64, u64)> {
+    let mut st = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    getsockopt(fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)?;
+    Ok((u64::from(st.tp_packets), u64::from(st.tp_drops)))
+}
+
 /// Sets a socket option from a plain value.
 fn setsockopt<T>(
     fd: libc::c_int,

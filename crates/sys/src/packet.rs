@@ -138,6 +138,12 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// Frames the kernel dropped since the last call because the receive
+    /// ring was full (the worker did not keep up).
+    pub fn take_ring_drops(&self) -> io::Result<u64> {
+        super::take_packet_stats(self.fd.as_raw_fd()).map(|(_, drops)| drops)
+    }
+
     fn block_ptr(&self, block: usize) -> *mut u8 {
         // SAFETY: `block < block_nr`, so the offset is inside the ring mapping.
         unsafe { self.ring.ptr.add(block * self.block_size) }
