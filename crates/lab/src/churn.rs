@@ -666,12 +666,16 @@ fn metric(text: &str, name_and_labels: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().parse().ok())
 }
 
-/// The metric lines counting dropped, lost or failed frames whose value
-/// is not zero.
+/// The metric lines counting dropped, lost or failed frames (ring
+/// overflows and oversized frames included) whose value is not zero.
 fn nonzero_losses(text: &str) -> Vec<(String, u64)> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
-        .filter(|l| ["drop", "lost", "failed"].iter().any(|w| l.contains(w)))
+        .filter(|l| {
+            ["drop", "lost", "failed", "ring_full", "oversize"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
         .filter_map(|l| {
             let (name, v) = l.rsplit_once(' ')?;
             let v: u64 = v.parse().ok()?;
