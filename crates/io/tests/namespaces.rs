@@ -225,7 +225,7 @@ fn packet_ports_carry_frames_both_ways() {
 /// is counted.
 #[test]
 fn a_packet_port_counts_what_its_full_ring_dropped() {
-    let Some(p) = Pair::new("d") else { return };
+    let Some(p) = Pair::new("r") else { return };
     let (ma, mb) = (p.mac(&p.a, "va"), p.mac(&p.b, "vb"));
     let (ra, rb) = (p.a.clone(), p.b.clone());
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
