@@ -3811,11 +3811,15 @@ fn bonded_lab(tag: &str) -> Option<Lab> {
         ok(&["ip", "-n", ns, "addr", "add", a4, "dev", bond]);
         ok(&["ip", "-n", ns, "addr", "add", a6, "dev", bond]);
     }
-    // s1 as the lab sets s0: checksums filled in, and NAPI (GRO) so that
-    // it takes the frames the XDP engine redirects into d2.
-    ok(&[
-        "ip", "netns", "exec", sink, "ethtool", "-K", "s1", "tx", "off", "gro", "on",
-    ]);
+    // Both sink members with checksums filled in and NAPI (GRO), so that
+    // they take the frames the XDP engine redirects into d1 and d2 (a
+    // veth whose peer runs no NAPI refuses them: the engine counts and
+    // then serves it through the pipeline, another test's case).
+    for m in ["s0", "s1"] {
+        ok(&[
+            "ip", "netns", "exec", sink, "ethtool", "-K", m, "tx", "off", "gro", "on",
+        ]);
+    }
     ok(&[
         "ip", "-n", sink, "route", "replace", "default", "via", DUT_D1,
     ]);
