@@ -63,11 +63,7 @@ impl Port for PacketPort {
         if self.txbuf.is_full() {
             self.flush();
         }
-        let ok = self.txbuf.push(frame);
-        if !ok {
-            self.stats.tx_dropped += 1;
-        }
-        ok
+        buffer(&mut self.txbuf, &mut self.stats, frame)
     }
 
     fn flush(&mut self) {
@@ -132,11 +128,7 @@ impl Port for PacketSendPort {
         if self.txbuf.is_full() {
             self.flush();
         }
-        let ok = self.txbuf.push(frame);
-        if !ok {
-            self.stats.tx_dropped += 1;
-        }
-        ok
+        buffer(&mut self.txbuf, &mut self.stats, frame)
     }
 
     fn flush(&mut self) {
@@ -182,4 +174,14 @@ fn send_buffered(
     stats.tx_bytes += frames[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
     stats.tx_dropped += (n - sent) as u64;
     txbuf.clear();
+}
+
+/// Queues `frame` in `txbuf` (flushed by the caller when full), counting
+/// it in `stats` as dropped when it does not fit.
+fn buffer(txbuf: &mut FrameBatch, stats: &mut PortStats, frame: &[u8]) -> bool {
+    let ok = txbuf.push(frame);
+    if !ok {
+        stats.tx_dropped += 1;
+    }
+    ok
 }

@@ -96,13 +96,7 @@ impl PacketSocket {
     /// Opens a socket on `ifindex` with a receive ring, in fanout group
     /// `cfg.fanout_group`, sending past the qdisc layer.
     pub fn new(ifindex: u32, cfg: PacketConfig) -> io::Result<PacketSocket> {
-        // Protocol 0 until bound, so nothing from other interfaces queues up.
-        let fd = rustix::net::socket_with(
-            rustix::net::AddressFamily::PACKET,
-            rustix::net::SocketType::RAW,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )?;
+        let fd = raw_packet_socket()?;
         setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
         let req = libc::tpacket_req3 {
             tp_block_size: cfg.block_size,
@@ -249,12 +243,7 @@ pub struct PacketSender {
 impl PacketSender {
     /// Opens a sender on `ifindex`.
     pub fn new(ifindex: u32) -> io::Result<PacketSender> {
-        let fd = rustix::net::socket_with(
-            rustix::net::AddressFamily::PACKET,
-            rustix::net::SocketType::RAW,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )?;
+        let fd = raw_packet_socket()?;
         setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32)?;
         super::bind_packet_protocol(fd.as_fd(), ifindex, 0)?;
         Ok(PacketSender { fd })
@@ -269,6 +258,17 @@ impl PacketSender {
     pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
         send_frames(self.fd.as_fd(), frames)
     }
+}
+
+/// A raw packet socket, protocol 0 until bound, so nothing from other
+/// interfaces queues up.
+fn raw_packet_socket() -> io::Result<OwnedFd> {
+    Ok(rustix::net::socket_with(
+        rustix::net::AddressFamily::PACKET,
+        rustix::net::SocketType::RAW,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Sends up to 64 of `frames` on packet socket `fd` (bound to its
