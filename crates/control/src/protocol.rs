@@ -316,6 +316,14 @@ pub mod reply {
         pub punts_discarded: u64,
         /// Neighbour misses not reported (queue to the control thread full).
         pub misses_lost: u64,
+        /// Frames it received for flows another worker owns and passed to
+        /// it (a stateful rule set with several workers).
+        #[serde(default)]
+        pub handed_off: u64,
+        /// Frames it could not pass to their flow's worker (its ring
+        /// full), dropped.
+        #[serde(default)]
+        pub handoff_dropped: u64,
         /// The XDP program's counters (its entry only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub xdp: Option<XdpProgram>,
@@ -390,6 +398,10 @@ pub mod reply {
         /// them (the AF_XDP socket's ring full).
         #[serde(default)]
         pub xdp_exceptions_ring_full: u64,
+        /// Frames dropped because the ring to the worker that owns their
+        /// flow was full.
+        #[serde(default)]
+        pub handoff_dropped: u64,
     }
 
     /// `show_firewall`.

@@ -72,3 +72,8 @@ fn packet_names_kernel_policy_it_does_not_mirror() {
 fn packet_routes_by_the_kernels_policy_rules() {
     router_common::policy_rules_scenario("packet", "py");
 }
+
+#[test]
+fn packet_keeps_each_connection_on_one_worker_across_queues() {
+    router_common::conntrack_across_queues_scenario("packet", "ph");
+}

@@ -57,3 +57,8 @@ fn xdp_names_kernel_policy_it_does_not_mirror() {
 fn xdp_routes_by_the_kernels_policy_rules() {
     router_common::policy_rules_scenario("xdp", "xy");
 }
+
+#[test]
+fn xdp_keeps_each_connection_on_one_worker_across_queues() {
+    router_common::conntrack_across_queues_scenario("xdp", "xh");
+}

@@ -82,3 +82,8 @@ fn xdp_engine_routes_by_the_kernels_policy_rules() {
 fn xdp_engine_serves_an_egress_port_that_refuses_xdp_frames() {
     router_common::egress_refuses_xdp_scenario("ez");
 }
+
+#[test]
+fn xdp_engine_keeps_each_connection_on_one_worker_across_queues() {
+    router_common::conntrack_across_queues_scenario(XDP_ENGINE, "eh");
+}

@@ -1,8 +1,9 @@
 //! Connection tracking: a bounded, per-worker flow table (no locks).
 //!
 //! Both directions of a flow map to one entry (endpoints are stored in a
-//! canonical order), so the I/O layer must steer both directions of a flow
-//! to the same worker (symmetric RSS). Time comes from the caller.
+//! canonical order), so both directions of a flow must reach the same
+//! worker (the router hands frames to their flow's owner,
+//! `pipeline::owner`). Time comes from the caller.
 //!
 //! The table is set-associative: a flow hashes to one bucket of [`WAYS`]
 //! slots. An insert takes an empty or expired slot; if the bucket is full

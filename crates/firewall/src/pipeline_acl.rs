@@ -142,6 +142,11 @@ impl Acl for PipelineFirewall {
         FirewallWorker::with_epoch(Arc::clone(&self.fw), self.seed, self.epoch)
     }
 
+    /// A rule set with `ct state` keeps a connection table per worker.
+    fn keeps_flows(&self) -> bool {
+        self.fw.stateful()
+    }
+
     fn classify_batch(
         &self,
         state: &mut FirewallWorker,

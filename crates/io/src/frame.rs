@@ -98,6 +98,45 @@ impl FrameBatch {
         true
     }
 
+    /// [`FrameBatch::push_hinted`] of a frame given in two parts (read
+    /// from a ring where it wraps).
+    pub fn push_parts(&mut self, head: &[u8], tail: &[u8], ct_hint: u8) -> bool {
+        let len = head.len() + tail.len();
+        if self.count == BATCH || len > MAX_FRAME {
+            return false;
+        }
+        let at = self.count * SLOT_STRIDE + HEADROOM;
+        self.buf[at..at + head.len()].copy_from_slice(head);
+        self.buf[at + head.len()..at + len].copy_from_slice(tail);
+        self.starts[self.count] = HEADROOM as u16;
+        self.lens[self.count] = len as u16;
+        self.ct_hints[self.count] = ct_hint;
+        self.count += 1;
+        true
+    }
+
+    /// Keeps the frames for which `keep(bytes, ct_hint)` is true, in their
+    /// order (a kept frame moves down to the first free slot).
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], u8) -> bool) {
+        let mut kept = 0;
+        for i in 0..self.count {
+            if !keep(self.frame(i), self.ct_hints[i]) {
+                continue;
+            }
+            if kept != i {
+                let from = i * SLOT_STRIDE + self.starts[i] as usize;
+                let len = self.lens[i] as usize;
+                let to = kept * SLOT_STRIDE + HEADROOM;
+                self.buf.copy_within(from..from + len, to);
+                self.starts[kept] = HEADROOM as u16;
+                self.lens[kept] = self.lens[i];
+                self.ct_hints[kept] = self.ct_hints[i];
+            }
+            kept += 1;
+        }
+        self.count = kept;
+    }
+
     /// The connection-tracking hint of frame `i` (0: none).
     pub fn ct_hint(&self, i: usize) -> u8 {
         if i < self.count { self.ct_hints[i] } else { 0 }
@@ -205,6 +244,34 @@ mod tests {
                 assert_eq!(f.buffer().len(), FRAME_CAP);
             }
         });
+    }
+
+    #[test]
+    fn retain_keeps_the_chosen_frames_in_order() {
+        let mut b = FrameBatch::new();
+        for i in 0..10u8 {
+            assert!(b.push_hinted(&[i; 30], i));
+        }
+        b.retain(|f, hint| {
+            assert_eq!(f[0], hint);
+            f[0] % 3 == 0
+        });
+        assert_eq!(b.len(), 4);
+        for (k, i) in [0u8, 3, 6, 9].into_iter().enumerate() {
+            assert_eq!(b.frame(k), &[i; 30][..]);
+            assert_eq!(b.ct_hint(k), i);
+        }
+        b.retain(|_, _| false);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_frame_in_two_parts_is_one_frame() {
+        let mut b = FrameBatch::new();
+        assert!(b.push_parts(&[1, 2], &[3], 2));
+        assert_eq!(b.frame(0), &[1, 2, 3]);
+        assert_eq!(b.ct_hint(0), 2);
+        assert!(!b.push_parts(&[0; MAX_FRAME], &[0], 0));
     }
 
     #[test]

@@ -124,6 +124,14 @@ pub trait Acl: Send + Sync {
         false
     }
 
+    /// True when [`Acl::State`] holds flows (connection tracking): both
+    /// directions of a flow must then reach the same worker, which a
+    /// backend with several workers ensures by handing frames to their
+    /// owner ([`crate::owner`]).
+    fn keeps_flows(&self) -> bool {
+        false
+    }
+
     /// Classifies a batch: `out[i]` answers `keys[i]`; both slices have the
     /// same length. `now_ns` is the batch's time as given to
     /// [`crate::Worker::process`] (for connection tracking, rate limits).
@@ -190,6 +198,9 @@ impl<T: Acl + ?Sized> Acl for std::sync::Arc<T> {
     fn accepts_all(&self) -> bool {
         (**self).accepts_all()
     }
+    fn keeps_flows(&self) -> bool {
+        (**self).keeps_flows()
+    }
     fn classify_batch(
         &self,
         state: &mut T::State,
@@ -222,6 +233,9 @@ impl<T: Acl> Acl for Option<T> {
     }
     fn accepts_all(&self) -> bool {
         self.as_ref().is_none_or(Acl::accepts_all)
+    }
+    fn keeps_flows(&self) -> bool {
+        self.as_ref().is_some_and(Acl::keeps_flows)
     }
     fn classify_batch(
         &self,

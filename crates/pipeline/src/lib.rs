@@ -37,6 +37,7 @@
 pub mod acl;
 pub mod counters;
 pub mod frame;
+pub mod owner;
 pub mod policy;
 pub mod runtime;
 mod stages;
@@ -47,6 +48,7 @@ pub mod worker;
 pub use acl::{AcceptAll, Acl, AclAction, FlowKey};
 pub use counters::{Counters, DropReason, IcmpSuppressed, InterfaceCounters, PuntReason};
 pub use frame::{BATCH_SLOT_STRIDE, Frame, HEADROOM};
+pub use owner::{flow_owner_hash, owner_of};
 pub use policy::{FamilyPolicy, FastPath, InputSelector, Policy, PolicyRule, RuleAction, RuleKey};
 pub use runtime::{RuntimeStats, Stage, StageClock, StageCounters};
 pub use tables::{

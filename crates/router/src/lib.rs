@@ -19,6 +19,7 @@ mod batching;
 pub mod capture;
 mod daemon;
 mod egress;
+pub mod handoff;
 pub mod memport;
 pub mod metrics;
 pub mod ports;

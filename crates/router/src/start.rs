@@ -415,6 +415,14 @@ pub fn run(args: RunOptions) -> Result<()> {
     let (miss_tx, miss_rx) = sync_channel::<(u16, IpAddr)>(1024);
     let mut handles = Vec::new();
     let mut to_workers = Vec::new();
+    // The rings between the workers that will run, in their order.
+    let running = worker_ports
+        .iter()
+        .filter(|ports| ports.iter().any(Option::is_some))
+        .count();
+    let mut handoffs = crate::handoff::mesh(running)
+        .context("the rings between workers")?
+        .map(Vec::into_iter);
     for (w, (&core, ports)) in cores.iter().zip(worker_ports).enumerate() {
         if ports.iter().all(Option::is_none) {
             warn!(
@@ -440,6 +448,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             punt_to_kernel_copy: args.backend == IoBackend::Packet,
             port_changes: Some(changes_rx),
             flow_table,
+            handoff: handoffs.as_mut().and_then(Iterator::next),
         };
         let worker = WorkerLoop::new(setup, &shared);
         let sh = shared.clone();

@@ -17,7 +17,7 @@ use crate::capture::{CapturePoint, Reason};
 use crate::ports::PortChange;
 use netio::sys::os;
 use netio::{FrameBatch, Port};
-use pipeline::{Counters, PuntReason, Verdict, Worker, WorkerConfig};
+use pipeline::{Acl, Counters, PuntReason, Verdict, Worker, WorkerConfig};
 use rib::snapshot::Snapshot;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -153,6 +153,8 @@ pub struct WorkerSetup {
     /// The XDP engine's flow table: flows the firewall finds established
     /// on frames the program handed over go there, once per round.
     pub flow_table: Option<xdp_engine::FlowTable>,
+    /// This worker's end of the rings between workers (several workers).
+    pub handoff: Option<crate::handoff::Handoff>,
 }
 
 impl std::fmt::Debug for WorkerSetup {
@@ -249,9 +251,10 @@ impl WorkerLoop {
         self.take_capture_request(shared);
         let tables = shared.snapshot.load();
         let generation = shared.snapshot.generation();
-        let ports = &mut self.setup.ports;
+        // Both directions of a flow to one connection table (handoff.rs).
+        let hand_off = self.setup.handoff.is_some() && tables.acl.keeps_flows();
         let mut got = 0usize;
-        for rx in 0..ports.len() {
+        for rx in 0..self.setup.ports.len() {
             // Frames waiting for a neighbour go again after a table change,
             // keeping the time they were first held: a stream of table
             // changes does not hold a frame past its deadline.
@@ -261,7 +264,7 @@ impl WorkerLoop {
                 std::mem::swap(&mut self.batch, &mut self.held[rx]);
                 self.held[rx].clear();
             } else {
-                let Some(port) = ports[rx].as_mut() else {
+                let Some(port) = self.setup.ports[rx].as_mut() else {
                     continue;
                 };
                 self.batch.clear();
@@ -269,71 +272,24 @@ impl WorkerLoop {
                     continue;
                 }
             }
-            if let Some(c) = self.capture.as_mut()
-                && c.point == CapturePoint::Rx
-            {
-                for i in 0..self.batch.len() {
-                    c.offer(rx as u16, now, self.batch.frame(i), Reason::None);
-                }
-            }
+            self.capture_rx(rx, now);
             got += self.batch.len();
             if self.panic_hook {
                 panic!("worker {}: FASTFWD_TEST_WORKER_PANIC is set", self.setup.id);
             }
-            let worker = &mut self.worker;
-            self.batch.with_frames(|frames| {
-                worker.process(&tables, now, rx as u16, frames);
-            });
-            let out = self.worker.output();
-            if let Some(c) = self.capture.as_mut() {
-                capture_outcome(c, out, &self.batch, rx as u16, now);
+            if hand_off && !retry_held {
+                self.hand_off(rx as u16);
             }
-            for (p, idx) in out.tx_batches() {
-                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
-                    for &i in idx {
-                        port.tx(self.batch.frame(usize::from(i)));
-                    }
-                }
-            }
-            for (p, _iface, bytes) in out.generated() {
-                if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
-                    port.tx(bytes);
-                }
-            }
-            for (i, v) in out.verdicts().iter().enumerate() {
-                match v {
-                    Verdict::Punt(PuntReason::NeighbourMiss) => {
-                        if self.held[rx].is_empty() {
-                            self.held_since[rx] = first_held;
-                        }
-                        // With its hint: the XDP program has already
-                        // advanced the flow of a frame it handed over.
-                        let hint = self.batch.ct_hint(i);
-                        if self.held[rx].push_hinted(self.batch.frame(i), hint) {
-                            self.report.view.held += 1;
-                        } else {
-                            self.report.view.held_expired += 1;
-                        }
-                    }
-                    Verdict::Punt(_) if !self.setup.punt_to_kernel_copy => {
-                        self.report.view.punts_discarded += 1
-                    }
-                    _ => {}
-                }
-            }
-            for &(iface, ip) in out.neighbour_misses() {
-                let fresh = !self
-                    .recent
-                    .iter()
-                    .any(|&(i, a, t)| i == iface && a == ip && now.saturating_sub(t) < 100_000_000);
-                if fresh {
-                    self.recent[self.recent_at] = (iface, ip, now);
-                    self.recent_at = (self.recent_at + 1) % self.recent.len();
-                    if let Err(TrySendError::Full(_)) = self.setup.misses.try_send((iface, ip)) {
-                        self.report.view.misses_lost += 1;
-                    }
-                }
-            }
+            self.process_batch(&tables, rx, now, first_held);
+        }
+        // Frames other workers received for flows this one owns; drained
+        // whatever the rule set now, so none is left behind.
+        while let Some(h) = self.setup.handoff.as_mut() {
+            let Some(rx) = h.receive(&mut self.batch) else {
+                break;
+            };
+            got += self.batch.len();
+            self.process_batch(&tables, usize::from(rx), now, now);
         }
         self.seen_gen = generation;
         for (rx, h) in self.held.iter_mut().enumerate() {
@@ -344,8 +300,11 @@ impl WorkerLoop {
         }
         // TX buffers are flushed at the end of every round: the "timer" is
         // one pass over the ports, a few microseconds when busy.
-        for p in ports.iter_mut().flatten() {
+        for p in self.setup.ports.iter_mut().flatten() {
             p.flush();
+        }
+        if let Some(h) = self.setup.handoff.as_mut() {
+            h.ring();
         }
         self.hand_flows_over(now);
         self.move_captured(shared);
@@ -353,6 +312,105 @@ impl WorkerLoop {
             self.report.view.busy_rounds += 1;
         }
         got
+    }
+
+    /// Offers the capture the frames just received, if it takes them there.
+    fn capture_rx(&mut self, rx: usize, now: u64) {
+        if let Some(c) = self.capture.as_mut()
+            && c.point == CapturePoint::Rx
+        {
+            for i in 0..self.batch.len() {
+                c.offer(rx as u16, now, self.batch.frame(i), Reason::None);
+            }
+        }
+    }
+
+    /// Moves the frames of the batch whose flows another worker owns into
+    /// the rings to their owners; counts those that found a ring full.
+    fn hand_off(&mut self, rx: u16) {
+        let Some(h) = self.setup.handoff.as_mut() else {
+            return;
+        };
+        let view = &mut self.report.view;
+        self.batch
+            .retain(|frame, hint| match h.owner_elsewhere(frame) {
+                None => true,
+                Some(owner) => {
+                    if h.send(owner, rx, hint, frame) {
+                        view.handed_off += 1;
+                    } else {
+                        view.handoff_dropped += 1;
+                    }
+                    false
+                }
+            });
+    }
+
+    /// Runs the batch, received on port `rx`, through the pipeline and
+    /// sends, holds or drops what it decided; `first_held` is when its
+    /// frames were first held for a neighbour (now for new frames).
+    fn process_batch(&mut self, tables: &rib::RouterTables, rx: usize, now: u64, first_held: u64) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let ports = &mut self.setup.ports;
+        let worker = &mut self.worker;
+        self.batch.with_frames(|frames| {
+            worker.process(tables, now, rx as u16, frames);
+        });
+        let out = self.worker.output();
+        if let Some(c) = self.capture.as_mut() {
+            capture_outcome(c, out, &self.batch, rx as u16, now);
+        }
+        for (p, idx) in out.tx_batches() {
+            if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                for &i in idx {
+                    port.tx(self.batch.frame(usize::from(i)));
+                }
+            }
+        }
+        for (p, _iface, bytes) in out.generated() {
+            if let Some(Some(port)) = ports.get_mut(usize::from(p)) {
+                port.tx(bytes);
+            }
+        }
+        let Some(held) = self.held.get_mut(rx) else {
+            return;
+        };
+        for (i, v) in out.verdicts().iter().enumerate() {
+            match v {
+                Verdict::Punt(PuntReason::NeighbourMiss) => {
+                    if held.is_empty() {
+                        self.held_since[rx] = first_held;
+                    }
+                    // With its hint: the XDP program has already
+                    // advanced the flow of a frame it handed over.
+                    let hint = self.batch.ct_hint(i);
+                    if held.push_hinted(self.batch.frame(i), hint) {
+                        self.report.view.held += 1;
+                    } else {
+                        self.report.view.held_expired += 1;
+                    }
+                }
+                Verdict::Punt(_) if !self.setup.punt_to_kernel_copy => {
+                    self.report.view.punts_discarded += 1
+                }
+                _ => {}
+            }
+        }
+        for &(iface, ip) in out.neighbour_misses() {
+            let fresh = !self
+                .recent
+                .iter()
+                .any(|&(i, a, t)| i == iface && a == ip && now.saturating_sub(t) < 100_000_000);
+            if fresh {
+                self.recent[self.recent_at] = (iface, ip, now);
+                self.recent_at = (self.recent_at + 1) % self.recent.len();
+                if let Err(TrySendError::Full(_)) = self.setup.misses.try_send((iface, ip)) {
+                    self.report.view.misses_lost += 1;
+                }
+            }
+        }
     }
 
     /// Starts or stops capturing when the control loop asked (as traces).
@@ -432,6 +490,7 @@ impl WorkerLoop {
             .iter()
             .flatten()
             .flat_map(|p| p.poll_fds())
+            .chain(self.setup.handoff.as_ref().map(|h| h.wakeup_fd()))
             .collect()
     }
 
@@ -517,7 +576,12 @@ impl WorkerLoop {
                 last_report = now;
                 self.publish(&shared);
             }
-            if !self.setup.busy_poll && idle_rounds > SPIN_ROUNDS {
+            // Frames handed over by a peer wake it too (handoff.rs): it
+            // does not sleep with some waiting.
+            if !self.setup.busy_poll
+                && idle_rounds > SPIN_ROUNDS
+                && self.setup.handoff.as_ref().is_none_or(|h| h.may_sleep())
+            {
                 self.report.view.sleeps += 1;
                 // Counters are current whenever the worker sleeps.
                 if now.saturating_sub(last_report) > 10_000_000 {
@@ -535,6 +599,9 @@ impl WorkerLoop {
                     SLEEP_MS
                 };
                 let _ = os::poll_readable(&fds, timeout);
+                if let Some(h) = &self.setup.handoff {
+                    h.woke();
+                }
             }
         }
         self.publish(&shared);
@@ -623,6 +690,7 @@ mod tests {
                 punt_to_kernel_copy: false,
                 port_changes: None,
                 flow_table: None,
+                handoff: None,
             },
             &shared,
         );

@@ -128,6 +128,40 @@ pub fn possible_cpus() -> usize {
         .unwrap_or(1)
 }
 
+/// A wake-up one thread signals and another waits for in
+/// [`poll_readable`] among its sockets (an eventfd).
+#[derive(Debug)]
+pub struct Wakeup(rustix::fd::OwnedFd);
+
+impl Wakeup {
+    /// A new, unsignalled wake-up.
+    pub fn new() -> io::Result<Wakeup> {
+        use rustix::event::{EventfdFlags, eventfd};
+        Ok(Wakeup(eventfd(
+            0,
+            EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
+        )?))
+    }
+
+    /// Makes the descriptor readable (a full counter is already readable,
+    /// so the error is of no consequence).
+    pub fn signal(&self) {
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
+    }
+
+    /// Makes it unreadable again.
+    pub fn clear(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.0, &mut b);
+    }
+
+    /// The descriptor to poll.
+    pub fn fd(&self) -> libc::c_int {
+        use rustix::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+}
+
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns
 /// how many are ready. Interrupted waits return 0.
 pub fn poll_readable(fds: &[libc::c_int], timeout_ms: i32) -> io::Result<usize> {

@@ -143,8 +143,15 @@ pub fn run(a: Args) -> Result<()> {
                 return print_json(&v);
             }
             println!(
-                "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} Ports (rx/tx packets)",
-                "Worker", "CPU", "Backend", "BusyRounds", "Sleeps", "Held"
+                "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} {:>10} {:>10} Ports (rx/tx packets)",
+                "Worker",
+                "CPU",
+                "Backend",
+                "BusyRounds",
+                "Sleeps",
+                "Held",
+                "HandedOff",
+                "HandoffDrp"
             );
             for w in &v {
                 let ports: Vec<String> = w
@@ -158,13 +165,15 @@ pub fn run(a: Args) -> Result<()> {
                     })
                     .collect();
                 println!(
-                    "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} {}",
+                    "{:<6} {:<4} {:<7} {:>12} {:>10} {:>8} {:>10} {:>10} {}",
                     w.id,
                     w.core,
                     w.backend,
                     w.busy_rounds,
                     w.sleeps,
                     w.held,
+                    w.handed_off,
+                    w.handoff_dropped,
                     ports.join(", ")
                 );
             }
@@ -222,6 +231,11 @@ pub fn run(a: Args) -> Result<()> {
                 "xdp_exceptions_ring_full",
                 v.xdp_exceptions_ring_full,
                 "exceptions dropped by the kernel: the AF_XDP socket's ring was full",
+            );
+            line(
+                "handoff_dropped",
+                v.handoff_dropped,
+                "the ring to the worker that owns their flow was full",
             );
             line(
                 "rx_ring_full",

@@ -158,6 +158,18 @@ impl Daemon {
                 &l,
                 r.view.held_expired,
             );
+            m.counter(
+                "worker_handed_off",
+                "Frames passed to the worker that owns their flow.",
+                &l,
+                r.view.handed_off,
+            );
+            m.counter(
+                "worker_handoff_dropped",
+                "Frames dropped: the ring to the worker that owns their flow was full.",
+                &l,
+                r.view.handoff_dropped,
+            );
             for p in &r.view.ports {
                 let l = [("worker", w.as_str()), ("port", p.port.as_str())];
                 m.counter(

@@ -731,6 +731,7 @@ impl Daemon {
                 .filter_map(|r| r.view.xdp.as_ref())
                 .map(|x| x.exceptions_ring_full)
                 .sum(),
+            handoff_dropped: reps.iter().map(|r| r.view.handoff_dropped).sum(),
         }
     }
 }
