@@ -248,6 +248,12 @@ pub mod reply {
         /// dropped after the XDP program redirected them into the port
         /// (untagged interface only).
         pub tx_drops: u64,
+        /// Frames the kernel dropped after fastfwd sent them through a
+        /// bond port: the bond's and its members' `tx_dropped` since the
+        /// start (the host's own frames through the bond included; 0 for
+        /// a port that is no bond, untagged interface only).
+        #[serde(default)]
+        pub kernel_tx_dropped: u64,
         /// Frames its port's RX ring had no room for, or too large for a
         /// buffer: lost before the pipeline (untagged interface only).
         pub rx_ring_drops: u64,
@@ -402,6 +408,10 @@ pub mod reply {
         /// flow was full.
         #[serde(default)]
         pub handoff_dropped: u64,
+        /// Frames the kernel dropped on their way out of bond ports (the
+        /// bonds' and their members' `tx_dropped` since the start).
+        #[serde(default)]
+        pub bond_tx_dropped: u64,
     }
 
     /// `show_firewall`.

@@ -29,6 +29,18 @@ fn xdp_engine_forwards_over_a_bond_as_the_kernel_does() {
 }
 
 #[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn packet_counts_what_a_failing_bond_member_lost() {
+    router_common::bond_member_failure_scenario("packet", "bfp");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn xdp_engine_counts_what_a_failing_bond_member_lost() {
+    router_common::bond_member_failure_scenario(router_common::XDP_ENGINE, "bfx");
+}
+
+#[test]
 #[ignore = "needs bond and 802.1Q devices: scripts/test-kernel runs it under Debian's kernel"]
 fn packet_routes_over_a_kernel_vlan_device_on_a_bond() {
     router_common::bond_vlan_scenario("packet", "bvp");

@@ -106,6 +106,29 @@ pub(crate) fn engine_exceptions(
     })
 }
 
+/// The frames the kernel dropped on their way out of each device of bond
+/// port `name`, the bond first and then its members (their `tx_dropped`:
+/// the bond with no member to send on, a member whose link or peer is
+/// down); None if `name` is no bond. What fastfwd sends through a bond
+/// is lost there without fastfwd seeing it.
+pub(crate) fn bond_tx_dropped(name: &str) -> Option<Vec<(String, u64)>> {
+    let mut devices = bond_members(name)?;
+    devices.insert(0, name.to_owned());
+    Some(
+        devices
+            .into_iter()
+            .map(|d| {
+                let n =
+                    std::fs::read_to_string(format!("/sys/class/net/{d}/statistics/tx_dropped"))
+                        .ok()
+                        .and_then(|t| t.trim().parse().ok())
+                        .unwrap_or(0);
+                (d, n)
+            })
+            .collect(),
+    )
+}
+
 /// The members of bond `name` in the kernel's order (`bonding/slaves`);
 /// None if `name` is no bond.
 pub(crate) fn bond_members(name: &str) -> Option<Vec<String>> {

@@ -495,6 +495,11 @@ pub fn run(args: RunOptions) -> Result<()> {
         foreign_links,
         oversized: Vec::new(),
         shared_ports: Vec::new(),
+        bond_tx_base: port_names
+            .iter()
+            .filter_map(|n| crate::ports::bond_tx_dropped(n))
+            .flatten()
+            .collect(),
     };
     // Started after the privilege drop, like every thread but this one.
     let metrics_stop = Arc::new(AtomicBool::new(false));

@@ -125,6 +125,12 @@ pub fn run(a: Args) -> Result<()> {
                 if let Some(why) = &i.pipeline_egress {
                     println!("{}: {why}", i.name);
                 }
+                if i.kernel_tx_dropped > 0 {
+                    println!(
+                        "{}: {} frames dropped by the kernel on their way out of bond {} or its members",
+                        i.name, i.kernel_tx_dropped, i.port
+                    );
+                }
             }
             if let Some(why) = v
                 .xdp
@@ -231,6 +237,11 @@ pub fn run(a: Args) -> Result<()> {
                 "xdp_exceptions_ring_full",
                 v.xdp_exceptions_ring_full,
                 "exceptions dropped by the kernel: the AF_XDP socket's ring was full",
+            );
+            line(
+                "bond_tx_dropped",
+                v.bond_tx_dropped,
+                "dropped by the kernel on their way out of a bond or its members",
             );
             line(
                 "handoff_dropped",

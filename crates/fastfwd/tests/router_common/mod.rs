@@ -3861,6 +3861,11 @@ fn udp_flows_per_member(
 /// Whether the bond in `ns` and every member of it report their link up
 /// (the bond's MII monitor).
 fn bond_up(ns: &str, bond: &str, members: usize) -> bool {
+    links_up(ns, bond) == members + 1
+}
+
+/// How many of the bond in `ns` and its members report their link up.
+fn links_up(ns: &str, bond: &str) -> usize {
     let o = sh(&[
         "ip",
         "netns",
@@ -3872,7 +3877,6 @@ fn bond_up(ns: &str, bond: &str, members: usize) -> bool {
     String::from_utf8_lossy(&o.stdout)
         .matches("MII Status: up")
         .count()
-        == members + 1
 }
 
 /// The lab with a LAG between dut and sink: d1 and a second veth d2 in a
@@ -4032,6 +4036,241 @@ pub fn bond_forwarding_scenario(backend: &str, tag: &str) {
             log_text(&d)
         );
     }
+}
+
+/// 64 flows from gen to sink over the LAG of [`bonded_lab`] for `rounds`
+/// rounds; after `fail_at` rounds s1 goes down in sink (d2 loses its peer,
+/// as when a cable is pulled). Returns (sent, received, seconds the
+/// traffic took).
+fn udp_flows_through_a_member_failure(lab: &Lab, rounds: u32, fail_at: u32) -> (u32, u32, f64) {
+    let flows = 64;
+    let server = format!(
+        "import socket,sys,select\n\
+         u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nu.bind(('{SINK4}',7500))\n\
+         u.setsockopt(socket.SOL_SOCKET,33,1<<23)\n\
+         n=0\ndone=False\nprint('ready',flush=True)\n\
+         while True:\n\
+         \x20 r,_,_=select.select([u]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n\
+         \x20 if not r: break\n\
+         \x20 for s in r:\n\
+         \x20   if s is u: u.recv(100); n+=1\n\
+         \x20   else: sys.stdin.readline(); done=True\n\
+         print(n)\n"
+    );
+    let client = format!(
+        "import socket,time,subprocess\nss=[]\nfor i in range({flows}):\n  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('0.0.0.0',41000+i)); ss.append(s)\nt=time.time()\nfor k in range({rounds}):\n  if k=={fail_at}: subprocess.run(['ip','-n','{sink}','link','set','s1','down'],check=True)\n  for s in ss:\n    s.sendto(b'x'*20,('{SINK4}',7500))\n  time.sleep(0.005)\nprint(time.time()-t)\n",
+        sink = lab.sink
+    );
+    let mut srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
+    let took = ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.generator,
+        "python3",
+        "-c",
+        &client,
+    ]);
+    drop(srv.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    srv.wait().unwrap();
+    (
+        flows * rounds,
+        rest.trim().parse().unwrap(),
+        took.trim().parse().unwrap(),
+    )
+}
+
+/// Every frame `show drops` counts as lost: the pipeline's drops by
+/// reason and each loss outside it.
+fn losses_counted(drops: &serde_json::Value) -> u64 {
+    let by_reason: u64 = drops["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum();
+    by_reason
+        + [
+            "held_expired",
+            "punts_discarded",
+            "tx_ring_full",
+            "rx_ring_full",
+            "rx_oversize",
+            "xdp_redirects_dropped",
+            "xdp_exceptions_ring_full",
+            "handoff_dropped",
+            "bond_tx_dropped",
+        ]
+        .iter()
+        .map(|k| drops[*k].as_u64().unwrap_or(0))
+        .sum::<u64>()
+}
+
+/// A member of the LAG fails under load (its peer goes down, as a pulled
+/// cable) while `backend` (AF_PACKET or the XDP engine) forwards 64 flows
+/// over the bond: the bond's MII monitor (every 100 ms) takes the member
+/// out and every flow goes on over the other one. What is lost in between
+/// is at most the traffic of a few monitor intervals (the kernel's own
+/// forwarding through the same failure is the peer, printed), and every
+/// lost datagram is counted: `show drops` `bond_tx_dropped` (the kernel's
+/// drops on the way out of the bond or its members) plus the XDP
+/// engine's `xdp_redirects_dropped` cover it.
+pub fn bond_member_failure_scenario(backend: &str, tag: &str) {
+    let Some(lab) = bonded_lab(tag) else { return };
+    let (dut, sink) = (lab.dut.as_str(), lab.sink.as_str());
+    let (rounds, fail_at) = (150, 50);
+    let reach = || {
+        within(Duration::from_secs(5), || {
+            lab.ping(&lab.generator, SINK4, 1).is_some()
+        })
+    };
+    let restore = || {
+        ok(&["ip", "-n", sink, "link", "set", "s1", "up"]);
+        let up = within(Duration::from_secs(10), || {
+            bond_up(dut, "bond0", 2) && bond_up(sink, "bond1", 2)
+        });
+        assert!(up.is_some(), "both bonds whole again");
+    };
+    let sysctl = |v: &str| {
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            dut,
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.ip_forward={v}"),
+        ]);
+    };
+    sysctl("1");
+    assert!(reach().is_some(), "the kernel forwards over the bond");
+    let kernel = udp_flows_through_a_member_failure(&lab, rounds, fail_at);
+    sysctl("0");
+    restore();
+
+    let cfg = lab.write_config();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("name = \"d1\"", "name = \"bond0\"")).unwrap();
+    let d = lab.start_from(backend, &cfg, &[]);
+    assert!(reach().is_some(), "{}", log_text(&d));
+    let before = d.json(&["show", "drops"]);
+    let (sent, received, took) = udp_flows_through_a_member_failure(&lab, rounds, fail_at);
+    let after = d.json(&["show", "drops"]);
+    let counted = |k: &str| after[k].as_u64().unwrap_or(0) - before[k].as_u64().unwrap_or(0);
+    let lost = u64::from(sent.saturating_sub(received));
+    let counted_lost = losses_counted(&after) - losses_counted(&before);
+    let rate = f64::from(sent) / took;
+    eprintln!(
+        "member failure under {rate:.0} datagrams/s: kernel lost {} of {} ({:.0} ms of traffic), {backend} lost {lost} of {sent} ({:.0} ms), counted {counted_lost}",
+        kernel.0 - kernel.1,
+        kernel.0,
+        f64::from(kernel.0 - kernel.1) / (f64::from(kernel.0) / kernel.2) * 1e3,
+        lost as f64 / rate * 1e3,
+    );
+    assert!(
+        lost <= counted_lost,
+        "every datagram lost is counted: lost {lost}, counted {counted_lost}: {after}"
+    );
+    // Three monitor intervals of traffic at most: the failure is seen at
+    // the next 100 ms tick, and under emulation the tick can be late.
+    assert!(
+        lost as f64 <= rate * 0.3,
+        "{backend} lost {lost} of {sent} at {rate:.0}/s across the failure (kernel {kernel:?})"
+    );
+    let ifaces = d.json(&["show", "interfaces"]);
+    let bond = ifaces["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["port"] == "bond0")
+        .unwrap()
+        .clone();
+    assert!(
+        bond["kernel_tx_dropped"].as_u64().unwrap() >= counted("bond_tx_dropped"),
+        "{bond}"
+    );
+    restore();
+
+    // Both members' peers down, the sink's neighbour entry kept: the bond
+    // has no member to send on, every datagram is lost, and each is
+    // counted.
+    let sink_mac = ok(&[
+        "ip",
+        "netns",
+        "exec",
+        sink,
+        "cat",
+        "/sys/class/net/bond1/address",
+    ]);
+    ok(&[
+        "ip",
+        "-n",
+        dut,
+        "neigh",
+        "replace",
+        SINK4,
+        "lladdr",
+        sink_mac.trim(),
+        "dev",
+        "bond0",
+        "nud",
+        "permanent",
+    ]);
+    for m in ["s0", "s1"] {
+        ok(&["ip", "-n", sink, "link", "set", m, "down"]);
+    }
+    let gone = within(Duration::from_secs(5), || links_up(dut, "bond0") == 0);
+    assert!(gone.is_some(), "bond0 down with both members' peers down");
+    let before = d.json(&["show", "drops"]);
+    let (received, _) = udp_flows_per_member(&lab, SINK4, 7501, 64, 10, &[]);
+    let after = d.json(&["show", "drops"]);
+    let counted_lost = losses_counted(&after) - losses_counted(&before);
+    eprintln!(
+        "both members down: {backend} delivered {received} of 640, counted {counted_lost} lost: bond_tx_dropped {}, xdp_redirects_dropped {}, held_expired {}, by reason {:?}",
+        after["bond_tx_dropped"],
+        after["xdp_redirects_dropped"],
+        after["held_expired"],
+        after["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["count"].as_u64() != Some(0))
+            .map(|d| format!("{} {}", d["reason"], d["count"]))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(received, 0);
+    assert!(
+        counted_lost >= 640,
+        "every datagram the bond could not send is counted: {counted_lost} of 640: {after}"
+    );
+    // And back: both members up, every flow delivered again.
+    for m in ["s0", "s1"] {
+        ok(&["ip", "-n", sink, "link", "set", m, "up"]);
+    }
+    let up = within(Duration::from_secs(10), || {
+        bond_up(dut, "bond0", 2) && bond_up(sink, "bond1", 2)
+    });
+    assert!(up.is_some(), "both bonds whole again");
+    assert!(reach().is_some(), "{}", log_text(&d));
+    let (received, per) = udp_flows_per_member(&lab, SINK4, 7502, 64, 10, &["s0", "s1"]);
+    assert_eq!(
+        received,
+        640,
+        "after the bond came back: {per:?} {}",
+        log_text(&d)
+    );
 }
 
 /// A kernel VLAN device on a bond is the config's VLAN on the bond port:

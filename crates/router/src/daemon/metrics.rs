@@ -53,6 +53,16 @@ impl Daemon {
                 c.tx_bytes,
             );
         }
+        for name in self.router.ports() {
+            if crate::ports::bond_members(name).is_some() {
+                m.counter(
+                    "port_bond_tx_dropped",
+                    "Frames the kernel dropped on their way out of a bond port or its members since the start.",
+                    &[("port", name.as_str())],
+                    self.bond_tx_dropped(name),
+                );
+            }
+        }
         if let Some(x) = &self.xdp {
             let faults = x.tx_faults();
             for (p, name) in self.router.ports().iter().enumerate() {

@@ -92,6 +92,9 @@ pub(crate) struct Daemon {
     /// The ports the kernel aggregates or bridges, as last named
     /// (`rib::state::shared_ports`).
     pub(crate) shared_ports: Vec<rib::state::SharedPort>,
+    /// Each bond port's devices' transmit drops when the daemon started
+    /// (`ports::bond_tx_dropped`); `show_interfaces` reports the growth.
+    pub(crate) bond_tx_base: std::collections::HashMap<String, u64>,
 }
 
 /// The readings `show_runtime` subtracts.

@@ -495,6 +495,17 @@ impl Daemon {
         }
     }
 
+    /// The frames the kernel dropped on their way out of bond port
+    /// `port` since the start: its and its members' `tx_dropped` growth
+    /// (0 for a port that is no bond).
+    pub(super) fn bond_tx_dropped(&self, port: &str) -> u64 {
+        crate::ports::bond_tx_dropped(port)
+            .unwrap_or_default()
+            .iter()
+            .map(|(d, n)| n.saturating_sub(self.bond_tx_base.get(d).copied().unwrap_or(0)))
+            .sum()
+    }
+
     pub(super) fn show_interfaces(&self) -> reply::Interfaces {
         let reps = self.reports();
         let total = Counters::sum(reps.iter().map(|r| &r.counters));
@@ -526,6 +537,11 @@ impl Daemon {
                     .filter(|_| untagged)
                     .map_or(0, |f| f.dropped);
                 let tx_drops = of_port(|c| c.tx_dropped) + redirects_dropped;
+                let kernel_tx_dropped = if untagged {
+                    self.bond_tx_dropped(&port)
+                } else {
+                    0
+                };
                 let rx_ring_drops = of_port(|c| c.rx_dropped + c.rx_oversize);
                 let pipeline_egress = self.xdp.as_ref().and_then(|x| x.egress.reason(iface.port));
                 reply::Interface {
@@ -539,6 +555,7 @@ impl Daemon {
                     tx_packets: c.tx_packets,
                     tx_bytes: c.tx_bytes,
                     tx_drops,
+                    kernel_tx_dropped,
                     rx_ring_drops,
                     pipeline_egress,
                 }
@@ -732,6 +749,12 @@ impl Daemon {
                 .map(|x| x.exceptions_ring_full)
                 .sum(),
             handoff_dropped: reps.iter().map(|r| r.view.handoff_dropped).sum(),
+            bond_tx_dropped: self
+                .router
+                .ports()
+                .iter()
+                .map(|p| self.bond_tx_dropped(p))
+                .sum(),
         }
     }
 }

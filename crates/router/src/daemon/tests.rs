@@ -39,6 +39,7 @@ fn daemon(dir: &std::path::Path) -> Daemon {
         foreign_links: Default::default(),
         oversized: Vec::new(),
         shared_ports: Vec::new(),
+        bond_tx_base: Default::default(),
     }
 }
 
