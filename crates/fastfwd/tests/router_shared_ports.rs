@@ -1,6 +1,6 @@
 //! Ports the kernel bridges or aggregates are not fastfwd's to route on:
 //! refused at start and named while running, in both engines; a bond is
-//! forwarded over by AF_PACKET, through the kernel's bond. Bridges are
+//! forwarded over by every engine, through the kernel's bond. Bridges are
 //! tested on this VM's kernel; bonds (CONFIG_BONDING) only under Debian's,
 //! by scripts/test-kernel (and in CI there).
 
@@ -54,6 +54,12 @@ fn xdp_engine_routes_over_a_kernel_vlan_device_on_a_bond() {
 
 #[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
-fn afxdp_refuses_a_bond_and_its_members_as_ports() {
-    router_common::bonded_port_scenario("afxdp", "bda");
+fn afxdp_forwards_over_a_bond_as_the_kernel_does() {
+    router_common::bond_forwarding_scenario("afxdp", "bda");
+}
+
+#[test]
+#[ignore = "needs bond and 802.1Q devices: scripts/test-kernel runs it under Debian's kernel"]
+fn afxdp_routes_over_a_kernel_vlan_device_on_a_bond() {
+    router_common::bond_vlan_scenario("afxdp", "bva");
 }

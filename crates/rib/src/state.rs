@@ -737,13 +737,14 @@ pub fn missing_ports(state: &RouterState) -> Vec<String> {
 /// aggregates or bridges them, and fastfwd does not model that.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SharedPort {
-    /// The port is a link aggregate (`bond`, `team`): the kernel spreads
-    /// what it sends over the members by the aggregate's transmit hash and
-    /// takes in what any member receives.
+    /// The port is a team device: the kernel spreads what it sends over
+    /// the members by the team's transmit hash and takes in what any
+    /// member receives, which fastfwd does not model (a bond it forwards
+    /// through).
     Aggregate {
         /// The port.
         port: String,
-        /// Its kind ("bond", "team").
+        /// Its kind ("team").
         kind: String,
     },
     /// The port is enslaved to another device (a bond, a team, a bridge;
@@ -774,7 +775,7 @@ impl std::fmt::Display for SharedPort {
         match self {
             SharedPort::Aggregate { port, kind } => write!(
                 f,
-                "{port} is a {kind} device (link aggregation), which this engine does not forward over as the kernel does (spread by the aggregate's transmit hash, received on every member); use --engine user --backend packet for a bond, or leave it to the kernel"
+                "{port} is a {kind} device (link aggregation), which fastfwd does not forward over as the kernel does (spread by the aggregate's transmit hash, received on every member); use a bond instead, or leave it to the kernel"
             ),
             SharedPort::Member { port, master, kind } => write!(
                 f,
@@ -787,11 +788,10 @@ impl std::fmt::Display for SharedPort {
 /// The ports whose frames the kernel aggregates or bridges
 /// ([`SharedPort`]): forwarding on them directly would differ from the
 /// kernel, so the daemon refuses to start on them and names any that
-/// become one while it runs. `bonds_forwarded`: the engine sends and
-/// receives through a bond device itself, so the kernel's bond spreads
-/// and gathers its frames (AF_PACKET does); a bond port is then not
-/// listed (its members still are).
-pub fn shared_ports(state: &RouterState, bonds_forwarded: bool) -> Vec<SharedPort> {
+/// become one while it runs. A bond port is not listed (its members
+/// are): every engine sends and receives through the bond device itself,
+/// so the kernel's bond spreads and gathers its frames.
+pub fn shared_ports(state: &RouterState) -> Vec<SharedPort> {
     let kernel = &state.kernel;
     let by_name = |p: &str| kernel.links.values().find(|l| l.name == p);
     state
@@ -800,9 +800,7 @@ pub fn shared_ports(state: &RouterState, bonds_forwarded: bool) -> Vec<SharedPor
         .into_iter()
         .filter_map(|p| {
             let link = by_name(p)?;
-            if let Some(kind) = link.kind.as_deref().filter(|k| is_aggregate(k))
-                && !(bonds_forwarded && kind == "bond")
-            {
+            if let Some(kind) = link.kind.as_deref().filter(|&k| k == "team") {
                 return Some(SharedPort::Aggregate {
                     port: p.to_owned(),
                     kind: kind.to_owned(),
@@ -827,11 +825,6 @@ pub fn shared_ports(state: &RouterState, bonds_forwarded: bool) -> Vec<SharedPor
             })
         })
         .collect()
-}
-
-/// Whether a device of this kind aggregates links.
-fn is_aggregate(kind: &str) -> bool {
-    matches!(kind, "bond" | "team")
 }
 
 /// The ports whose kernel MTU lets a frame larger than `max_frame` bytes
@@ -1902,7 +1895,7 @@ via = "198.19.0.108"
     #[test]
     fn ports_the_kernel_aggregates_or_bridges_are_named() {
         let mut s = state();
-        assert_eq!(shared_ports(&s, false), vec![], "plain ports");
+        assert_eq!(shared_ports(&s), vec![], "plain ports");
         let link = |ifindex, name: &str, master, kind: Option<&str>| Event::Link {
             add: true,
             ifindex,
@@ -1918,14 +1911,14 @@ via = "198.19.0.108"
         // A VRF master is modelled: not listed.
         s.kernel.apply(&link(9, "blue", None, Some("vrf")));
         s.kernel.apply(&link(5, "d0", Some(9), Some("veth")));
-        assert_eq!(shared_ports(&s, false), vec![]);
+        assert_eq!(shared_ports(&s), vec![]);
         // d0 in a bond, d1 in a bridge, eth9 (not a port) in the bond too.
         s.kernel.apply(&link(20, "bond0", None, Some("bond")));
         s.kernel.apply(&link(21, "br0", None, Some("bridge")));
         s.kernel.apply(&link(5, "d0", Some(20), Some("veth")));
         s.kernel.apply(&link(6, "d1", Some(21), None));
         s.kernel.apply(&link(7, "eth9", Some(20), None));
-        let shared = shared_ports(&s, false);
+        let shared = shared_ports(&s);
         assert_eq!(
             shared,
             vec![
@@ -1950,28 +1943,25 @@ via = "198.19.0.108"
         s.kernel.apply(&link(5, "d0", None, Some("team")));
         s.kernel.apply(&link(6, "d1", None, None));
         assert_eq!(
-            shared_ports(&s, false),
+            shared_ports(&s),
             vec![SharedPort::Aggregate {
                 port: "d0".into(),
                 kind: "team".into()
             }]
         );
-        assert_eq!(shared_ports(&s, true).len(), 1, "a team is not a bond");
-        // A bond port: listed unless the engine forwards through bonds.
+        // A bond port is not listed: every engine forwards through it.
         s.kernel.apply(&link(5, "d0", None, Some("bond")));
-        assert_eq!(shared_ports(&s, false).len(), 1);
-        assert_eq!(shared_ports(&s, true), vec![]);
-        // A bond in a bridge is bridged, even for an engine that forwards
-        // through bonds (one reason a port is named: the first found).
+        assert_eq!(shared_ports(&s), vec![]);
+        // A bond in a bridge is bridged (one reason a port is named: the
+        // first found).
         s.kernel.apply(&link(5, "d0", Some(21), Some("bond")));
         assert_eq!(
-            shared_ports(&s, true),
+            shared_ports(&s),
             vec![SharedPort::Member {
                 port: "d0".into(),
                 master: "br0".into(),
                 kind: "bridge".into()
             }]
         );
-        assert_eq!(shared_ports(&s, false).len(), 1);
     }
 }

@@ -134,16 +134,34 @@ pub const MAX_XSK_RING: u32 = 65_536;
 /// livelock; docs/router.md, "Worker scheduling").
 pub const DEFAULT_WORKER_RT_PRIORITY: u8 = 1;
 
-/// Whether this engine forwards over a bond device as the kernel does:
-/// what it sends leaves on the member the bond's transmit hash picks, and
-/// what any member receives is the bond's. AF_PACKET sockets on the bond
-/// do; so does the XDP engine (attached to the bond, the program runs on
-/// every member and knows them as the bond's port, redirects into the
-/// bond, whose own XDP transmit hashes, and its pipeline sends through
-/// the bond). The user-space pipeline over AF_XDP does not: its sockets
-/// bind to one device's queues and would send past the bond's hash.
-pub(crate) fn bonds_forwarded(engine: Engine, backend: IoBackend) -> bool {
-    engine == Engine::Xdp || backend == IoBackend::Packet
+/// The mode the AF_XDP backend's steering program is attached to port
+/// `name` in: the one asked for, but generic on a bond. Every engine
+/// forwards over a bond as the kernel does: what it sends leaves on the
+/// member the bond's transmit hash picks, and what any member receives is
+/// the bond's (AF_PACKET sockets on the bond; the XDP engine attached to
+/// the bond, its program running on every member and redirecting into the
+/// bond, whose XDP transmit hashes). A program attached
+/// to a bond in native mode runs on each member, which hands it the
+/// member's frames on the member's queues; AF_XDP sockets there would
+/// send past the bond. In generic mode it runs on what the bond receives,
+/// and sockets bound to the bond's queues send through the bond's
+/// transmit, which picks the member by its hash, as for the kernel's.
+pub(crate) fn steering_mode(name: &str, asked: XdpMode) -> Result<XdpMode> {
+    if crate::ports::bond_members(name).is_none() {
+        return Ok(asked);
+    }
+    match asked {
+        XdpMode::Native => bail!(
+            "{name} is a bond: the AF_XDP backend serves a bond in generic XDP mode only (its sockets must send through the bond); leave out --xdp-mode native, or use --engine xdp"
+        ),
+        _ => {
+            info!(
+                port = name,
+                "a bond: AF_XDP steers its frames in generic XDP mode"
+            );
+            Ok(XdpMode::Generic)
+        }
+    }
 }
 
 /// The workers' SCHED_FIFO priority `args` asks for, or why it is refused.
@@ -251,7 +269,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             missing.join(", ")
         );
     }
-    let shared = rib::state::shared_ports(&state, bonds_forwarded(args.engine, args.backend));
+    let shared = rib::state::shared_ports(&state);
     if !shared.is_empty() {
         let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
         bail!(
@@ -371,7 +389,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             XdpAttach::Generic => XdpMode::Generic,
         };
         for name in &port_names {
-            programs.push(XdpProgram::attach(name, mode)?);
+            programs.push(XdpProgram::attach(name, steering_mode(name, mode)?)?);
         }
         set_local_addrs(&mut programs, router.local_addrs(), &[]);
     }

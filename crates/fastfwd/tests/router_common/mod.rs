@@ -3776,39 +3776,6 @@ pub fn bridged_port_scenario(backend: &str, tag: &str) {
     assert!(released.is_some(), "{}", log_text(&d));
 }
 
-/// A bond member, or a bond as a port, is refused at start, named: the
-/// kernel would receive on and send through the bond (its transmit hash
-/// spreading flows over the members), which the engines on AF_XDP do not
-/// model.
-pub fn bonded_port_scenario(backend: &str, tag: &str) {
-    let Some(lab) = Lab::new(tag) else { return };
-    let dut = lab.dut.as_str();
-    ok(&[
-        "ip",
-        "-n",
-        dut,
-        "link",
-        "add",
-        "bond0",
-        "type",
-        "bond",
-        "mode",
-        "balance-xor",
-        "xmit_hash_policy",
-        "layer3+4",
-    ]);
-    ok(&["ip", "-n", dut, "link", "set", "d1", "down"]);
-    ok(&["ip", "-n", dut, "link", "set", "d1", "master", "bond0"]);
-    ok(&["ip", "-n", dut, "link", "set", "bond0", "up"]);
-    let err = refused_start(&lab, backend, "d1");
-    assert!(err.contains("d1 is enslaved to bond0 (bond)"), "{err}");
-    let err = refused_start(&lab, backend, "bond0");
-    assert!(
-        err.contains("bond0 is a bond device (link aggregation)"),
-        "{err}"
-    );
-}
-
 /// `flows` x `rounds` IPv4 datagrams from gen to `dst:port` (source
 /// ports 40000 and up, the same every call) while sink counts them as its
 /// socket receives them and as each of `members` receives them (a packet
@@ -3949,9 +3916,10 @@ fn bonded_lab(tag: &str) -> Option<Lab> {
     Some(lab)
 }
 
-/// Over the LAG of [`bonded_lab`], `backend` (AF_PACKET or the XDP
-/// engine) sends through the bond, so the kernel's bond hashes fastfwd's
-/// frames (for the XDP engine, the bond's XDP transmit): 64 flows arrive
+/// Over the LAG of [`bonded_lab`], `backend` (any engine) sends through
+/// the bond, so the kernel's bond hashes fastfwd's frames (for the XDP
+/// engine, the bond's XDP transmit; for AF_XDP, the bond's transmit of
+/// what its sockets on the bond send): 64 flows arrive
 /// whole, each member carrying 35-65% of them, and each member exactly
 /// the datagrams it carries under the kernel's own forwarding of the same
 /// flows. A member of the bond as a port is still refused.

@@ -283,13 +283,7 @@ impl Daemon {
     /// would send and receive its frames through that device, fastfwd goes
     /// on forwarding on the port itself. And each that is plain again.
     fn name_shared_ports(&mut self) {
-        let engine = if self.xdp.is_some() {
-            crate::Engine::Xdp
-        } else {
-            crate::Engine::User
-        };
-        let bonds = crate::start::bonds_forwarded(engine, self.backend);
-        let now = rib::state::shared_ports(&self.router.state, bonds);
+        let now = rib::state::shared_ports(&self.router.state);
         for p in now.iter().filter(|p| !self.shared_ports.contains(p)) {
             error!(problem = %p, "the kernel now forwards this port's frames other than fastfwd does");
         }
