@@ -36,6 +36,12 @@ fn packet_counts_what_a_failing_bond_member_lost() {
 
 #[test]
 #[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn afxdp_counts_what_a_failing_bond_member_lost() {
+    router_common::bond_member_failure_scenario("afxdp", "bfa");
+}
+
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
 fn xdp_engine_counts_what_a_failing_bond_member_lost() {
     router_common::bond_member_failure_scenario(router_common::XDP_ENGINE, "bfx");
 }

@@ -273,7 +273,24 @@ impl Attach {
                 if prog.ifindex() != ifindex {
                     prog.reattach(ifindex)?;
                 }
-                steered(prog, self.workers, self.xsk)
+                let sockets = steered(prog, self.workers, self.xsk)?;
+                if bond_members(name).is_none() {
+                    return Ok(sockets);
+                }
+                // A bond: receive on its queues, send through an AF_PACKET
+                // socket on it. An AF_XDP socket's frames reach the bond
+                // without their protocol, and its transmit hash, which
+                // dissects by protocol, would put every flow on one member.
+                sockets
+                    .into_iter()
+                    .map(|rx| match rx {
+                        Some(rx) => Ok(Some(Box::new(SplitPort::new(
+                            rx,
+                            Box::new(PacketSendPort::open(name)?),
+                        )) as Box<dyn Port>)),
+                        None => Ok(None),
+                    })
+                    .collect()
             }
             (Engine::User, IoBackend::Packet) => packet(name, ifindex, self.workers),
         }

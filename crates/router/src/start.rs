@@ -144,8 +144,9 @@ pub const DEFAULT_WORKER_RT_PRIORITY: u8 = 1;
 /// to a bond in native mode runs on each member, which hands it the
 /// member's frames on the member's queues; AF_XDP sockets there would
 /// send past the bond. In generic mode it runs on what the bond receives,
-/// and sockets bound to the bond's queues send through the bond's
-/// transmit, which picks the member by its hash, as for the kernel's.
+/// into sockets bound to the bond's queues; what the workers send goes
+/// through an AF_PACKET socket on the bond (`ports::Attach::open`), whose
+/// transmit picks the member by its hash, as for the kernel's.
 pub(crate) fn steering_mode(name: &str, asked: XdpMode) -> Result<XdpMode> {
     if crate::ports::bond_members(name).is_none() {
         return Ok(asked);

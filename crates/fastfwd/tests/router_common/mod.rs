@@ -4087,7 +4087,7 @@ fn losses_counted(drops: &serde_json::Value) -> u64 {
 }
 
 /// A member of the LAG fails under load (its peer goes down, as a pulled
-/// cable) while `backend` (AF_PACKET or the XDP engine) forwards 64 flows
+/// cable) while `backend` (any engine) forwards 64 flows
 /// over the bond: the bond's MII monitor (every 100 ms) takes the member
 /// out and every flow goes on over the other one. What is lost in between
 /// is at most the traffic of a few monitor intervals (the kernel's own
