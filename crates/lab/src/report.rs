@@ -678,9 +678,16 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
         .contenders
         .iter()
         .any(|c| c.runs.iter().any(|r| r.latency.is_some()));
-    let mut head: Vec<String> = ["contender", "runs", "median Kpps", "min-max Kpps", "spread"]
-        .map(String::from)
-        .to_vec();
+    let mut head: Vec<String> = [
+        "contender",
+        "runs",
+        "median Kpps",
+        "median Gbit/s",
+        "min-max Kpps",
+        "spread",
+    ]
+    .map(String::from)
+    .to_vec();
     if with_eq {
         head.push("equilibrium Kpps".into());
     }
@@ -703,10 +710,11 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
             match &c.summary {
                 Some(s) => row.extend([
                     kpps(s.median),
+                    format!("{:.2}", frame_gbps(s.median, run.config.frame_len)),
                     format!("{}-{}", kpps(s.min), kpps(s.max)),
                     format!("{:.1}%", s.spread_pct),
                 ]),
-                None => row.extend(["-", "-", "-"].map(String::from)),
+                None => row.extend(["-", "-", "-", "-"].map(String::from)),
             }
             if with_eq {
                 row.push(c.equilibrium.as_ref().map_or("-".into(), |e| {
@@ -762,6 +770,13 @@ fn table(run: &LabRun) -> (Vec<String>, Vec<Vec<String>>) {
 
 fn kpps(pps: f64) -> String {
     format!("{:.1}", pps / 1000.0)
+}
+
+/// Gbit/s of `pps` frames of `frame_len` bytes (without FCS), counting
+/// the frame and its 4-byte FCS (not the preamble and inter-frame gap,
+/// which a veth has none of).
+pub fn frame_gbps(pps: f64, frame_len: u16) -> f64 {
+    pps * f64::from(frame_len + 4) * 8.0 / 1e9
 }
 
 /// The comparison table in Markdown.
@@ -1470,16 +1485,16 @@ mod tests {
         assert_eq!(lines.len(), 5);
         assert_eq!(
             lines[0],
-            "| contender | runs | median Kpps | min-max Kpps | spread | p50 / p99.9 µs | vs baseline | verdict |"
+            "| contender | runs | median Kpps | median Gbit/s | min-max Kpps | spread | p50 / p99.9 µs | vs baseline | verdict |"
         );
-        assert_eq!(lines[1], "|---|---:|---:|---:|---:|---:|---:|---|");
+        assert_eq!(lines[1], "|---|---:|---:|---:|---:|---:|---:|---:|---|");
         assert_eq!(
             lines[2],
-            "| kernel | 5 | 451.0 | 419.0-513.0 | 20.8% | 20.0 / 90.0 | 1.00x | baseline |"
+            "| kernel | 5 | 451.0 | 0.23 | 419.0-513.0 | 20.8% | 20.0 / 90.0 | 1.00x | baseline |"
         );
         assert_eq!(
             lines[3],
-            "| fastfwd-afxdp | 5 | 605.0 | 590.0-620.0 | 5.0% | 20.0 / 90.0 | 1.34x | +31.9% ± 8.4% (95%) |"
+            "| fastfwd-afxdp | 5 | 605.0 | 0.31 | 590.0-620.0 | 5.0% | 20.0 / 90.0 | 1.34x | +31.9% ± 8.4% (95%) |"
         );
         let text = comparison_table_text(&run);
         let tl: Vec<&str> = text.lines().collect();
@@ -1511,7 +1526,7 @@ mod tests {
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(
             lines[0],
-            "| contender | runs | median Kpps | min-max Kpps | spread | equilibrium Kpps | vs baseline | verdict |"
+            "| contender | runs | median Kpps | median Gbit/s | min-max Kpps | spread | equilibrium Kpps | vs baseline | verdict |"
         );
         assert!(lines[2].contains("| 20.8% | - | 1.00x |"), "{}", lines[2]);
         assert!(
