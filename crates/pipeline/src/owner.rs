@@ -21,7 +21,7 @@
 //! they travel.
 
 use crate::acl::FlowKey;
-use crate::stages::{ethernet, write_flow_key};
+use crate::stages::{ethernet, mix_flow, write_flow_key};
 use crate::worker::Meta;
 
 /// The owner hash of `frame`, or `None` when it is not IPv4 or IPv6 (such
@@ -60,18 +60,7 @@ pub fn flow_owner_hash(frame: &[u8]) -> Option<u32> {
         (k.dst, k.src)
     };
     let ports = u32::from(p.min(q)) << 16 | u32::from(p.max(q));
-    let mut h = (lo as u64) ^ ((lo >> 64) as u64).rotate_left(23);
-    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^= (hi as u64).rotate_left(17) ^ ((hi >> 64) as u64).rotate_left(41);
-    h = h.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-    h ^= u64::from(k.protocol) << 32 | u64::from(ports);
-    // MurmurHash3's finaliser.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    Some(h as u32)
+    Some(mix_flow(lo, hi, k.protocol, ports))
 }
 
 /// The worker of `workers` that owns a flow of owner hash `hash`.

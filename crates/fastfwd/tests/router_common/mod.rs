@@ -265,6 +265,20 @@ impl Lab {
         ]);
     }
 
+    /// Turns the kernel's own IPv4 forwarding in dut on or off (the peer
+    /// some scenarios measure fastfwd against).
+    pub fn kernel_forwards(&self, on: bool) {
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.dut,
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.ip_forward={}", u8::from(on)),
+        ]);
+    }
+
     /// Starts `fastfwd run` in dut and waits for its control socket.
     pub fn start(&self, backend: &str) -> Daemon {
         self.start_with(backend, "")
@@ -3925,7 +3939,6 @@ fn bonded_lab(tag: &str) -> Option<Lab> {
 /// flows. A member of the bond as a port is still refused.
 pub fn bond_forwarding_scenario(backend: &str, tag: &str) {
     let Some(lab) = bonded_lab(tag) else { return };
-    let dut = lab.dut.as_str();
     let (flows, rounds) = (64, 20);
     let members = ["s0", "s1"];
     let reach = || {
@@ -3935,21 +3948,10 @@ pub fn bond_forwarding_scenario(backend: &str, tag: &str) {
     };
 
     // The kernel's forwarding, for the peer.
-    let sysctl = |v: &str| {
-        ok(&[
-            "ip",
-            "netns",
-            "exec",
-            dut,
-            "sysctl",
-            "-qw",
-            &format!("net.ipv4.ip_forward={v}"),
-        ]);
-    };
-    sysctl("1");
+    lab.kernel_forwards(true);
     assert!(reach().is_some(), "the kernel forwards over the bond");
     let kernel = udp_flows_per_member(&lab, SINK4, 7400, flows, rounds, &members);
-    sysctl("0");
+    lab.kernel_forwards(false);
 
     let err = refused_start(&lab, backend, "d1");
     assert!(err.contains("d1 is enslaved to bond0 (bond)"), "{err}");
@@ -4111,21 +4113,10 @@ pub fn bond_member_failure_scenario(backend: &str, tag: &str) {
         });
         assert!(up.is_some(), "both bonds whole again");
     };
-    let sysctl = |v: &str| {
-        ok(&[
-            "ip",
-            "netns",
-            "exec",
-            dut,
-            "sysctl",
-            "-qw",
-            &format!("net.ipv4.ip_forward={v}"),
-        ]);
-    };
-    sysctl("1");
+    lab.kernel_forwards(true);
     assert!(reach().is_some(), "the kernel forwards over the bond");
     let kernel = udp_flows_through_a_member_failure(&lab, rounds, fail_at);
-    sysctl("0");
+    lab.kernel_forwards(false);
     restore();
 
     let cfg = lab.write_config();

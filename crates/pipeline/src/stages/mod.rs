@@ -180,11 +180,19 @@ pub(crate) fn flow_hash(k: &FlowKey) -> u32 {
     } else {
         u32::from(k.src_port) << 16 | u32::from(k.dst_port)
     };
-    let mut h = (k.src as u64) ^ ((k.src >> 64) as u64).rotate_left(23);
+    mix_flow(k.src, k.dst, k.protocol, ports)
+}
+
+/// A 32-bit hash of two addresses, a protocol and 32 bits of ports, in
+/// that order (ECMP's [`flow_hash`], and the flow owner hash with its
+/// endpoints sorted).
+#[inline(always)]
+pub(crate) fn mix_flow(a: u128, b: u128, protocol: u8, ports: u32) -> u32 {
+    let mut h = (a as u64) ^ ((a >> 64) as u64).rotate_left(23);
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^= (k.dst as u64).rotate_left(17) ^ ((k.dst >> 64) as u64).rotate_left(41);
+    h ^= (b as u64).rotate_left(17) ^ ((b >> 64) as u64).rotate_left(41);
     h = h.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-    h ^= u64::from(k.protocol) << 32 | u64::from(ports);
+    h ^= u64::from(protocol) << 32 | u64::from(ports);
     // MurmurHash3 finaliser.
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
