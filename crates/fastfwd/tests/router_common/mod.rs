@@ -32,6 +32,12 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Runs the Python `script` in namespace `ns`; its output (panics if it
+/// fails).
+pub fn python_in(ns: &str, script: &str) -> String {
+    ok(&["ip", "netns", "exec", ns, "python3", "-c", script])
+}
+
 /// The three namespaces.
 /// The scenarios' name for `--engine xdp` (the XDP program, exceptions
 /// over AF_XDP); other names are `--backend` values of the user engine.
@@ -1011,15 +1017,7 @@ fn counted_in_sink(lab: &Lab, server: &str, client: &str) -> String {
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
     assert_eq!(ready.trim(), "ready", "the counting server in sink started");
-    ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        client,
-    ]);
+    python_in(&lab.generator, client);
     drop(srv.stdin.take());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
@@ -1627,15 +1625,7 @@ pub fn all_queues_scenario(backend: &str, tag: &str) {
     let client = format!(
         "import socket,time\nss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(64)]\nfor r in range(10):\n  for s in ss:\n    s.sendto(b'x'*20,('{SINK4}',9100))\n  time.sleep(0.01)\n"
     );
-    ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &client,
-    ]);
+    python_in(&lab.generator, &client);
     let out = srv.wait_with_output().unwrap();
     let got: u32 = String::from_utf8_lossy(&out.stdout)
         .trim()
@@ -1689,15 +1679,7 @@ chain forward {
     let client = format!(
         "import socket,time\nok=0\nt=time.time()\nfor i in range(64):\n  s=socket.socket()\n  s.settimeout(0.8)\n  try:\n    s.connect(('{SINK4}',9200))\n    s.sendall(b'y'*100)\n    got=b''\n    while len(got)<100:\n      b=s.recv(100)\n      if not b: break\n      got+=b\n    ok+=got==b'y'*100\n  except OSError: pass\n  s.close()\nprint(ok)\n"
     );
-    let out = ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &client,
-    ]);
+    let out = python_in(&lab.generator, &client);
     let _ = srv.kill();
     let _ = srv.wait();
     let w = d.json(&["show", "workers"]);
@@ -1716,15 +1698,10 @@ chain forward {
     );
     assert_eq!(sum("handoff_dropped"), 0, "{w}");
     // The rule set still refuses new flows from the sink's side.
-    let refused = ok(&[
-        "ip",
-        "netns",
-        "exec",
+    let refused = python_in(
         &lab.sink,
-        "python3",
-        "-c",
         "import socket\nn=0\nfor i in range(8):\n  s=socket.socket()\n  s.settimeout(0.3)\n  try:\n    s.connect(('198.18.0.108',9201))\n  except ConnectionRefusedError: n+=1\n  except OSError: pass\nprint(n)\n",
-    ]);
+    );
     assert_eq!(
         refused.trim(),
         "0",
@@ -1867,15 +1844,7 @@ pub fn oversize_scenario(backend: &str, tag: &str) {
     let client = format!(
         "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(5):\n  s.sendto(b'x'*3000,('{SINK4}',9200))\n"
     );
-    ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &client,
-    ]);
+    python_in(&lab.generator, &client);
     let counted = within(Duration::from_secs(2), || {
         d.json(&["show", "drops"])["rx_oversize"].as_u64() == Some(5)
     });
@@ -2341,15 +2310,7 @@ pub fn neighbour_flood_scenario(backend: &str, tag: &str) {
     let d0_mac = lab.mac(dut, "d0");
     let run = |mode: &str, secs: f64| {
         let script = hostile_sender(&d0_mac, mode, secs, 10_000);
-        ok(&[
-            "ip",
-            "netns",
-            "exec",
-            &lab.generator,
-            "python3",
-            "-c",
-            &script,
-        ])
+        python_in(&lab.generator, &script)
     };
     // Warm the rings and buffers with resolved traffic first, so memory
     // measured afterwards is what the flood adds.
@@ -2730,15 +2691,7 @@ print(n)
             String::from_utf8_lossy(&o.stdout).into_owned()
         });
         std::thread::sleep(Duration::from_millis(600));
-        let sent = ok(&[
-            "ip",
-            "netns",
-            "exec",
-            &lab.generator,
-            "python3",
-            "-c",
-            flood,
-        ]);
+        let sent = python_in(&lab.generator, flood);
         (sent, ping.join().unwrap())
     });
     let sent: u64 = sent.trim().parse().unwrap();
@@ -3466,17 +3419,7 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
         // and after is answered.
         let attacker = {
             let dut = lab.dut.clone();
-            std::thread::spawn(move || {
-                ok(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    &dut,
-                    "python3",
-                    "-c",
-                    METRICS_ATTACKER,
-                ])
-            })
+            std::thread::spawn(move || python_in(&dut, METRICS_ATTACKER))
         };
         while !attacker.is_finished() {
             probe(&mut latencies);
@@ -3495,15 +3438,7 @@ pub fn hostile_clients_scenario(backend: &str, tag: &str) {
         let rejected0 = lab
             .metric("fastfwd_kernel_netlink_rejected_total{}")
             .unwrap();
-        let refused = ok(&[
-            "ip",
-            "netns",
-            "exec",
-            &lab.dut,
-            "python3",
-            "-c",
-            &netlink_forger(&ports),
-        ]);
+        let refused = python_in(&lab.dut, &netlink_forger(&ports));
         assert_eq!(refused.trim(), (100 * ports.len()).to_string());
         let counted = within(Duration::from_secs(3), || {
             lab.metric("fastfwd_kernel_netlink_rejected_total{}") > Some(rejected0)
@@ -3693,15 +3628,7 @@ t.join()
 "#
     );
     let before = d.json(&["show", "drops"]);
-    let out = ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &script,
-    ]);
+    let out = python_in(&lab.generator, &script);
     let field = |k: &str| -> Vec<String> {
         out.lines()
             .find_map(|l| l.strip_prefix(k))
@@ -4042,15 +3969,7 @@ fn udp_flows_through_a_member_failure(lab: &Lab, rounds: u32, fail_at: u32) -> (
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
     assert_eq!(ready.trim(), "ready", "the counting server in sink started");
-    let took = ok(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.generator,
-        "python3",
-        "-c",
-        &client,
-    ]);
+    let took = python_in(&lab.generator, &client);
     drop(srv.stdin.take());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
