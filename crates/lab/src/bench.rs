@@ -222,6 +222,10 @@ pub struct TrialDetail {
     pub dut_out_per_second: Vec<u64>,
     /// sink s0 received packets, per second (the forwarding rate).
     pub sink_rx_per_second: Vec<u64>,
+    /// Packets each member of the dut's egress LAG sent over the trial
+    /// (d1a, d1b; empty on a single port).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dut_out_members: Vec<u64>,
     /// Busy share of each core over the trial, percent.
     pub cpu_busy_pct: Vec<f64>,
     /// attempted - received.
@@ -235,6 +239,8 @@ pub struct LabRunner {
     d0: NetDevReader,
     d1: NetDevReader,
     s0: NetDevReader,
+    /// The egress LAG's members in dut (none on a single port).
+    members: Vec<NetDevReader>,
     /// Every trial run so far, in order.
     pub trials: Vec<TrialDetail>,
     /// Print a one-line summary after each trial.
@@ -266,6 +272,12 @@ impl LabRunner {
             d0: NetDevReader::open(Some(&topo.dut_ns), "d0")?,
             d1: NetDevReader::open(Some(&topo.dut_ns), "d1")?,
             s0: NetDevReader::open(Some(&topo.sink_ns), "s0")?,
+            members: topo
+                .egress
+                .dut_members()
+                .iter()
+                .map(|m| NetDevReader::open(Some(&topo.dut_ns), m))
+                .collect::<Result<_, _>>()?,
             topo: topo.clone(),
             traffic,
             trials: Vec::new(),
@@ -352,6 +364,11 @@ impl LabRunner {
         let gen_stop = AtomicBool::new(false);
         let whole_seconds = duration.as_secs();
         let cpu0 = CpuTimes::now();
+        let members0 = self
+            .members
+            .iter_mut()
+            .map(NetDevReader::read)
+            .collect::<Result<Vec<_>, _>>()?;
         let mut ins = Vec::new();
         let mut outs = Vec::new();
         let mut sinks = Vec::new();
@@ -454,6 +471,12 @@ impl LabRunner {
                 Ok((g, r?))
             })?;
         let cpu_busy_pct = CpuTimes::now().busy_pct_since(&cpu0);
+        let dut_out_members = self
+            .members
+            .iter_mut()
+            .zip(&members0)
+            .map(|(m, before)| Ok(m.read()?.since(before).tx_packets))
+            .collect::<Result<Vec<_>, LabError>>()?;
         let lost = recv_rep.lost(gen_rep.attempted);
         let d = TrialDetail {
             input,
@@ -464,6 +487,7 @@ impl LabRunner {
             dut_in_per_second: ins,
             dut_out_per_second: outs,
             sink_rx_per_second: sinks,
+            dut_out_members,
             cpu_busy_pct,
             lost,
         };
@@ -800,16 +824,19 @@ impl FastfwdForwarding {
         self.backend == "xdp-engine"
     }
 
-    /// GRO on the sink's veth: the XDP engine redirects frames into d1,
-    /// which veth delivers only to a peer running NAPI (as a NIC does).
+    /// GRO on the sink's veths: the XDP engine redirects frames into d1
+    /// (or its LAG members), which veth delivers only to a peer running
+    /// NAPI (as a NIC does).
     fn sink_gro(&self, topo: &Topology, on: bool) -> Result<(), LabError> {
-        let st = std::process::Command::new("ip")
-            .args(["netns", "exec", &topo.sink_ns, "ethtool", "-K", "s0", "gro"])
-            .arg(if on { "on" } else { "off" })
-            .status()
-            .map_err(io_err("ethtool -K s0 gro"))?;
-        if !st.success() {
-            return Err(LabError::Other(format!("ethtool -K s0 gro: {st}")));
+        for link in topo.egress.sink_links() {
+            let st = std::process::Command::new("ip")
+                .args(["netns", "exec", &topo.sink_ns, "ethtool", "-K", link, "gro"])
+                .arg(if on { "on" } else { "off" })
+                .status()
+                .map_err(io_err(format!("ethtool -K {link} gro")))?;
+            if !st.success() {
+                return Err(LabError::Other(format!("ethtool -K {link} gro: {st}")));
+            }
         }
         Ok(())
     }
@@ -1079,6 +1106,9 @@ pub struct BenchConfig {
     /// input is live XDP frames), each beside one of the repeats, at that
     /// input's own generator maximum: the input-mode matrix (0: none).
     pub other_input_repeats: u32,
+    /// The dut's link toward the sink: one port (the `two-port`
+    /// scenario), or a two-member LAG (`lag`).
+    pub egress: crate::topo::Egress,
 }
 
 /// How long dut's output and the sink's input must stand still after a
@@ -1132,6 +1162,7 @@ impl BenchConfig {
             livelock_peak_trials: if quick { 0 } else { 4 },
             later_passes: if quick { 1 } else { 3 },
             other_input_repeats: if quick { 2 } else { 3 },
+            egress: crate::topo::Egress::Port,
         }
     }
 }
@@ -1207,7 +1238,37 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
         latency_histogram: d.recv.latency_histogram.clone(),
         generator_limited: d.generator_limited(warmup_s, tol),
         machine_probe: None,
+        member_tx: d.dut_out_members.clone(),
     }
+}
+
+/// How the fixed-load runs' frames left over the egress LAG's members:
+/// each member's share of what they sent together (`None` on a single
+/// port, or when nothing was sent).
+fn member_share_note<'a>(
+    egress: crate::topo::Egress,
+    runs: impl Iterator<Item = &'a RunRecord>,
+) -> Option<String> {
+    let names = egress.dut_members();
+    let mut sent = vec![0u64; names.len()];
+    for r in runs {
+        for (total, n) in sent.iter_mut().zip(&r.member_tx) {
+            *total += n;
+        }
+    }
+    let all: u64 = sent.iter().sum();
+    if names.is_empty() || all == 0 {
+        return None;
+    }
+    let shares: Vec<String> = names
+        .iter()
+        .zip(&sent)
+        .map(|(m, n)| format!("{m} {:.1}%", *n as f64 * 100.0 / all as f64))
+        .collect();
+    Some(format!(
+        "LAG members over the fixed-load runs: {} of {all} frames",
+        shares.join(", ")
+    ))
 }
 
 /// The spread of the machine-speed probe over the readings of some runs
@@ -1351,6 +1412,7 @@ pub fn run_bench(
     let load_note = netio::sys::os::LoadNote::start();
     let mut tcfg = TopoConfig::new(&cfg.tag);
     tcfg.forwarding = true;
+    tcfg.egress = cfg.egress;
     progress(&format!(
         "topology: up (namespaces fflab-{}-gen/dut/sink)",
         cfg.tag
@@ -1831,6 +1893,9 @@ pub fn run_bench(
         if let Some(note) = machine_probe_note(r.runs.iter()) {
             r.notes.push(note);
         }
+        if let Some(note) = member_share_note(topo.egress, r.runs.iter()) {
+            r.notes.push(note);
+        }
         if let Some(b) = median(&fwd_busy[i]) {
             r.notes.push(format!(
                 "forwarding core busy (median over repeats): {b:.0}%"
@@ -1914,8 +1979,21 @@ pub fn run_bench(
     };
     run.config.extra.insert(
         "topology".into(),
-        format!("gen -> dut -> sink, veth, namespaces fflab-{}-*", cfg.tag),
+        match cfg.egress {
+            crate::topo::Egress::Port => {
+                format!("gen -> dut -> sink, veth, namespaces fflab-{}-*", cfg.tag)
+            }
+            crate::topo::Egress::Lag => format!(
+                "gen -> dut -> sink, veth, namespaces fflab-{}-*; dut -> sink a two-member LAG \
+                 (bonds d1 and s0, {})",
+                cfg.tag,
+                crate::topo::LAG_BOND_OPTIONS.join(" ")
+            ),
+        },
     );
+    run.config
+        .extra
+        .insert("scenario".into(), cfg.egress.label().into());
     run.config
         .extra
         .insert("input".into(), runner.traffic.input.label().into());

@@ -118,6 +118,10 @@ pub struct RunRecord {
     /// ([`crate::probe`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_probe: Option<crate::probe::SpeedProbe>,
+    /// Packets each member of the dut's egress LAG sent in this run (the
+    /// `lag` scenario; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_tx: Vec<u64>,
 }
 
 impl RunRecord {
@@ -795,6 +799,70 @@ pub fn comparison_table_markdown(run: &LabRun) -> String {
     for row in rows {
         let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
         s.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    s
+}
+
+/// Each contender's median forwarding rate in each scenario of a
+/// multi-scenario bench (`runs`: scenario label and its run, in the order
+/// run; a label that appears more than once has its runs' fixed-load rates
+/// pooled), and its ratio to the first scenario's, one line a contender:
+/// what a LAG, say, costs an engine against one port, measured in the
+/// same invocation.
+pub fn scenario_table_text(runs: &[(String, &LabRun)]) -> String {
+    let mut labels: Vec<&str> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for (label, run) in runs {
+        if !labels.contains(&label.as_str()) {
+            labels.push(label);
+        }
+        for c in &run.contenders {
+            if !names.contains(&c.name.as_str()) {
+                names.push(&c.name);
+            }
+        }
+    }
+    let rates = |label: &str, name: &str| -> Vec<f64> {
+        runs.iter()
+            .filter(|(l, _)| l == label)
+            .flat_map(|(_, run)| run.contenders.iter().filter(|c| c.name == name))
+            .flat_map(ContenderResult::rates)
+            .collect()
+    };
+    let mut s = String::from("contender");
+    for l in &labels {
+        s.push_str(&format!(" | {l} kpps (median, spread)"));
+    }
+    for l in labels.iter().skip(1) {
+        s.push_str(&format!(" | {l} / {}", labels[0]));
+    }
+    s.push('\n');
+    for name in &names {
+        s.push_str(name);
+        let medians: Vec<Option<f64>> = labels
+            .iter()
+            .map(|l| RateSummary::of(&rates(l, name)))
+            .map(|r| {
+                if let Some(r) = r {
+                    s.push_str(&format!(
+                        " | {:.1} ({:.1}%, n={})",
+                        r.median / 1e3,
+                        r.spread_pct,
+                        r.n
+                    ));
+                } else {
+                    s.push_str(" | -");
+                }
+                r.map(|r| r.median)
+            })
+            .collect();
+        for m in medians.iter().skip(1) {
+            match (medians[0], m) {
+                (Some(base), Some(m)) if base > 0.0 => s.push_str(&format!(" | {:.2}x", m / base)),
+                _ => s.push_str(" | -"),
+            }
+        }
+        s.push('\n');
     }
     s
 }

@@ -14,6 +14,12 @@
 //! Namespaces are named `fflab-<tag>-{gen,dut,sink}` and each carries a
 //! marker (its veth's alias `fastfwd-lab:<tag>`): `down` refuses to delete
 //! a namespace without it.
+//!
+//! With [`Egress::Lag`] the dut's side toward the sink is a link
+//! aggregation of two veth pairs: bond d1 (members d1a, d1b) in dut and
+//! bond s0 (members s0a, s0b) in sink, both balance-xor with the layer3+4
+//! transmit hash, under the same names, addresses and MACs, so everything
+//! else stays as drawn above.
 
 use serde::Serialize;
 use std::io::Write;
@@ -197,6 +203,56 @@ impl Placement {
     }
 }
 
+/// The dut's link toward the sink.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Egress {
+    /// One veth pair, d1 ── s0.
+    #[default]
+    Port,
+    /// Two veth pairs, d1a ── s0a and d1b ── s0b, bonded on each side as
+    /// d1 and s0 (balance-xor, layer3+4, miimon 100 ms): a two-member LAG
+    /// whose members carry the flows the bond's hash gives them. Needs the
+    /// kernel's bonding driver.
+    Lag,
+}
+
+impl Egress {
+    /// Scenario name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Egress::Port => "two-port",
+            Egress::Lag => "lag",
+        }
+    }
+
+    /// The dut's egress members (none for a single port).
+    pub fn dut_members(self) -> &'static [&'static str] {
+        match self {
+            Egress::Port => &[],
+            Egress::Lag => &["d1a", "d1b"],
+        }
+    }
+
+    /// The sink's links that carry frames (s0 itself, or its members).
+    pub fn sink_links(self) -> &'static [&'static str] {
+        match self {
+            Egress::Port => &["s0"],
+            Egress::Lag => &["s0a", "s0b"],
+        }
+    }
+}
+
+/// The bond options of [`Egress::Lag`] (`ip link add ... type bond ...`).
+pub const LAG_BOND_OPTIONS: [&str; 6] = [
+    "mode",
+    "balance-xor",
+    "xmit_hash_policy",
+    "layer3+4",
+    "miimon",
+    "100",
+];
+
 /// How the topology is built.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TopoConfig {
@@ -210,6 +266,8 @@ pub struct TopoConfig {
     pub firewall: FirewallPreset,
     /// CPU placement.
     pub placement: Placement,
+    /// The dut's link toward the sink.
+    pub egress: Egress,
 }
 
 impl TopoConfig {
@@ -222,6 +280,7 @@ impl TopoConfig {
             forwarding: true,
             firewall: FirewallPreset::None,
             placement: Placement::two_core_default(),
+            egress: Egress::Port,
         }
     }
 }
@@ -241,6 +300,8 @@ pub struct Topology {
     pub napi_pid: Option<i32>,
     /// Placement in force.
     pub placement: Placement,
+    /// The dut's link toward the sink.
+    pub egress: Egress,
 }
 
 /// What loading the full table did.
@@ -369,6 +430,7 @@ impl Topology {
             sink_ns: format!("fflab-{tag}-sink"),
             napi_pid: None,
             placement: Placement::default(),
+            egress: Egress::Port,
         }
     }
 
@@ -406,6 +468,7 @@ impl Topology {
             )));
         }
         let mut topo = Self::named(&cfg.tag);
+        topo.egress = cfg.egress;
         let existing = list_netns();
         if topo
             .namespaces()
@@ -443,9 +506,43 @@ impl Topology {
         ip(&[
             "link", "add", "g0", "netns", &g, "type", "veth", "peer", "name", "d0", "netns", &d,
         ])?;
-        ip(&[
-            "link", "add", "d1", "netns", &d, "type", "veth", "peer", "name", "s0", "netns", &s,
-        ])?;
+        match cfg.egress {
+            Egress::Port => {
+                ip(&[
+                    "link", "add", "d1", "netns", &d, "type", "veth", "peer", "name", "s0",
+                    "netns", &s,
+                ])?;
+            }
+            Egress::Lag => {
+                if !std::path::Path::new("/sys/module/bonding").exists() {
+                    // Loads the module where the kernel has it.
+                    let _ = run_cmd(Command::new("modprobe").arg("bonding"));
+                }
+                for (ns, bond) in [(&d, "d1"), (&s, "s0")] {
+                    let mut args = vec!["link", "add", bond, "type", "bond"];
+                    args.extend_from_slice(&LAG_BOND_OPTIONS);
+                    ipn(ns, &args).map_err(|e| match e {
+                        TopoError::Command { cmd, stderr } => TopoError::Command {
+                            cmd,
+                            stderr: format!(
+                                "{stderr} (the lag scenario needs the kernel's bonding driver; \
+                                 where this kernel has none, run the lab under a kernel that has \
+                                 it, e.g. scripts/lab-kernel)"
+                            ),
+                        },
+                        e => e,
+                    })?;
+                }
+                for (dm, sm) in [("d1a", "s0a"), ("d1b", "s0b")] {
+                    ip(&[
+                        "link", "add", dm, "netns", &d, "type", "veth", "peer", "name", sm,
+                        "netns", &s,
+                    ])?;
+                    ipn(&d, &["link", "set", "dev", dm, "master", "d1"])?;
+                    ipn(&s, &["link", "set", "dev", sm, "master", "s0"])?;
+                }
+            }
+        }
         let marker = self.marker();
         for (ns, ifname, mac) in [
             (&g, "g0", GEN_MAC),
@@ -482,6 +579,17 @@ impl Topology {
         }
         for (ns, ifname) in [(&g, "g0"), (&d, "d0"), (&d, "d1"), (&s, "s0")] {
             ipn(ns, &["link", "set", "dev", ifname, "up"])?;
+        }
+        for (ns, member) in cfg
+            .egress
+            .dut_members()
+            .iter()
+            .map(|m| (&d, m))
+            .chain(cfg.egress.sink_links().iter().map(|m| (&s, m)))
+        {
+            if *member != "s0" {
+                ipn(ns, &["link", "set", "dev", member, "up"])?;
+            }
         }
         // The dut's routes, as the seed's rc.conf.
         for (dst, via) in [

@@ -557,3 +557,66 @@ fn a_short_bench_measures_both_inputs_and_checks_livelock_on_medians() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The `lag` scenario's machinery, small: the dut's egress a two-member
+/// LAG (bonds d1 and s0 over two veth pairs), a short bench with the
+/// kernel forwarding, the seed's 200 flows spread over both members by
+/// the bond's layer3+4 hash, each member's count in every fixed-load run
+/// and the share of each in the contender's notes.
+#[test]
+#[ignore = "needs bond devices (CONFIG_BONDING): scripts/test-kernel runs it under Debian's kernel"]
+fn a_short_lag_bench_spreads_the_flows_over_both_members() {
+    let _serial = one_at_a_time();
+    if !netio::root_or_skip("a_short_lag_bench") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("fastfwd-lag-test-{}", std::process::id()));
+    let mut cfg = lab::bench::BenchConfig::new(true, out.clone(), None);
+    cfg.tag = format!("t{}-lag", std::process::id());
+    cfg.egress = topo::Egress::Lag;
+    cfg.trial = Duration::from_secs(1);
+    cfg.cpu_trial = Duration::ZERO;
+    cfg.repeats = 3;
+    cfg.equilibrium_trial = None;
+    cfg.livelock_peak_trials = 0;
+    cfg.later_passes = 1;
+    cfg.other_input_repeats = 0;
+    let mut contenders: Vec<Box<dyn lab::bench::Contender>> =
+        vec![Box::new(lab::bench::KernelForwarding {
+            firewall: topo::FirewallPreset::None,
+        })];
+    let res = lab::bench::run_bench(&cfg, &mut contenders, "test", |l| eprintln!("{l}")).unwrap();
+    let run = &res.run;
+    assert_eq!(
+        run.config.extra.get("scenario").map(String::as_str),
+        Some("lag")
+    );
+    let c = &run.contenders[0];
+    assert_eq!(c.runs.len(), 3);
+    for r in &c.runs {
+        assert_eq!(r.member_tx.len(), 2, "{r:?}");
+        let both: u64 = r.member_tx.iter().sum();
+        assert!(r.forwarding_pps > 0 && r.received > 0, "{r:?}");
+        // Each member carries 35-65% of the frames (the bond's hash over
+        // 200 flows), and together they sent at least what the sink got.
+        assert!(
+            both >= r.received,
+            "members {both}, received {}",
+            r.received
+        );
+        for m in &r.member_tx {
+            let share = *m as f64 / both as f64;
+            assert!((0.35..=0.65).contains(&share), "{:?}", r.member_tx);
+        }
+    }
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("LAG members over the fixed-load runs: d1a ")),
+        "{:?}",
+        c.notes
+    );
+    let json = std::fs::read_to_string(out.join("result.json")).unwrap();
+    assert!(json.contains("\"member_tx\""));
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -19,6 +19,24 @@ pub enum Receiver {
     Packet,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// gen -> dut -> sink over one veth pair each side.
+    TwoPort,
+    /// The dut's egress a two-member LAG (balance-xor, layer3+4) to a
+    /// bonded sink; needs the kernel's bonding driver.
+    Lag,
+}
+
+impl Scenario {
+    fn egress(self) -> lab::topo::Egress {
+        match self {
+            Scenario::TwoPort => lab::topo::Egress::Port,
+            Scenario::Lag => lab::topo::Egress::Lag,
+        }
+    }
+}
+
 #[derive(ClapArgs)]
 pub struct Args {
     /// A short run (about five minutes on two cores with the full table):
@@ -83,6 +101,14 @@ pub struct Args {
     /// leaves it out.
     #[arg(long, default_value_t = 1.0)]
     exception_share: f64,
+    /// Scenarios, run one after the other in the order given, each a whole
+    /// bench with the same contenders (a name may repeat, to alternate):
+    /// `two-port`, or `lag` (the dut's egress a two-member LAG). With more
+    /// than one, each writes to its own folder under the output folder and a
+    /// table of each contender's rate per scenario, with ratios to the
+    /// first, ends the run (scenarios.txt).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "two-port")]
+    scenario: Vec<Scenario>,
     /// Namespace tag.
     #[arg(long, default_value = "bench")]
     tag: String,
@@ -199,31 +225,69 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "[{:>2}:{:02}] {line}", t / 60, t % 60);
     };
-    let res = lab::bench::run_bench(&cfg, &mut contenders, env!("FASTFWD_VERSION"), progress)?;
-    if json {
-        println!("{}", res.run.to_json()?);
-    } else {
-        println!();
-        print!("{}", lab::report::comparison_table_text(&res.run));
-        for c in &res.run.contenders {
-            if let Some(e) = &c.equilibrium {
-                println!(
-                    "{}: equilibrium {} Kpps (max seen {} Kpps)",
-                    c.name, e.estimated_kpps, e.max_seen_kpps
-                );
-            }
-            for n in &c.notes {
-                println!("{}: {n}", c.name);
-            }
+    let many = a.scenario.len() > 1;
+    let mut done = Vec::new();
+    for (i, sc) in a.scenario.iter().enumerate() {
+        let mut cfg = cfg.clone();
+        cfg.egress = sc.egress();
+        if many {
+            cfg.out_dir = out.join(format!("{}-{}", i + 1, cfg.egress.label()));
+            progress(&format!(
+                "scenario {} of {}: {}",
+                i + 1,
+                a.scenario.len(),
+                cfg.egress.label()
+            ));
         }
-        println!(
-            "generator maximum: {} pps",
-            res.run.generator_max_pps.unwrap_or(0)
-        );
-        println!("wrote:");
-        for f in &res.files {
-            println!("  {}", f.display());
+        let res = lab::bench::run_bench(&cfg, &mut contenders, env!("FASTFWD_VERSION"), progress)?;
+        if !json {
+            print_result(&res);
+        }
+        done.push((cfg.egress.label().to_string(), res));
+    }
+    if json {
+        // One record, or an array of them in the scenarios' order.
+        let records: Vec<&lab::report::LabRun> = done.iter().map(|(_, r)| &r.run).collect();
+        match records.as_slice() {
+            [one] => println!("{}", one.to_json()?),
+            all => println!("{}", serde_json::to_string_pretty(all)?),
+        }
+    }
+    if many {
+        let runs: Vec<(String, &lab::report::LabRun)> =
+            done.iter().map(|(l, r)| (l.clone(), &r.run)).collect();
+        let table = lab::report::scenario_table_text(&runs);
+        let path = out.join("scenarios.txt");
+        std::fs::write(&path, &table)?;
+        if !json {
+            println!();
+            print!("{table}");
+            println!("wrote {}", path.display());
         }
     }
     Ok(())
+}
+
+fn print_result(res: &lab::bench::BenchOutput) {
+    println!();
+    print!("{}", lab::report::comparison_table_text(&res.run));
+    for c in &res.run.contenders {
+        if let Some(e) = &c.equilibrium {
+            println!(
+                "{}: equilibrium {} Kpps (max seen {} Kpps)",
+                c.name, e.estimated_kpps, e.max_seen_kpps
+            );
+        }
+        for n in &c.notes {
+            println!("{}: {n}", c.name);
+        }
+    }
+    println!(
+        "generator maximum: {} pps",
+        res.run.generator_max_pps.unwrap_or(0)
+    );
+    println!("wrote:");
+    for f in &res.files {
+        println!("  {}", f.display());
+    }
 }
