@@ -887,6 +887,8 @@ impl Daemon {
                 backend,
                 "--cores",
                 "1",
+                "--on-exit",
+                "detach",
                 "--socket",
             ])
             .arg(&socket)

@@ -1016,6 +1016,10 @@ impl Contender for FastfwdForwarding {
                 &self.cores,
                 "--worker-rt-priority",
                 if self.ordinary_workers { "0" } else { "1" },
+                // The next contender (the kernel, say) must not meet the
+                // XDP engine left forwarding.
+                "--on-exit",
+                "detach",
                 "--socket",
             ])
             .arg(self.socket())

@@ -28,7 +28,7 @@ mod start;
 pub mod trace;
 pub mod worker;
 
-pub use start::{Engine, IoBackend, RunOptions, XdpAttach, run};
+pub use start::{Engine, IoBackend, OnExit, RunOptions, XdpAttach, run};
 
 /// The config the unit tests of the worker loop and the request handler
 /// run on: the lab's dut, one static route through the sink and its

@@ -249,6 +249,20 @@ impl Attach {
                     bail!("{name}: the XDP engine is not loaded");
                 };
                 let native = x.engine.attach(name, ifindex, p as u16, self.native)?;
+                if let Some(old) = x
+                    .engine
+                    .attached_ports()
+                    .iter()
+                    .find(|a| a.ifindex == ifindex)
+                    .and_then(|a| a.adopted)
+                {
+                    tracing::info!(
+                        port = name,
+                        replaced_program = old,
+                        native,
+                        "took over from the XDP program an earlier fastfwd left running, without a gap"
+                    );
+                }
                 x.egress.attached(p as u16, native);
                 // In native mode the program runs on a bond's members; in
                 // generic mode on the bond's own packets.

@@ -61,6 +61,29 @@ pub enum XdpAttach {
     Generic,
 }
 
+/// What happens to the XDP engine's forwarding when the daemon exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnExit {
+    /// The program stays attached and forwards with the last published
+    /// tables until the next daemon replaces it without a gap; what
+    /// needs the pipeline meanwhile is dropped and counted
+    /// (`exceptions_lost`). Also what a crash or SIGKILL leaves.
+    #[default]
+    Keep,
+    /// The program is detached: the interfaces go back to the kernel.
+    Detach,
+}
+
+impl OnExit {
+    /// The name `--on-exit` and `show interfaces` use.
+    pub fn label(self) -> &'static str {
+        match self {
+            OnExit::Keep => "keep",
+            OnExit::Detach => "detach",
+        }
+    }
+}
+
 /// What `fastfwd run` was asked for.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -86,6 +109,8 @@ pub struct RunOptions {
     pub xsk_rx_ring: u32,
     /// XDP attach mode.
     pub xdp_mode: XdpAttach,
+    /// The XDP engine's program on exit.
+    pub on_exit: OnExit,
     /// Run as this user (name or number) once set up, keeping only the
     /// daemon's capabilities; None: stay root.
     pub user: Option<String>,
@@ -326,6 +351,23 @@ pub fn run(args: RunOptions) -> Result<()> {
     };
     let mut programs = Vec::new();
     let mut xdp = None;
+    if args.engine != Engine::Xdp {
+        // An earlier fastfwd's XDP engine may still forward here (it
+        // stays after its daemon by default): the user-space engine takes
+        // the ports over, with the gap that detaching leaves.
+        for name in &port_names {
+            let ifindex = netio::if_index(name)?;
+            match xdp_engine::engine::detach_left_behind(ifindex) {
+                Ok(Some(id)) => warn!(
+                    port = %name,
+                    program = id,
+                    "detached the XDP engine's program an earlier fastfwd left forwarding here: the user-space engine takes over"
+                ),
+                Ok(None) => {}
+                Err(e) => warn!(port = %name, error = %e, "could not read the port's XDP program"),
+            }
+        }
+    }
     if args.engine == Engine::Xdp {
         let mut engine = xdp_engine::Engine::load(
             xdp_engine::Mode::Attached,
@@ -399,6 +441,13 @@ pub fn run(args: RunOptions) -> Result<()> {
         .iter()
         .map(|_| (0..n_ports).map(|_| None).collect())
         .collect();
+    if let Some(x) = xdp.as_mut() {
+        // Every port in the maps before the program runs anywhere: where
+        // it replaces an earlier daemon's, traffic is flowing already.
+        for (p, name) in port_names.iter().enumerate() {
+            x.engine.add_port(name, netio::if_index(name)?, p as u16)?;
+        }
+    }
     let mut attached = Vec::with_capacity(n_ports);
     for (p, name) in port_names.iter().enumerate() {
         let ifindex = netio::if_index(name)?;
@@ -550,9 +599,18 @@ pub fn run(args: RunOptions) -> Result<()> {
     for h in handles {
         let _ = h.join();
     }
-    // Sockets closed with the workers; now detach every XDP program.
+    // Sockets closed with the workers. The XDP engine's program stays
+    // (forwarding on) or goes as asked; the steering programs go.
     if let Some(mut x) = daemon.xdp.take() {
-        x.engine.detach_all();
+        match args.on_exit {
+            OnExit::Keep => {
+                x.engine.release();
+                info!(
+                    "the XDP engine's program stays attached, forwarding with the last tables (--on-exit keep)"
+                );
+            }
+            OnExit::Detach => x.engine.detach_all(),
+        }
     }
     for mut p in daemon.programs.drain(..) {
         if let Err(e) = p.detach() {

@@ -13,10 +13,10 @@
 use crate::compile::Image;
 use crate::layout::{self, CounterBlock, FibCapacity};
 use aya::maps::{Array, DevMap, HashMap, IterableMap, MapData, PerCpuArray, XskMap};
-use aya::programs::{TracePoint, Xdp, XdpFlags};
+use aya::programs::{TracePoint, Xdp};
 use aya::{Ebpf, EbpfLoader};
 use pipeline::{Counters, DropReason, InterfaceCounters, PuntReason};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The compiled program, committed beside its source.
 static FASTFWD_XDP_OBJ: &[u8] = aya::include_bytes_aligned!("../bpf/fastfwd_xdp.o");
@@ -207,8 +207,8 @@ pub struct Engine {
     /// Forward everything to the pipeline (set when tables do not fit).
     forced_except_all: bool,
     xsks: XskMap<MapData>,
-    /// (ifindex, link, attached in native mode).
-    links: Vec<(u32, aya::programs::xdp::XdpLinkId, bool)>,
+    /// The interfaces the program is attached to.
+    links: Vec<AttachedPort>,
     /// The members of each aggregated port in `ifindex_port`.
     receivers: std::collections::BTreeMap<u16, Vec<u32>>,
     /// The map ids the tracepoint programs count for, once attached.
@@ -233,6 +233,19 @@ impl std::fmt::Debug for Engine {
 }
 
 const PROGRAM: &str = "fastfwd_xdp";
+
+/// An interface the program is attached to (through rtnetlink:
+/// [`crate::attach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachedPort {
+    /// Its interface index.
+    pub ifindex: u32,
+    /// Attached in native (driver) mode; otherwise generic.
+    pub native: bool,
+    /// The id of the program of an earlier fastfwd that this one replaced
+    /// there (adopted without a gap); `None` where nothing was attached.
+    pub adopted: Option<u32>,
+}
 
 /// A record field a tracepoint program reads: (name, offset).
 type RecordFields = &'static [(&'static str, usize)];
@@ -819,6 +832,16 @@ impl Engine {
         port: u16,
         native: Option<bool>,
     ) -> Result<bool, EngineError> {
+        self.add_port(name, ifindex, port)?;
+        self.attach_only(name, ifindex, native)
+    }
+
+    /// Makes interface `ifindex` port `port` in the maps (its transmit
+    /// entry and its receiver entry) without attaching: every port is
+    /// added before the program is attached anywhere, so that a program
+    /// replacing an earlier one forwards to every port from its first
+    /// frame.
+    pub fn add_port(&mut self, name: &str, ifindex: u32, port: u16) -> Result<(), EngineError> {
         {
             let m = self
                 .ebpf
@@ -835,9 +858,22 @@ impl Engine {
         ports
             .insert(ifindex, layout::receiver(port, 0), 0)
             .map_err(|e| bpf_err(format!("adding {name} to map ifindex_port"), &e))?;
-        if let Some(&(_, _, native)) = self.links.iter().find(|l| l.0 == ifindex) {
-            return Ok(native);
+        Ok(())
+    }
+
+    fn attach_only(
+        &mut self,
+        name: &str,
+        ifindex: u32,
+        native: Option<bool>,
+    ) -> Result<bool, EngineError> {
+        if let Some(l) = self.links.iter().find(|l| l.ifindex == ifindex) {
+            return Ok(l.native);
         }
+        let attaching = |detail: String| EngineError::Bpf {
+            what: format!("attaching to {name}"),
+            detail,
+        };
         let prog: &mut Xdp = self
             .ebpf
             .program_mut(PROGRAM)
@@ -846,25 +882,82 @@ impl Engine {
                 what: format!("program {PROGRAM}"),
                 detail: "missing".into(),
             })?;
-        let modes: &[(XdpFlags, bool)] = match native {
-            Some(true) => &[(XdpFlags::DRV_MODE, true)],
-            Some(false) => &[(XdpFlags::SKB_MODE, false)],
-            None => &[(XdpFlags::DRV_MODE, true), (XdpFlags::SKB_MODE, false)],
+        let ours = prog
+            .info()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?
+            .id();
+        let fd = prog
+            .fd()
+            .map_err(|e| bpf_err(format!("program {PROGRAM}"), &e))?
+            .as_fd()
+            .as_raw_fd();
+        let now = crate::attach::attached(ifindex)
+            .map_err(|e| attaching(format!("reading its XDP program: {e}")))?;
+        if let Some(old) = now {
+            if old.prog_id == ours {
+                self.links.push(AttachedPort {
+                    ifindex,
+                    native: old.native,
+                    adopted: None,
+                });
+                return Ok(old.native);
+            }
+            // An earlier fastfwd's program (exited, killed or crashed):
+            // replaced in one step, in the mode it runs in, so forwarding
+            // never stops. Anyone else's is left alone.
+            let left = left_behind(ifindex)
+                .map_err(|e| attaching(format!("reading its XDP program: {e}")))?;
+            let Some((old, old_fd)) = left.filter(|(o, _)| o.prog_id == old.prog_id) else {
+                return Err(attaching(format!(
+                    "another XDP program is already attached (id {}; remove it with `ip link set dev {name} xdp off`)",
+                    old.prog_id
+                )));
+            };
+            crate::attach::replace(
+                ifindex,
+                fd,
+                old_fd.as_fd().as_raw_fd(),
+                crate::attach::mode_flags(old.native),
+            )
+            .map_err(|e| {
+                attaching(format!(
+                    "replacing the earlier fastfwd program (id {}): {e}",
+                    old.prog_id
+                ))
+            })?;
+            self.links.push(AttachedPort {
+                ifindex,
+                native: old.native,
+                adopted: Some(old.prog_id),
+            });
+            return Ok(old.native);
+        }
+        let modes: &[bool] = match native {
+            Some(true) => &[true],
+            Some(false) => &[false],
+            None => &[true, false],
         };
         let mut last = None;
-        for &(flags, is_native) in modes {
-            match prog.attach_to_if_index(ifindex, flags) {
-                Ok(link) => {
-                    self.links.push((ifindex, link, is_native));
+        for &is_native in modes {
+            match crate::attach::attach_new(ifindex, fd, crate::attach::mode_flags(is_native)) {
+                Ok(()) => {
+                    self.links.push(AttachedPort {
+                        ifindex,
+                        native: is_native,
+                        adopted: None,
+                    });
                     return Ok(is_native);
                 }
-                Err(e) => last = Some(bpf_err(format!("attaching to {name}"), &e)),
+                Err(e) => last = Some(attaching(e.to_string())),
             }
         }
-        Err(last.unwrap_or_else(|| EngineError::Bpf {
-            what: format!("attaching to {name}"),
-            detail: "no mode".into(),
-        }))
+        Err(last.unwrap_or_else(|| attaching("no mode".into())))
+    }
+
+    /// The interfaces the program is attached to, and what it replaced
+    /// there.
+    pub fn attached_ports(&self) -> &[AttachedPort] {
+        &self.links
     }
 
     /// Makes `members` (ifindex, first exception socket: see
@@ -893,17 +986,32 @@ impl Engine {
         self.receivers.get(&port).map_or(&[], Vec::as_slice)
     }
 
-    /// Detaches the program from every interface.
+    /// Detaches the program from every interface it is attached to (where
+    /// it still is).
     pub fn detach_all(&mut self) {
+        self.detach_where(|_| true);
+    }
+
+    /// Leaves the program attached where it is, forwarding with the tables
+    /// it has after this engine is gone (the daemon's exit with
+    /// `--on-exit keep`); the next daemon replaces it.
+    pub fn release(&mut self) {
+        self.links.clear();
+    }
+
+    fn detach_where(&mut self, which: impl Fn(&AttachedPort) -> bool) {
         let links = std::mem::take(&mut self.links);
-        if let Some(prog) = self
+        let Some(fd) = self
             .ebpf
             .program_mut(PROGRAM)
             .and_then(|p| <&mut Xdp>::try_from(p).ok())
-        {
-            for (_, l, _) in links {
-                let _ = prog.detach(l);
-            }
+            .and_then(|p| p.fd().ok())
+            .map(|f| f.as_fd().as_raw_fd())
+        else {
+            return;
+        };
+        for l in links.into_iter().filter(|l| which(l)) {
+            let _ = crate::attach::detach(l.ifindex, fd, crate::attach::mode_flags(l.native));
         }
     }
 
@@ -1179,9 +1287,49 @@ impl FlowTable {
     }
 }
 
+/// The id of the XDP engine's program attached to `ifindex` now, with
+/// an open descriptor of it, if the program attached there is one (left
+/// by an earlier fastfwd: exited with `--on-exit keep`, killed or
+/// crashed); `None` when nothing or another program is attached.
+fn left_behind(
+    ifindex: u32,
+) -> std::io::Result<Option<(crate::attach::AttachedProgram, aya::programs::ProgramFd)>> {
+    let Some(now) = crate::attach::attached(ifindex)? else {
+        return Ok(None);
+    };
+    let Some(info) = aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .find(|p| p.id() == now.prog_id)
+        .filter(|p| p.name_as_str() == Some(PROGRAM))
+    else {
+        return Ok(None);
+    };
+    let fd = info.fd().map_err(std::io::Error::other)?;
+    Ok(Some((now, fd)))
+}
+
+/// Detaches the XDP engine's program an earlier fastfwd left forwarding
+/// on `ifindex`, for a daemon that forwards there otherwise (the
+/// user-space engine); returns its id, or `None` if there was none.
+pub fn detach_left_behind(ifindex: u32) -> std::io::Result<Option<u32>> {
+    let Some((now, fd)) = left_behind(ifindex)? else {
+        return Ok(None);
+    };
+    crate::attach::detach(
+        ifindex,
+        fd.as_fd().as_raw_fd(),
+        crate::attach::mode_flags(now.native),
+    )?;
+    Ok(Some(now.prog_id))
+}
+
 impl Drop for Engine {
+    /// Detaches the program where this engine attached it afresh; where it
+    /// replaced an earlier fastfwd's it stays, forwarding with this
+    /// engine's tables (a start that fails after adopting a port must not
+    /// end the forwarding the earlier daemon left running).
     fn drop(&mut self) {
-        self.detach_all();
+        self.detach_where(|l| l.adopted.is_none());
     }
 }
 

@@ -15,6 +15,7 @@
 //! pipeline unchanged, so the result for every packet is the pipeline's.
 //! See docs/xdp-engine.md.
 
+pub mod attach;
 pub mod audit;
 pub mod compile;
 pub mod engine;
@@ -23,6 +24,6 @@ pub mod replay;
 
 pub use compile::{CompileError, Image};
 pub use engine::{
-    Engine, EngineCounters, EngineError, FlowTable, Mode, Outcome, TxFault, TxFaults,
+    AttachedPort, Engine, EngineCounters, EngineError, FlowTable, Mode, Outcome, TxFault, TxFaults,
 };
 pub use layout::FibCapacity;

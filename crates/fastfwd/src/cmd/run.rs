@@ -48,6 +48,16 @@ pub enum XdpModeArg {
     Generic,
 }
 
+/// What the XDP engine's program does when the daemon exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnExitArg {
+    /// Stays attached, forwarding with the last tables, until the next
+    /// `fastfwd run` replaces it without a gap (as after a crash).
+    Keep,
+    /// Detached: the interfaces go back to the kernel.
+    Detach,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The router's configuration file.
@@ -85,6 +95,11 @@ pub struct Args {
     /// XDP attach mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub xdp_mode: XdpModeArg,
+    /// With `--engine xdp`, what its program does when the daemon exits:
+    /// `keep` forwarding (restarts and upgrades lose nothing; the next
+    /// daemon takes over where it runs) or `detach`.
+    #[arg(long, value_enum, default_value = "keep")]
+    pub on_exit: OnExitArg,
     /// Once set up, run as this user (name or number), keeping only
     /// CAP_NET_ADMIN and CAP_NET_RAW (default: stay root, with the same
     /// two capabilities).
@@ -176,6 +191,10 @@ pub fn run(args: Args) -> Result<()> {
             XdpModeArg::Auto => router::XdpAttach::Auto,
             XdpModeArg::Native => router::XdpAttach::Native,
             XdpModeArg::Generic => router::XdpAttach::Generic,
+        },
+        on_exit: match args.on_exit {
+            OnExitArg::Keep => router::OnExit::Keep,
+            OnExitArg::Detach => router::OnExit::Detach,
         },
         user: args.user,
         control_group: args.control_group,

@@ -331,9 +331,14 @@ impl Lab {
         cores: &str,
     ) -> Daemon {
         let log = self.dir.join(format!("run-{backend}.log"));
-        let child = self
-            .run_command_on(cfg, backend, &self.socket(), cores)
-            .args(args)
+        let mut cmd = self.run_command_on(cfg, backend, &self.socket(), cores);
+        cmd.args(args);
+        // A test's next daemon or kernel comparison must not meet the XDP
+        // engine left forwarding: detached on exit unless a test asks.
+        if !args.contains(&"--on-exit") {
+            cmd.args(["--on-exit", "detach"]);
+        }
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -979,6 +984,48 @@ pub fn udp_count_from(lab: &Lab, src: Option<&str>, dst: &str, port: u16, n: u32
         "import socket,time\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\n{bind}for i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port})); time.sleep(0.002)\n"
     );
     udp_count_sent_by(lab, dst, port, &client)
+}
+
+/// Sends `n` UDP datagrams from gen to `dst:port`, one every `gap_ms`,
+/// while sink counts them and this thread runs `meanwhile` (a restart,
+/// say); returns how many arrived.
+pub fn udp_count_during(
+    lab: &Lab,
+    dst: &str,
+    port: u16,
+    n: u32,
+    gap_ms: f64,
+    meanwhile: impl FnOnce(),
+) -> u32 {
+    let client = format!(
+        "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nt=time.monotonic()\nfor i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port}))\n  t+={gap};time.sleep(max(0,t-time.monotonic()))\n",
+        gap = gap_ms / 1000.0
+    );
+    let fam = "AF_INET";
+    let server = format!(
+        "import socket,sys,select\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\nn=0\ndone=False\nwhile True:\n  r,_,_=select.select([s]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n  if s in r:\n    s.recv(100); n+=1\n  elif r:\n    sys.stdin.readline(); done=True\n  else:\n    break\nprint(n)\n"
+    );
+    let mut srv = Command::new("ip")
+        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| python_in(&lab.generator, &client));
+        meanwhile();
+        sender.join().unwrap();
+    });
+    drop(srv.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    srv.wait().unwrap();
+    rest.trim().parse().unwrap_or(0)
 }
 
 /// Runs the python `client` in gen while sink counts the UDP datagrams

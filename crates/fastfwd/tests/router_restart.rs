@@ -1,0 +1,113 @@
+//! Restarts without an outage: the XDP engine's program stays attached
+//! when its daemon exits (`--on-exit keep`, the default) or is killed,
+//! forwarding with the tables it has, and the next daemon replaces it in
+//! one step (docs/operations.md, "Restarts and upgrades"). Traffic runs
+//! through dut the whole time and every datagram must arrive. Needs root;
+//! skips otherwise (fails under CI).
+
+mod router_common;
+
+use router_common::{Lab, SINK4, XDP_ENGINE, sh, udp_count, udp_count_during, within};
+use std::time::Duration;
+
+/// The id of the XDP program attached to `dev` in dut, if any.
+fn prog_id(lab: &Lab, dev: &str) -> Option<u64> {
+    let out = router_common::ok(&["ip", "-n", &lab.dut, "-j", "link", "show", "dev", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["xdp"]["prog"]["id"].as_u64()
+}
+
+fn kill_9(d: &router_common::Daemon) {
+    let _ = sh(&["kill", "-KILL", &d.pid().to_string()]);
+    // `ip netns exec` execs fastfwd: the child is the daemon itself.
+    within(Duration::from_secs(5), || {
+        !std::path::Path::new(&format!("/proc/{}", d.pid())).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", d.pid()))
+                .is_ok_and(|s| s.contains(") Z "))
+    })
+    .expect("the daemon died");
+}
+
+/// SIGTERM + start, SIGKILL + start, both under traffic: not one of
+/// 4,000 datagrams lost, the program on d0 and d1 replaced each time
+/// (new program id) and never absent; the new daemon forwards exceptions
+/// again (a ping answered by dut itself after the restarts).
+#[test]
+fn xdp_engine_restarts_and_survives_a_kill_without_losing_a_packet() {
+    let Some(lab) = Lab::new("rk") else { return };
+    let keep = ["--on-exit", "keep"];
+    let mut first = lab.start_with_args(XDP_ENGINE, "", &keep);
+    // Neighbours resolved, the path warm.
+    assert_eq!(udp_count(&lab, SINK4, 7001, 20), 20);
+    let p1 = prog_id(&lab, "d0").expect("attached");
+    let (mut p2, mut p3) = (None, None);
+    let mut second = None;
+    let mut third = None;
+    let arrived = udp_count_during(&lab, SINK4, 7002, 4_000, 1.0, || {
+        std::thread::sleep(Duration::from_millis(600));
+        let (clean, log) = first.stop();
+        assert!(clean, "{log}");
+        assert_eq!(
+            prog_id(&lab, "d0"),
+            Some(p1),
+            "still forwarding after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let d = lab.start_with_args(XDP_ENGINE, "", &keep);
+        p2 = prog_id(&lab, "d0");
+        assert!(p2.is_some() && p2 != Some(p1), "replaced: {p1} -> {p2:?}");
+        std::thread::sleep(Duration::from_millis(600));
+        kill_9(&d);
+        second = Some(d);
+        assert_eq!(prog_id(&lab, "d0"), p2, "still forwarding after SIGKILL");
+        std::thread::sleep(Duration::from_millis(300));
+        let d = lab.start_with_args(XDP_ENGINE, "", &keep);
+        p3 = prog_id(&lab, "d0");
+        third = Some(d);
+    });
+    assert_eq!(arrived, 4_000, "datagrams lost across the restarts");
+    assert!(p3.is_some() && p3 != p2, "replaced again: {p2:?} -> {p3:?}");
+    assert_eq!(prog_id(&lab, "d1"), p3, "one program on both ports");
+    let log = std::fs::read_to_string(&third.as_ref().unwrap().log).unwrap();
+    assert!(
+        log.contains("took over from the XDP program an earlier fastfwd left running"),
+        "{log}"
+    );
+    // The new daemon's exceptions reach its pipeline: dut answers pings.
+    assert!(
+        lab.ping(&lab.generator, router_common::DUT_D0, 3).is_some(),
+        "the pipeline answers after the restarts"
+    );
+    drop(second);
+    // Stopped with `--on-exit detach`, the interfaces go back to the
+    // kernel.
+    let (clean, log) = third.take().unwrap().stop();
+    assert!(clean, "{log}");
+    let mut last = lab.start_with_args(XDP_ENGINE, "", &["--on-exit", "detach"]);
+    assert!(prog_id(&lab, "d0").is_some_and(|p| Some(p) != p3));
+    let (clean, log) = last.stop();
+    assert!(clean, "{log}");
+    assert!(!lab.dut_has_xdp(), "detached on exit");
+}
+
+/// A user-space engine started where the XDP engine was left forwarding
+/// takes the ports over: the program is detached (named in the log) and
+/// the steering program attached.
+#[test]
+fn the_user_engine_takes_over_from_a_kept_xdp_engine() {
+    let Some(lab) = Lab::new("ru") else { return };
+    let mut d = lab.start_with_args(XDP_ENGINE, "", &["--on-exit", "keep"]);
+    let (clean, log) = d.stop();
+    assert!(clean, "{log}");
+    let kept = prog_id(&lab, "d0").expect("kept");
+    let mut user = lab.start("xdp");
+    assert!(prog_id(&lab, "d0").is_some_and(|p| p != kept));
+    assert_eq!(udp_count(&lab, SINK4, 7003, 50), 50);
+    let (clean, log) = user.stop();
+    assert!(clean, "{log}");
+    assert!(
+        log.contains("detached the XDP engine's program an earlier fastfwd left forwarding here"),
+        "{log}"
+    );
+    assert!(!lab.dut_has_xdp(), "nothing left attached");
+}
