@@ -111,3 +111,89 @@ fn the_user_engine_takes_over_from_a_kept_xdp_engine() {
     );
     assert!(!lab.dut_has_xdp(), "nothing left attached");
 }
+
+/// A TCP connection open across a restart of the XDP engine under a
+/// stateful firewall (new flows only from gen, `policy drop`): its flow,
+/// in the program's fast path, is carried into the new daemon's, so its
+/// next segments are `established` there, not `invalid`.
+#[test]
+fn an_open_connection_survives_a_restart_under_ct_state_rules() {
+    let Some(lab) = Lab::new("rc") else { return };
+    let firewall = r#"
+[firewall]
+rules = """
+chain forward {
+    policy drop
+    ct state established accept
+    iif d0 ct state new accept
+}
+"""
+"#;
+    let keep = ["--on-exit", "keep"];
+    let mut first = lab.start_with_args(XDP_ENGINE, firewall, &keep);
+    let server = "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('198.19.0.108',7100))\ns.listen(1)\nprint('ready',flush=True)\nc,_=s.accept()\nwhile True:\n  d=c.recv(100)\n  if not d: break\n  c.sendall(d)\n";
+    let client = "import socket,sys\nc=socket.create_connection(('198.19.0.108',7100),timeout=5)\nfor i in range(20):\n  c.sendall(b'before');assert c.recv(100)==b'before'\nprint('open',flush=True)\nsys.stdin.readline()\nfor i in range(20):\n  c.sendall(b'after');assert c.recv(100)==b'after'\nprint('after',flush=True)\n";
+    let mut srv = KillOnDrop(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.sink, "python3", "-c", server])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut srv_out = std::io::BufReader::new(srv.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut srv_out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut cli = KillOnDrop(
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.generator, "python3", "-c", client])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = std::io::BufReader::new(cli.0.stdout.take().unwrap());
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        "open",
+        "the connection opened through the firewall"
+    );
+    // The flow is in the program's table once a worker handed it over.
+    std::thread::sleep(Duration::from_millis(300));
+    let (clean, log) = first.stop();
+    assert!(clean, "{log}");
+    let mut second = lab.start_with_args(XDP_ENGINE, firewall, &keep);
+    let log = std::fs::read_to_string(&second.log).unwrap();
+    assert!(
+        log.contains("carried the established flows") && log.contains("flows=1"),
+        "{log}"
+    );
+    std::io::Write::write_all(cli.0.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let status = cli.0.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut cli.0.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        status.success() && line.trim() == "after",
+        "the connection after the restart: {line} {err}"
+    );
+    drop(srv);
+    let (clean, log) = second.stop();
+    assert!(clean, "{log}");
+}
+
+/// A child process killed when the test ends, passing or not (a server
+/// left running would hold the test's output open).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

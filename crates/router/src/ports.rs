@@ -249,19 +249,29 @@ impl Attach {
                     bail!("{name}: the XDP engine is not loaded");
                 };
                 let native = x.engine.attach(name, ifindex, p as u16, self.native)?;
-                if let Some(old) = x
+                if let Some(a) = x
                     .engine
                     .attached_ports()
                     .iter()
-                    .find(|a| a.ifindex == ifindex)
-                    .and_then(|a| a.adopted)
+                    .find(|a| a.ifindex == ifindex && a.adopted.is_some())
                 {
                     tracing::info!(
                         port = name,
-                        replaced_program = old,
+                        replaced_program = a.adopted.unwrap_or(0),
                         native,
                         "took over from the XDP program an earlier fastfwd left running, without a gap"
                     );
+                    match &a.carried_flows {
+                        Some(Ok(n)) => tracing::info!(
+                            flows = n,
+                            "carried the established flows of its connection-tracking fast path over"
+                        ),
+                        Some(Err(why)) => tracing::warn!(
+                            error = %why,
+                            "its established flows were not carried over: a TCP connection's next segment is invalid to the new workers"
+                        ),
+                        None => {}
+                    }
                 }
                 x.egress.attached(p as u16, native);
                 // In native mode the program runs on a bond's members; in

@@ -215,6 +215,8 @@ pub struct Engine {
     traced: layout::TracedMaps,
     /// The kernel's id of the map `xsks`.
     xsks_id: u32,
+    /// The earlier programs whose flows were carried over already.
+    carried_from: Vec<u32>,
     /// Maps whose next write a unit test makes fail, once per entry.
     #[cfg(test)]
     fail_writes: Vec<&'static str>,
@@ -236,7 +238,7 @@ const PROGRAM: &str = "fastfwd_xdp";
 
 /// An interface the program is attached to (through rtnetlink:
 /// [`crate::attach`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachedPort {
     /// Its interface index.
     pub ifindex: u32,
@@ -245,6 +247,10 @@ pub struct AttachedPort {
     /// The id of the program of an earlier fastfwd that this one replaced
     /// there (adopted without a gap); `None` where nothing was attached.
     pub adopted: Option<u32>,
+    /// The established flows of that program's connection-tracking fast
+    /// path copied into this one's before the swap (on the first port
+    /// taken from that program), or why none could be.
+    pub carried_flows: Option<Result<u64, String>>,
 }
 
 /// A record field a tracepoint program reads: (name, offset).
@@ -326,6 +332,7 @@ impl Engine {
             receivers: std::collections::BTreeMap::new(),
             traced: layout::TracedMaps::default(),
             xsks_id,
+            carried_from: Vec::new(),
             #[cfg(test)]
             fail_writes: Vec::new(),
         };
@@ -899,6 +906,7 @@ impl Engine {
                     ifindex,
                     native: old.native,
                     adopted: None,
+                    carried_flows: None,
                 });
                 return Ok(old.native);
             }
@@ -913,6 +921,10 @@ impl Engine {
                     old.prog_id
                 )));
             };
+            let carried_flows = (!self.carried_from.contains(&old.prog_id)).then(|| {
+                self.carried_from.push(old.prog_id);
+                self.carry_flows(old.prog_id)
+            });
             crate::attach::replace(
                 ifindex,
                 fd,
@@ -929,6 +941,7 @@ impl Engine {
                 ifindex,
                 native: old.native,
                 adopted: Some(old.prog_id),
+                carried_flows,
             });
             return Ok(old.native);
         }
@@ -945,6 +958,7 @@ impl Engine {
                         ifindex,
                         native: is_native,
                         adopted: None,
+                        carried_flows: None,
                     });
                     return Ok(is_native);
                 }
@@ -952,6 +966,62 @@ impl Engine {
             }
         }
         Err(last.unwrap_or_else(|| attaching("no mode".into())))
+    }
+
+    /// Copies the live established flows of program `old_prog`'s
+    /// `ct_flows` into this engine's, in the epoch of the tables this
+    /// engine published (which must come first), so that connections a
+    /// restart finds open stay established: the workers' own tables start
+    /// empty, and a TCP segment that is not a SYN without an entry is
+    /// `invalid`. Nothing is copied without `ct state` rules now, nor from
+    /// a table of another layout (key or value size). Returns how many.
+    fn carry_flows(&mut self, old_prog: u32) -> Result<u64, String> {
+        let active = self.shadow[self.active as usize].whole();
+        let Some(epoch) = active.and_then(|i| i.conntrack_epoch) else {
+            return Ok(0);
+        };
+        let info = aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .find(|p| p.id() == old_prog)
+            .ok_or_else(|| format!("program {old_prog} is gone"))?;
+        let ids = info
+            .map_ids()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        let Some(id) = ids.into_iter().find(|&id| {
+            aya::maps::MapInfo::from_id(id).is_ok_and(|m| m.name_as_str() == Some("ct_flows"))
+        }) else {
+            return Err(format!("program {old_prog} has no map ct_flows"));
+        };
+        let m = aya::maps::MapInfo::from_id(id).map_err(|e| e.to_string())?;
+        if (m.key_size() as usize, m.value_size() as usize)
+            != (layout::CT_KEY_SIZE, layout::CT_VALUE_SIZE)
+        {
+            return Err(format!(
+                "its ct_flows has {}-byte keys and {}-byte values, this version {} and {}: the flows are decided again from their next packets",
+                m.key_size(),
+                m.value_size(),
+                layout::CT_KEY_SIZE,
+                layout::CT_VALUE_SIZE
+            ));
+        }
+        let data = MapData::from_id(id).map_err(|e| e.to_string())?;
+        let old: HashMap<_, layout::CtKey, layout::CtValue> =
+            HashMap::try_from(aya::maps::Map::HashMap(data)).map_err(|e| e.to_string())?;
+        let mut new = self.flow_table().map_err(|e| e.to_string())?;
+        let now = netio::sys::os::monotonic_ns();
+        let mut copied = 0;
+        for (k, mut v) in old.iter().filter_map(Result::ok) {
+            let (expires, _, _) = layout::ct_value_fields(&v);
+            if expires <= now {
+                continue;
+            }
+            layout::set_ct_value_epoch(&mut v, epoch);
+            if new.map.insert(k, v, 1).is_ok() {
+                copied += 1;
+            }
+        }
+        Ok(copied)
     }
 
     /// The interfaces the program is attached to, and what it replaced

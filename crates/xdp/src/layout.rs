@@ -603,6 +603,11 @@ pub fn ct_value(f: &firewall::FastFlow, epoch: u32) -> CtValue {
     v
 }
 
+/// Makes a `ct_flows` value one of connection-table `epoch`.
+pub fn set_ct_value_epoch(v: &mut CtValue, epoch: u32) {
+    v[24..28].copy_from_slice(&epoch.to_ne_bytes());
+}
+
 /// (expires, epoch, closing) of a `ct_flows` value.
 pub fn ct_value_fields(v: &CtValue) -> (u64, u32, bool) {
     (
