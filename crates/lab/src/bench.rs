@@ -291,6 +291,16 @@ impl LabRunner {
         &self.topo
     }
 
+    /// How frames reach the dut.
+    pub fn input(&self) -> InputMode {
+        self.traffic.input
+    }
+
+    /// Sends the following trials' frames this way.
+    pub fn set_input(&mut self, input: InputMode) {
+        self.traffic.input = input;
+    }
+
     /// Offers `offered_pps` (None: as fast as possible) of `frame_len`
     /// frames for `duration`.
     pub fn trial(
@@ -765,6 +775,10 @@ pub struct FastfwdForwarding {
     /// instead of the daemon's default SCHED_FIFO: the receive livelock
     /// the default avoids, measured.
     pub ordinary_workers: bool,
+    /// Leave the XDP engine's program forwarding when the daemon stops
+    /// (`--on-exit keep`, for the restart measurements) instead of
+    /// detaching it (`detach`, so the next contender meets the kernel).
+    pub keep_on_exit: bool,
     child: Option<std::process::Child>,
 }
 
@@ -789,8 +803,32 @@ impl FastfwdForwarding {
             firewall: FirewallPreset::None,
             expiring_every: None,
             ordinary_workers,
+            keep_on_exit: false,
             child: None,
         }
+    }
+
+    /// Stops the daemon (SIGTERM, or SIGKILL with `kill`) and starts it
+    /// again; returns how long the old one took to exit and the new one
+    /// to answer on its control socket (its workers, and so its exception
+    /// path, are running by then).
+    pub fn restart(
+        &mut self,
+        topo: &Topology,
+        kill: bool,
+    ) -> Result<(Duration, Duration), LabError> {
+        let t = Instant::now();
+        if kill {
+            if let Some(mut c) = self.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        } else {
+            self.stop();
+        }
+        let stopped = t.elapsed();
+        self.activate(topo)?;
+        Ok((stopped, t.elapsed() - stopped))
     }
 
     /// The same contender sent one flow in `n` with TTL 1.
@@ -1019,7 +1057,7 @@ impl Contender for FastfwdForwarding {
                 // The next contender (the kernel, say) must not meet the
                 // XDP engine left forwarding.
                 "--on-exit",
-                "detach",
+                if self.keep_on_exit { "keep" } else { "detach" },
                 "--socket",
             ])
             .arg(self.socket())
@@ -1053,6 +1091,14 @@ impl Contender for FastfwdForwarding {
     }
     fn deactivate(&mut self, topo: &Topology) -> Result<(), LabError> {
         self.stop();
+        if self.keep_on_exit && self.is_xdp_engine() {
+            // The kept program goes too: the next contender forwards alone.
+            for dev in ["d0", "d1"] {
+                let _ = std::process::Command::new("ip")
+                    .args(["-n", &topo.dut_ns, "link", "set", "dev", dev, "xdp", "off"])
+                    .status();
+            }
+        }
         if self.is_xdp_engine() {
             self.sink_gro(topo, false)?;
         }

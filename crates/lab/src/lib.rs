@@ -20,6 +20,7 @@ pub mod churn;
 pub mod flows;
 pub mod generator;
 pub mod recv;
+pub mod restart;
 pub mod topo;
 pub mod udp_sink;
 pub mod xdp;

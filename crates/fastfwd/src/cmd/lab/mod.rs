@@ -5,6 +5,7 @@
 mod bench;
 mod churn;
 mod ministat;
+mod restart;
 mod search;
 mod topo;
 mod traffic;
@@ -35,6 +36,9 @@ pub enum Command {
     /// times while traffic flows to prefixes that stay: loss, rate, and how
     /// long the kernel and fastfwd take to follow.
     Churn(churn::Args),
+    /// fastfwd stopped and started again under load (SIGTERM, then
+    /// SIGKILL), beside the kernel: what each restart loses.
+    Restart(restart::Args),
 }
 
 pub fn run(cmd: Command) -> anyhow::Result<()> {
@@ -48,6 +52,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Rfc2544(a) => search::rfc2544(a),
         Command::Bench(a) => bench::run(a),
         Command::Churn(a) => churn::run(a),
+        Command::Restart(a) => restart::run(a),
     }
 }
 
