@@ -217,6 +217,11 @@ pub mod reply {
         pub xdp: Option<XdpProgram>,
         /// `afxdp` or `packet`: the user-space backend.
         pub backend: String,
+        /// With the XDP engine, what its program does when the daemon
+        /// exits: `keep` (forwarding on until the next daemon takes over)
+        /// or `detach`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub on_exit: Option<String>,
         /// Seconds since the daemon started.
         pub uptime_s: f64,
         /// Every logical interface (VLANs included).

@@ -37,6 +37,7 @@ fn xdp_engine_restarts_and_survives_a_kill_without_losing_a_packet() {
     let Some(lab) = Lab::new("rk") else { return };
     let keep = ["--on-exit", "keep"];
     let mut first = lab.start_with_args(XDP_ENGINE, "", &keep);
+    assert_eq!(first.json(&["show", "interfaces"])["on_exit"], "keep");
     // Neighbours resolved, the path warm.
     assert_eq!(udp_count(&lab, SINK4, 7001, 20), 20);
     let p1 = prog_id(&lab, "d0").expect("attached");

@@ -404,6 +404,7 @@ pub fn run(args: RunOptions) -> Result<()> {
             egress: crate::egress::EgressWatch::new(args.xdp_mode != XdpAttach::Generic),
             netdev,
             faults_counted,
+            on_exit: args.on_exit,
         };
         // Which ports take no XDP frames, before the first packet.
         let ports: Vec<(String, Option<u32>)> = port_names

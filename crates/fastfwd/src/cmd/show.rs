@@ -104,6 +104,9 @@ pub fn run(a: Args) -> Result<()> {
             if json {
                 return print_json(&v);
             }
+            if let Some(on_exit) = &v.on_exit {
+                println!("XDP engine; on exit its program: {on_exit}");
+            }
             println!(
                 "{:<12} {:<10} {:>12} {:>8} {:>14} {:>12} {:>8} {:>14}",
                 "Name", "Port", "Ipkts", "Ierrs", "Ibytes", "Opkts", "Odrops", "Obytes"

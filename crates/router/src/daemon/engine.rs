@@ -23,6 +23,8 @@ pub(crate) struct XdpEngine {
     /// Whether the tracepoints count the redirected frames the kernel
     /// drops (`Err`: why not).
     pub(crate) faults_counted: std::result::Result<(), String>,
+    /// What happens to the program when the daemon exits.
+    pub(crate) on_exit: crate::OnExit,
 }
 
 /// How often the XDP engine's flow table is swept of expired flows (the

@@ -563,6 +563,7 @@ impl Daemon {
             .collect();
         reply::Interfaces {
             engine: if self.xdp.is_some() { "xdp" } else { "user" }.into(),
+            on_exit: self.xdp.as_ref().map(|x| x.on_exit.label().into()),
             xdp: reps.iter().find_map(|r| r.view.xdp.clone()),
             backend: match self.backend {
                 IoBackend::AfXdp => "afxdp",
