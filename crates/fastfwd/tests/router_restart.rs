@@ -198,3 +198,61 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `--on-exit kernel`: after the daemon is gone, what the kept program
+/// would hand to the pipeline goes to the kernel, which (its forwarding
+/// on) answers a packet whose TTL expires with ICMP time exceeded; with
+/// `keep` the same packet is dropped (counted in the program). Transit
+/// traffic goes on in the program either way.
+#[test]
+fn on_exit_kernel_sends_the_exceptions_to_the_kernel() {
+    let Some(lab) = Lab::new("rx") else { return };
+    lab.kernel_forwards(true);
+    let ttl_exceeded = || {
+        let o = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.generator,
+            "ping",
+            "-n",
+            "-c",
+            "2",
+            "-W",
+            "1",
+            "-t",
+            "1",
+            SINK4,
+        ]);
+        String::from_utf8_lossy(&o.stdout).contains("Time to live exceeded")
+    };
+    for (on_exit, answered) in [("keep", false), ("kernel", true)] {
+        let mut d = lab.start_with_args(XDP_ENGINE, "", &["--on-exit", on_exit]);
+        assert_eq!(d.json(&["show", "interfaces"])["on_exit"], on_exit);
+        assert!(
+            ttl_exceeded(),
+            "{on_exit}: the pipeline answers while it runs"
+        );
+        // The sink's neighbour resolved while the pipeline runs (a miss
+        // is an exception too).
+        assert_eq!(udp_count(&lab, SINK4, 7200, 20), 20);
+        let (clean, log) = d.stop();
+        assert!(clean, "{log}");
+        assert!(prog_id(&lab, "d0").is_some(), "{on_exit}: kept");
+        assert_eq!(
+            udp_count(&lab, SINK4, 7201, 50),
+            50,
+            "{on_exit}: forwarding on"
+        );
+        assert_eq!(
+            ttl_exceeded(),
+            answered,
+            "{on_exit}: time exceeded after the exit"
+        );
+        for dev in ["d0", "d1"] {
+            router_common::ok(&[
+                "ip", "-n", &lab.dut, "link", "set", "dev", dev, "xdp", "off",
+            ]);
+        }
+    }
+}

@@ -70,6 +70,9 @@ pub enum OnExit {
     /// (`exceptions_lost`). Also what a crash or SIGKILL leaves.
     #[default]
     Keep,
+    /// As `Keep`, but what needs the pipeline goes to the kernel, which
+    /// forwards it if its own forwarding is on.
+    Kernel,
     /// The program is detached: the interfaces go back to the kernel.
     Detach,
 }
@@ -79,6 +82,7 @@ impl OnExit {
     pub fn label(self) -> &'static str {
         match self {
             OnExit::Keep => "keep",
+            OnExit::Kernel => "kernel",
             OnExit::Detach => "detach",
         }
     }
@@ -608,6 +612,15 @@ pub fn run(args: RunOptions) -> Result<()> {
                 x.engine.release();
                 info!(
                     "the XDP engine's program stays attached, forwarding with the last tables (--on-exit keep)"
+                );
+            }
+            OnExit::Kernel => {
+                if let Err(e) = x.engine.send_exceptions_to_kernel() {
+                    warn!(error = %e, "the program's exceptions could not be sent to the kernel: they are dropped and counted until the next daemon");
+                }
+                x.engine.release();
+                info!(
+                    "the XDP engine's program stays attached, forwarding with the last tables; what needs the pipeline goes to the kernel (--on-exit kernel)"
                 );
             }
             OnExit::Detach => x.engine.detach_all(),

@@ -248,7 +248,8 @@ static __always_inline int hand_over(struct xdp_md *xdp, struct ctx *c, __u32 wh
 	 * pipeline strips: a prefix rather than XDP metadata, which some
 	 * kernels refuse to XDP programs altogether (bpf_xdp_adjust_meta) and
 	 * some drivers do not support, where every driver has headroom. */
-	if (bpf_xdp_adjust_head(xdp, -(int)sizeof(struct ff_meta)) == 0) {
+	int prefixed = bpf_xdp_adjust_head(xdp, -(int)sizeof(struct ff_meta)) == 0;
+	if (prefixed) {
 		struct ff_meta *m = (void *)(long)xdp->data;
 		if ((void *)(m + 1) <= (void *)(long)xdp->data_end) {
 			m->magic = FF_META_MAGIC;
@@ -268,9 +269,13 @@ static __always_inline int hand_over(struct xdp_md *xdp, struct ctx *c, __u32 wh
 		return XDP_DROP;
 	}
 	__u32 key = c->port * FF_MAX_QUEUES + slot;
-	int r = bpf_redirect_map(&xsks, key, XDP_DROP);
-	if (r != XDP_REDIRECT)
+	__u64 fallback = (c->cfg->flags & FF_CFG_EXCEPTIONS_TO_KERNEL) ? XDP_PASS : XDP_DROP;
+	int r = bpf_redirect_map(&xsks, key, fallback);
+	if (r == XDP_DROP)
 		c->ctr->exceptions_lost++;
+	/* The kernel gets the frame as it arrived, without the hint. */
+	if (r == XDP_PASS && prefixed)
+		bpf_xdp_adjust_head(xdp, (int)sizeof(struct ff_meta));
 	return r;
 }
 

@@ -69,6 +69,10 @@
  * every transit packet it hands over, what it knows of the packet's flow
  * (struct ff_meta). */
 #define FF_CFG_CONNTRACK 16u
+/* No daemon serves the exception sockets (it exited with `--on-exit
+ * kernel`): a frame the program would hand over, finding no socket, goes
+ * to the kernel (XDP_PASS) instead of being dropped. */
+#define FF_CFG_EXCEPTIONS_TO_KERNEL 32u
 
 struct ff_config {
 	__u32 active;      /* 0 or 1: the half of the tables in use */

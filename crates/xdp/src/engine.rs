@@ -206,6 +206,9 @@ pub struct Engine {
     needs_grace: bool,
     /// Forward everything to the pipeline (set when tables do not fit).
     forced_except_all: bool,
+    /// No daemon serves the exception sockets any more: what the program
+    /// hands over goes to the kernel.
+    exceptions_to_kernel: bool,
     xsks: XskMap<MapData>,
     /// The interfaces the program is attached to.
     links: Vec<AttachedPort>,
@@ -327,6 +330,7 @@ impl Engine {
             shadow: [Half::default(), Half::default()],
             needs_grace: false,
             forced_except_all: false,
+            exceptions_to_kernel: false,
             xsks,
             links: Vec::new(),
             receivers: std::collections::BTreeMap::new(),
@@ -446,6 +450,9 @@ impl Engine {
         if except_all || self.forced_except_all {
             flags |= layout::CFG_EXCEPT_ALL;
         }
+        if self.exceptions_to_kernel {
+            flags |= layout::CFG_EXCEPTIONS_TO_KERNEL;
+        }
         let img = self.shadow[self.active as usize].whole();
         if img.is_some_and(|i| i.firewall.is_some()) {
             flags |= layout::CFG_FIREWALL;
@@ -559,6 +566,18 @@ impl Engine {
         }
         self.needs_grace = true;
         Ok(())
+    }
+
+    /// From now on, what the program would hand to the pipeline and finds
+    /// no socket for goes to the kernel (XDP_PASS) instead of being
+    /// dropped: for after the daemon exits with `--on-exit kernel`, when
+    /// the exception sockets close. The kernel forwards such packets (TTL
+    /// expiring, neighbour misses, new flows under `ct state` rules) if its
+    /// own forwarding is on, by its own tables and rules.
+    pub fn send_exceptions_to_kernel(&mut self) -> Result<(), EngineError> {
+        self.exceptions_to_kernel = true;
+        let ea = self.except_all();
+        self.write_config(ea)
     }
 
     /// Sends every transit packet to the user-space pipeline from now on

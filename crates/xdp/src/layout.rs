@@ -47,6 +47,7 @@ pub const CFG_EXCEPT_ALL: u32 = 2;
 pub const CFG_TEST: u32 = 4;
 pub const CFG_FIREWALL: u32 = 8;
 pub const CFG_CONNTRACK: u32 = 16;
+pub const CFG_EXCEPTIONS_TO_KERNEL: u32 = 32;
 
 pub const NO_IFACE: u16 = 0xffff;
 pub const IFACE_PUNT_TX: u8 = 1;
@@ -689,6 +690,10 @@ mod tests {
             ("FF_CFG_TEST", CFG_TEST.into()),
             ("FF_CFG_FIREWALL", CFG_FIREWALL.into()),
             ("FF_CFG_CONNTRACK", CFG_CONNTRACK.into()),
+            (
+                "FF_CFG_EXCEPTIONS_TO_KERNEL",
+                CFG_EXCEPTIONS_TO_KERNEL.into(),
+            ),
             ("FF_CT_MAX", CT_MAX.into()),
             ("FF_CT_ESTABLISHED", CT_ESTABLISHED.into()),
             ("FF_CT_CLOSING", CT_CLOSING.into()),

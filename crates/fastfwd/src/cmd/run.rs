@@ -54,6 +54,10 @@ pub enum OnExitArg {
     /// Stays attached, forwarding with the last tables, until the next
     /// `fastfwd run` replaces it without a gap (as after a crash).
     Keep,
+    /// As keep, and what needs the pipeline meanwhile (TTL expiring,
+    /// neighbour misses, new flows under `ct state` rules) goes to the
+    /// kernel, which forwards it if its own forwarding is on.
+    Kernel,
     /// Detached: the interfaces go back to the kernel.
     Detach,
 }
@@ -97,7 +101,8 @@ pub struct Args {
     pub xdp_mode: XdpModeArg,
     /// With `--engine xdp`, what its program does when the daemon exits:
     /// `keep` forwarding (restarts and upgrades lose nothing; the next
-    /// daemon takes over where it runs) or `detach`.
+    /// daemon takes over where it runs), `kernel` (keep, exceptions to the
+    /// kernel meanwhile) or `detach`.
     #[arg(long, value_enum, default_value = "keep")]
     pub on_exit: OnExitArg,
     /// Once set up, run as this user (name or number), keeping only
@@ -194,6 +199,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         on_exit: match args.on_exit {
             OnExitArg::Keep => router::OnExit::Keep,
+            OnExitArg::Kernel => router::OnExit::Kernel,
             OnExitArg::Detach => router::OnExit::Detach,
         },
         user: args.user,
