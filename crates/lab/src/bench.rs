@@ -1292,6 +1292,18 @@ fn record(seq: u32, d: &TrialDetail, warmup_s: u32, tol: f64) -> RunRecord {
     }
 }
 
+/// `flows` sent to `dsts` destinations drawn (seeded) from the prefixes
+/// of the table at `path`, of the flows' family, from as many of their
+/// sources as keep the flows within what the live generator holds.
+pub fn flows_to_table(flows: &FlowSet, path: &Path, dsts: usize) -> Result<FlowSet, LabError> {
+    let addrs = crate::topo::table_destinations(path, dsts, flows.is_v6(), 1)?;
+    let mut src = flows.src;
+    let keep = (crate::xdp::MAX_FLOWS / (dsts as u64 * src.port_count())).max(1);
+    src.truncate_addrs(keep);
+    FlowSet::with_destinations(src, addrs, flows.dst.port_first)
+        .map_err(|e| LabError::Other(format!("destinations: {e}")))
+}
+
 /// How the fixed-load runs' frames left over the egress LAG's members:
 /// each member's share of what they sent together (`None` on a single
 /// port, or when nothing was sent).
@@ -1487,15 +1499,7 @@ pub fn run_bench(
     let mut traffic = cfg.traffic.clone();
     if let (Some(path), true) = (&cfg.full_table, cfg.dsts > 0) {
         let v6 = traffic.flows.is_v6();
-        let dsts = crate::topo::table_destinations(path, cfg.dsts, v6, 1)?;
-        // Sources: as many of the traffic's as keep the flows within what
-        // the live generator holds.
-        let mut src = traffic.flows.src;
-        let keep = (crate::xdp::MAX_FLOWS / (cfg.dsts as u64 * src.port_count())).max(1);
-        src.truncate_addrs(keep);
-        let dport = traffic.flows.dst.port_first;
-        traffic.flows = FlowSet::with_destinations(src, dsts, dport)
-            .map_err(|e| LabError::Other(format!("destinations: {e}")))?;
+        traffic.flows = flows_to_table(&traffic.flows, path, cfg.dsts)?;
         progress(&format!(
             "destinations: {} drawn from the table's IPv{} prefixes, {} flows",
             cfg.dsts,

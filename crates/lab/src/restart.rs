@@ -8,7 +8,6 @@
 use crate::bench::{
     Contender, FastfwdForwarding, InputMode, KernelForwarding, LabError, LabRunner, Traffic,
 };
-use crate::flows::FlowSet;
 use crate::topo::{FirewallPreset, TopoConfig, TopoGuard, Topology};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -101,13 +100,7 @@ pub fn run_restarts(
         let l = topo.load_full_table(path)?;
         routes = l.routes_v4 + l.routes_v6;
         if cfg.dsts > 0 {
-            let dsts = crate::topo::table_destinations(path, cfg.dsts, false, 1)?;
-            let mut src = traffic.flows.src;
-            let keep = (crate::xdp::MAX_FLOWS / (cfg.dsts as u64 * src.port_count())).max(1);
-            src.truncate_addrs(keep);
-            let dport = traffic.flows.dst.port_first;
-            traffic.flows = FlowSet::with_destinations(src, dsts, dport)
-                .map_err(|e| LabError::Other(format!("destinations: {e}")))?;
+            traffic.flows = crate::bench::flows_to_table(&traffic.flows, path, cfg.dsts)?;
         }
     }
     let flows = traffic.flows.len();

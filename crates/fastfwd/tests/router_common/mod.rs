@@ -1001,49 +1001,32 @@ pub fn udp_count_during(
         "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nt=time.monotonic()\nfor i in range({n}):\n  s.sendto(b'x'*20,('{dst}',{port}))\n  t+={gap};time.sleep(max(0,t-time.monotonic()))\n",
         gap = gap_ms / 1000.0
     );
-    let fam = "AF_INET";
-    let server = format!(
-        "import socket,sys,select\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\nn=0\ndone=False\nwhile True:\n  r,_,_=select.select([s]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n  if s in r:\n    s.recv(100); n+=1\n  elif r:\n    sys.stdin.readline(); done=True\n  else:\n    break\nprint(n)\n"
-    );
-    let mut srv = Command::new("ip")
-        .args(["netns", "exec", &lab.sink, "python3", "-c", &server])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
-    let mut ready = String::new();
-    std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready", "the counting server in sink started");
-    std::thread::scope(|s| {
-        let sender = s.spawn(|| python_in(&lab.generator, &client));
-        meanwhile();
-        sender.join().unwrap();
-    });
-    drop(srv.stdin.take());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    srv.wait().unwrap();
-    rest.trim().parse().unwrap_or(0)
+    counted_in_sink_during(lab, &udp_counting_server(dst, port), &client, meanwhile)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
-/// Runs the python `client` in gen while sink counts the UDP datagrams
-/// to `dst:port`; how many arrived.
-fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
+/// The python server in sink that counts the UDP datagrams to
+/// `dst:port`. It says when it is bound, and counts until told the client
+/// is done, then for as long as datagrams keep coming (1 s apart at most):
+/// a slow machine, or a kernel under emulation, may take longer to start
+/// either interpreter than any fixed wait.
+fn udp_counting_server(dst: &str, port: u16) -> String {
     let fam = if dst.contains(':') {
         "AF_INET6"
     } else {
         "AF_INET"
     };
-    // The server says when it is bound, and counts until told the client
-    // is done, then for as long as datagrams keep coming (1 s apart at
-    // most): a slow machine, or a kernel under emulation, may take longer
-    // to start either interpreter than any fixed wait.
-    let server = format!(
+    format!(
         "import socket,sys,select\ns=socket.socket(socket.{fam},socket.SOCK_DGRAM)\ns.bind(('{dst}',{port}))\nprint('ready',flush=True)\nn=0\ndone=False\nwhile True:\n  r,_,_=select.select([s]+([] if done else [sys.stdin]),[],[],1.0 if done else None)\n  if s in r:\n    s.recv(100); n+=1\n  elif r:\n    sys.stdin.readline(); done=True\n  else:\n    break\nprint(n)\n"
-    );
-    counted_in_sink(lab, &server, client)
+    )
+}
+
+/// Runs the python `client` in gen while sink counts the UDP datagrams
+/// to `dst:port`; how many arrived.
+fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
+    counted_in_sink(lab, &udp_counting_server(dst, port), client)
         .trim()
         .parse()
         .unwrap_or(0)
@@ -1053,6 +1036,17 @@ fn udp_count_sent_by(lab: &Lab, dst: &str, port: u16, client: &str) -> u32 {
 /// python `client` in gen, then tells the server the client is done
 /// (closes its stdin); what the server printed after `ready`.
 fn counted_in_sink(lab: &Lab, server: &str, client: &str) -> String {
+    counted_in_sink_during(lab, server, client, || {})
+}
+
+/// [`counted_in_sink`] with `meanwhile` run on this thread while the
+/// client runs on another.
+fn counted_in_sink_during(
+    lab: &Lab,
+    server: &str,
+    client: &str,
+    meanwhile: impl FnOnce(),
+) -> String {
     let mut srv = Command::new("ip")
         .args(["netns", "exec", &lab.sink, "python3", "-c", server])
         .stdin(Stdio::piped())
@@ -1064,7 +1058,11 @@ fn counted_in_sink(lab: &Lab, server: &str, client: &str) -> String {
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();
     assert_eq!(ready.trim(), "ready", "the counting server in sink started");
-    python_in(&lab.generator, client);
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| python_in(&lab.generator, client));
+        meanwhile();
+        sender.join().unwrap();
+    });
     drop(srv.stdin.take());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
