@@ -120,16 +120,7 @@ fn the_user_engine_takes_over_from_a_kept_xdp_engine() {
 #[test]
 fn an_open_connection_survives_a_restart_under_ct_state_rules() {
     let Some(lab) = Lab::new("rc") else { return };
-    let firewall = r#"
-[firewall]
-rules = """
-chain forward {
-    policy drop
-    ct state established accept
-    iif d0 ct state new accept
-}
-"""
-"#;
+    let firewall = router_common::STATEFUL_FIREWALL;
     let keep = ["--on-exit", "keep"];
     let mut first = lab.start_with_args(XDP_ENGINE, firewall, &keep);
     let server = "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('198.19.0.108',7100))\ns.listen(1)\nprint('ready',flush=True)\nc,_=s.accept()\nwhile True:\n  d=c.recv(100)\n  if not d: break\n  c.sendall(d)\n";

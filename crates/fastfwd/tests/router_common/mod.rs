@@ -43,6 +43,19 @@ pub fn python_in(ns: &str, script: &str) -> String {
 /// over AF_XDP); other names are `--backend` values of the user engine.
 pub const XDP_ENGINE: &str = "xdp-engine";
 
+/// A stateful forward chain: new flows only from gen's side (d0), replies
+/// by connection tracking, the rest dropped.
+pub const STATEFUL_FIREWALL: &str = r#"
+[firewall]
+rules = """
+chain forward {
+    policy drop
+    ct state established accept
+    iif d0 ct state new accept
+}
+"""
+"#;
+
 /// `--engine` for a scenario's backend name.
 pub fn engine_of(backend: &str) -> &'static str {
     if backend == XDP_ENGINE { "xdp" } else { "user" }
@@ -1694,18 +1707,7 @@ pub fn conntrack_across_queues_scenario(backend: &str, tag: &str) {
     }
     let cfg = lab.write_config();
     let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(
-        r#"
-[firewall]
-rules = """
-chain forward {
-    policy drop
-    ct state established accept
-    iif d0 ct state new accept
-}
-"""
-"#,
-    );
+    text.push_str(STATEFUL_FIREWALL);
     std::fs::write(&cfg, &text).unwrap();
     let d = lab.start_from_on(backend, &cfg, &[], "0,1");
     within(Duration::from_secs(3), || {
